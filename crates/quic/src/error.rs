@@ -4,7 +4,7 @@ use crate::varint::VarInt;
 use std::fmt;
 
 /// A QUIC transport error code (RFC 9000 section 20.1, draft-ietf-quic-multipath-21
-/// section 10.4).
+/// section 4.2.1).
 #[derive(Copy, Clone, Eq, PartialEq, Hash)]
 pub struct TransportErrorCode(pub u64);
 
@@ -65,16 +65,16 @@ error_codes! {
     AEAD_LIMIT_REACHED = 0x0f,
     /// An endpoint has determined that the network path is incapable of supporting QUIC.
     NO_VIABLE_PATH = 0x10,
-    /// draft-ietf-quic-multipath-21 section 7.4, for PATH_ABANDON: the path is abandoned at
+    /// draft-ietf-quic-multipath-21 section 4.2.1, for PATH_ABANDON: the path is abandoned at
     /// the request of the application.
     APPLICATION_ABANDON_PATH = 0x3e,
-    /// draft-ietf-quic-multipath-21 section 7.4: the endpoint cannot allocate sufficient
+    /// draft-ietf-quic-multipath-21 section 4.2.1: the endpoint cannot allocate sufficient
     /// resources to maintain the path.
     PATH_RESOURCE_LIMIT_REACHED = 0x3e75,
-    /// draft-ietf-quic-multipath-21 section 7.4: the interface is unstable or the path's
+    /// draft-ietf-quic-multipath-21 section 4.2.1: the interface is unstable or the path's
     /// performance is poor (for example frequent handovers or a weak signal).
     PATH_UNSTABLE_OR_POOR = 0x3e76,
-    /// draft-ietf-quic-multipath-21 section 7.4: no connection ID is available for the path.
+    /// draft-ietf-quic-multipath-21 section 4.2.1: no connection ID is available for the path.
     NO_CID_AVAILABLE_FOR_PATH = 0x3e77,
 }
 

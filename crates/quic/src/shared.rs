@@ -185,8 +185,10 @@ impl fmt::Display for ConnectionId {
     }
 }
 
-/// A path identifier from draft-ietf-quic-multipath; path 0 is the path the handshake used.
-//= https://www.rfc-editor.org/rfc/rfc9000#section-1 (see draft-ietf-quic-multipath-21 section 1.2)
+/// A path identifier from draft-ietf-quic-multipath-21; path 0 is the path the handshake used.
+//= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
+//# This value MUST NOT exceed 2<sup>32</sup>-1, the maximum allowed value for the path ID due to
+//# restrictions on the nonce calculation (see {{nonce}}).
 #[derive(Copy, Clone, Eq, PartialEq, Ord, PartialOrd, Hash, Default)]
 pub struct PathId(pub u32);
 

@@ -1,0 +1,492 @@
+//! The endpoint: the connections behind one set of UDP sockets. It routes each received
+//! datagram to its connection by destination connection ID, accepts new connections as a
+//! server, and answers what no connection can: Version Negotiation, Retry and stateless
+//! resets.
+
+use crate::config::{ClientConfig, EndpointConfig, ServerConfig};
+use crate::connection::{Connection, ConnectionParams, EndpointEvent, Event, TlsSessionBuilder, Transmit};
+use crate::crypto::{ResetKey, TokenKey};
+use crate::packet::{self, HeaderForm, LongType};
+use crate::qlog::QlogStream;
+use crate::shared::{ConnectionId, PathId, Side};
+use bytes::BytesMut;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Identifies a connection within its endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionHandle(pub u64);
+
+/// Why a client connection could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The remote address cannot be used (port 0 or unspecified IP).
+    #[error("invalid remote address {0}")]
+    InvalidRemoteAddress(SocketAddr),
+    /// TLS refused the configuration or server name.
+    #[error("TLS setup failed: {0}")]
+    Tls(crate::TransportError),
+}
+
+/// How long Retry tokens stay valid.
+const RETRY_TOKEN_LIFETIME: Duration = Duration::from_secs(30);
+
+/// The connections behind one set of local addresses.
+pub struct Endpoint {
+    config: Arc<EndpointConfig>,
+    server: Option<Arc<ServerConfig>>,
+    rng: ChaCha20Rng,
+    reset_key: Arc<ResetKey>,
+    token_key: TokenKey,
+    connections: BTreeMap<ConnectionHandle, Connection>,
+    next_handle: u64,
+    /// Local connection IDs in use, to route short-header packets.
+    cid_map: BTreeMap<ConnectionId, ConnectionHandle>,
+    /// Client-chosen destination IDs of connections still in the handshake (server side).
+    initial_map: BTreeMap<ConnectionId, ConnectionHandle>,
+    incoming: VecDeque<ConnectionHandle>,
+    /// Datagrams the endpoint itself sends (Version Negotiation, Retry, stateless reset).
+    stateless: VecDeque<(Transmit, Vec<u8>)>,
+    /// Connection served last by poll_transmit (round robin).
+    last_served: Option<ConnectionHandle>,
+    /// Time base for Retry tokens (their lifetime is checked against it).
+    epoch: Option<Instant>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("connections", &self.connections.len()).finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// Creates an endpoint; pass a [`ServerConfig`] to accept connections.
+    pub fn new(config: EndpointConfig, server: Option<ServerConfig>) -> Self {
+        let mut rng = ChaCha20Rng::seed_from_u64(config.rng_seed);
+        let reset_key = Arc::new(ResetKey::new(&config.reset_key));
+        let mut token_secret = [0u8; 32];
+        rng.fill_bytes(&mut token_secret);
+        Endpoint {
+            config: Arc::new(config),
+            server: server.map(Arc::new),
+            rng,
+            reset_key,
+            token_key: TokenKey::new(&token_secret),
+            connections: BTreeMap::new(),
+            next_handle: 0,
+            cid_map: BTreeMap::new(),
+            initial_map: BTreeMap::new(),
+            incoming: VecDeque::new(),
+            stateless: VecDeque::new(),
+            last_served: None,
+            epoch: None,
+        }
+    }
+
+    /// Replaces the server configuration (for example a new certificate).
+    pub fn set_server_config(&mut self, server: Option<ServerConfig>) {
+        self.server = server.map(Arc::new);
+    }
+
+    /// Starts a client connection from `local` to `remote`.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        config: ClientConfig,
+        local: SocketAddr,
+        remote: SocketAddr,
+        server_name: &str,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        if remote.port() == 0 || remote.ip().is_unspecified() {
+            return Err(ConnectError::InvalidRemoteAddress(remote));
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-7.2
+        //# When an Initial packet is sent by a client that has not previously
+        //# received an Initial or Retry packet from the server, the client
+        //# populates the Destination Connection ID field with an unpredictable
+        //# value.  This Destination Connection ID MUST be at least 8 bytes in
+        //# length.
+        let dcid = ConnectionId::random(&mut self.rng, 8.max(self.config.local_cid_len));
+        let scid = self.new_local_cid();
+        let handle = self.next_handle();
+        let qlog = self.qlog_for(now, Side::Client, &dcid);
+        let params = ConnectionParams {
+            side: Side::Client,
+            config: config.transport.clone(),
+            version: config.version,
+            now,
+            local,
+            remote,
+            tls: TlsSessionBuilder::Client { config: config.tls.clone(), server_name: server_name.to_owned() },
+            rng_seed: self.rng.next_u64(),
+            reset_key: self.reset_key.clone(),
+            local_cid_len: self.config.local_cid_len,
+            original_dcid: dcid,
+            local_cid: scid,
+            remote_cid: dcid,
+            retry_scid: None,
+            qlog,
+        };
+        let conn = Connection::new(params).map_err(ConnectError::Tls)?;
+        self.connections.insert(handle, conn);
+        self.drain_endpoint_events(handle);
+        Ok(handle)
+    }
+
+    /// Processes a datagram received on `local` from `remote`. Returns the connection it was
+    /// delivered to, if any.
+    pub fn handle(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, data: BytesMut) -> Option<ConnectionHandle> {
+        let header = match packet::decode_header(&data, self.config.local_cid_len) {
+            Ok(h) => h,
+            Err(packet::PacketDecodeError::UnsupportedVersion { dcid, scid, .. }) => {
+                self.send_version_negotiation(local, remote, &dcid, &scid, data.len());
+                return None;
+            }
+            Err(_) => return None,
+        };
+        if let Some(&handle) = self.cid_map.get(&header.dcid).or_else(|| match &header.form {
+            HeaderForm::Long { ty: LongType::Initial | LongType::ZeroRtt, .. } => self.initial_map.get(&header.dcid),
+            _ => None,
+        }) {
+            if let Some(conn) = self.connections.get_mut(&handle) {
+                conn.handle_datagram(now, local, remote, data);
+                self.drain_endpoint_events(handle);
+                return Some(handle);
+            }
+        }
+        match &header.form {
+            HeaderForm::Long { ty: LongType::Initial, version, scid, token } => {
+                let (version, scid, token) = (*version, *scid, token.clone());
+                let token_bytes = data.get(token).map(|t| t.to_vec()).unwrap_or_default();
+                self.on_new_initial(now, local, remote, data, header.dcid, scid, version, &token_bytes)
+            }
+            HeaderForm::Short => {
+                self.send_stateless_reset(local, remote, &header.dcid, data.len());
+                None
+            }
+            _ => None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_new_initial(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        data: BytesMut,
+        dcid: ConnectionId,
+        client_scid: ConnectionId,
+        version: u32,
+        token: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let server = self.server.clone()?;
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-14.1
+        //# A server MUST discard an Initial packet that is carried in a UDP
+        //# datagram with a payload that is smaller than the smallest allowed
+        //# maximum datagram size of 1200 bytes.
+        if data.len() < 1200 {
+            return None;
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-7.2
+        //# This Destination Connection ID MUST be at least 8 bytes in
+        //# length.
+        if dcid.len() < 8 && token.is_empty() {
+            return None;
+        }
+        if self.handshaking_count() >= server.max_incoming {
+            return None;
+        }
+        let epoch = *self.epoch.get_or_insert(now);
+        let since_epoch = now.saturating_duration_since(epoch);
+        let (original_dcid, retry_scid) = if server.retry {
+            if token.is_empty() {
+                self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
+                return None;
+            }
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
+            //# A server MAY send a Retry packet in response to an Initial packet with
+            //# an invalid token.
+            match self.token_key.open(token, remote, since_epoch, RETRY_TOKEN_LIFETIME) {
+                Ok(t) if t.retry_scid == dcid => (t.original_dcid, Some(dcid)),
+                _ => {
+                    self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
+                    return None;
+                }
+            }
+        } else {
+            (dcid, None)
+        };
+        let local_cid = self.new_local_cid();
+        let handle = self.next_handle();
+        let qlog = self.qlog_for(now, Side::Server, &original_dcid);
+        let params = ConnectionParams {
+            side: Side::Server,
+            config: server.transport.clone(),
+            version,
+            now,
+            local,
+            remote,
+            tls: TlsSessionBuilder::Server { config: server.tls.clone() },
+            rng_seed: self.rng.next_u64(),
+            reset_key: self.reset_key.clone(),
+            local_cid_len: self.config.local_cid_len,
+            original_dcid,
+            local_cid,
+            remote_cid: client_scid,
+            retry_scid,
+            qlog,
+        };
+        let mut conn = match Connection::new(params) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(error = %e, "refusing connection");
+                return None;
+            }
+        };
+        // Initial packets are keyed by the client's DCID; after a Retry that is our SCID.
+        conn.handle_datagram(now, local, remote, data);
+        self.connections.insert(handle, conn);
+        self.initial_map.insert(dcid, handle);
+        self.drain_endpoint_events(handle);
+        self.incoming.push_back(handle);
+        Some(handle)
+    }
+
+    fn handshaking_count(&self) -> usize {
+        self.connections.values().filter(|c| c.is_handshaking() && !c.is_closed()).count()
+    }
+
+    /// Takes the next connection a client opened to this server.
+    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        while let Some(h) = self.incoming.pop_front() {
+            if self.connections.contains_key(&h) {
+                return Some(h);
+            }
+        }
+        None
+    }
+
+    /// The connection with this handle.
+    pub fn connection(&self, handle: ConnectionHandle) -> Option<&Connection> {
+        self.connections.get(&handle)
+    }
+
+    /// The connection with this handle, for reading, writing and closing.
+    pub fn connection_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(&handle)
+    }
+
+    /// Handles of all live connections.
+    pub fn connection_handles(&self) -> Vec<ConnectionHandle> {
+        self.connections.keys().copied().collect()
+    }
+
+    /// Takes the next application event of any connection. Connections that are drained and
+    /// have reported everything are removed.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        let mut gone = Vec::new();
+        let mut found = None;
+        for (h, conn) in self.connections.iter_mut() {
+            if let Some(e) = conn.poll_event() {
+                found = Some((*h, e));
+                break;
+            }
+            if conn.is_drained() {
+                gone.push(*h);
+            }
+        }
+        for h in gone {
+            self.remove(h);
+        }
+        found
+    }
+
+    /// Events of one connection.
+    pub fn poll_connection_event(&mut self, handle: ConnectionHandle) -> Option<Event> {
+        self.connections.get_mut(&handle)?.poll_event()
+    }
+
+    /// Forgets a connection immediately (its state and routing entries).
+    pub fn remove(&mut self, handle: ConnectionHandle) {
+        self.connections.remove(&handle);
+        self.cid_map.retain(|_, h| *h != handle);
+        self.initial_map.retain(|_, h| *h != handle);
+    }
+
+    /// Writes the next datagram to send into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((t, data)) = self.stateless.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&data);
+            return Some(t);
+        }
+        // Round robin: start after the connection served last.
+        let order: Vec<ConnectionHandle> = match self.last_served {
+            Some(last) => self
+                .connections
+                .range((Bound::Excluded(last), Bound::Unbounded))
+                .chain(self.connections.range(..=last))
+                .map(|(h, _)| *h)
+                .collect(),
+            None => self.connections.keys().copied().collect(),
+        };
+        for h in order {
+            let Some(conn) = self.connections.get_mut(&h) else { continue };
+            if let Some(t) = conn.poll_transmit(now, buf) {
+                self.last_served = Some(h);
+                self.drain_endpoint_events(h);
+                return Some(t);
+            }
+            self.drain_endpoint_events(h);
+        }
+        None
+    }
+
+    /// The earliest deadline of any connection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.connections.values().filter_map(Connection::poll_timeout).min()
+    }
+
+    /// Runs every connection's expired timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<ConnectionHandle> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(h, _)| *h)
+            .collect();
+        for h in due {
+            if let Some(conn) = self.connections.get_mut(&h) {
+                conn.handle_timeout(now);
+            }
+            self.drain_endpoint_events(h);
+        }
+    }
+
+    fn drain_endpoint_events(&mut self, handle: ConnectionHandle) {
+        let Some(conn) = self.connections.get_mut(&handle) else { return };
+        let mut handshake_done = !conn.is_handshaking();
+        let mut events = Vec::new();
+        while let Some(e) = conn.poll_endpoint_event() {
+            events.push(e);
+        }
+        if conn.is_closed() {
+            handshake_done = true;
+        }
+        for e in events {
+            match e {
+                EndpointEvent::NewLocalCid(cid) => {
+                    self.cid_map.insert(cid, handle);
+                }
+                EndpointEvent::RetiredLocalCid(cid) => {
+                    if self.cid_map.get(&cid) == Some(&handle) {
+                        self.cid_map.remove(&cid);
+                    }
+                }
+                EndpointEvent::Drained => {
+                    self.cid_map.retain(|_, h| *h != handle);
+                    self.initial_map.retain(|_, h| *h != handle);
+                }
+            }
+        }
+        if handshake_done {
+            self.initial_map.retain(|_, h| *h != handle);
+        }
+    }
+
+    fn next_handle(&mut self) -> ConnectionHandle {
+        let h = ConnectionHandle(self.next_handle);
+        self.next_handle += 1;
+        h
+    }
+
+    fn new_local_cid(&mut self) -> ConnectionId {
+        loop {
+            let cid = ConnectionId::random(&mut self.rng, self.config.local_cid_len);
+            if !self.cid_map.contains_key(&cid) {
+                return cid;
+            }
+        }
+    }
+
+    fn qlog_for(&self, now: Instant, side: Side, odcid: &ConnectionId) -> Option<QlogStream> {
+        let factory = self.config.qlog.as_ref()?;
+        let out = factory.create(side, odcid)?;
+        Some(QlogStream::new(out, now, side, odcid))
+    }
+
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-6.1
+    //# If the version selected by the client is not acceptable to the
+    //# server, the server responds with a Version Negotiation packet; see
+    //# Section 17.2.1.
+    fn send_version_negotiation(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &ConnectionId, scid: &ConnectionId, len: usize) {
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-6.1
+        //# A server MAY limit the number of Version Negotiation packets it sends.
+        //
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-14.1
+        //# Servers MUST
+        //# drop incoming packets under all other circumstances.
+        if self.server.is_none() || len < 1200 {
+            return;
+        }
+        let mut buf = Vec::new();
+        let first: u8 = self.rng.random();
+        packet::encode_version_negotiation(&mut buf, first, scid, dcid, &[packet::VERSION_1]);
+        self.queue_stateless(local, remote, buf);
+    }
+
+    fn send_retry(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        version: u32,
+        client_dcid: &ConnectionId,
+        client_scid: &ConnectionId,
+        since_epoch: Duration,
+    ) {
+        let retry_scid = self.new_local_cid();
+        let token = self.token_key.seal(remote, client_dcid, &retry_scid, since_epoch, &mut self.rng);
+        let mut buf = Vec::new();
+        packet::encode_retry(&mut buf, version, client_scid, &retry_scid, &token);
+        let tag = crate::crypto::retry_integrity_tag(version, client_dcid, &buf);
+        buf.extend_from_slice(&tag);
+        self.queue_stateless(local, remote, buf);
+    }
+
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3
+    //# An endpoint that receives packets that it cannot process sends a
+    //# packet in the following layout (see Section 17.2):
+    fn send_stateless_reset(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &ConnectionId, received_len: usize) {
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.3
+        //# An endpoint MUST ensure that every Stateless Reset that it sends is
+        //# smaller than the packet that triggered it, unless it maintains other
+        //# means to prevent looping.
+        const MIN_RESET: usize = 21;
+        if received_len <= MIN_RESET || dcid.is_empty() {
+            return;
+        }
+        let len = (received_len - 1).min(43);
+        let mut buf = vec![0u8; len - 16];
+        self.rng.fill_bytes(&mut buf);
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3
+        //# The first byte ... Fixed Bit (1) = 1, Header Form (1) = 0
+        buf[0] = (buf[0] & 0x3f) | 0x40;
+        let token = self.reset_key.token(dcid);
+        buf.extend_from_slice(&token.0);
+        self.queue_stateless(local, remote, buf);
+    }
+
+    fn queue_stateless(&mut self, local: SocketAddr, remote: SocketAddr, data: Vec<u8>) {
+        if self.stateless.len() >= 64 {
+            return;
+        }
+        let t = Transmit { destination: remote, source: local, size: data.len(), segment_size: None, path: PathId::ZERO };
+        self.stateless.push_back((t, data));
+    }
+}

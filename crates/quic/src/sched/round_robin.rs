@@ -1,0 +1,66 @@
+//! Round robin: each packet goes to the next path in turn that can send (skipping paths
+//! whose congestion window is full, as Linux MPTCP's round-robin scheduler does).
+
+use super::{Decision, PathSnapshot, PendingData, Scheduler, SchedulerFactory, preferred_paths};
+use crate::shared::PathId;
+use std::time::Instant;
+
+/// Round-robin scheduler (with the backup rule).
+#[derive(Debug, Default)]
+pub struct RoundRobin {
+    last: Option<PathId>,
+}
+
+impl Scheduler for RoundRobin {
+    fn name(&self) -> &str {
+        "roundrobin"
+    }
+
+    fn schedule(&mut self, _now: Instant, paths: &[PathSnapshot], _pending: &PendingData) -> Decision {
+        let candidates: Vec<PathId> = preferred_paths(paths).map(|p| p.id).collect();
+        let next = match self.last {
+            Some(last) => candidates.iter().find(|id| **id > last).or(candidates.first()),
+            None => candidates.first(),
+        };
+        match next {
+            Some(id) => {
+                self.last = Some(*id);
+                Decision::Send(*id)
+            }
+            None => Decision::Wait,
+        }
+    }
+}
+
+/// Builds [`RoundRobin`] schedulers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RoundRobinFactory;
+
+impl SchedulerFactory for RoundRobinFactory {
+    fn build(&self) -> Box<dyn Scheduler> {
+        Box::new(RoundRobin::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::tests::snapshot;
+
+    #[test]
+    fn alternates_and_skips_full_paths() {
+        let now = Instant::now();
+        let mut s = RoundRobin::default();
+        let paths = [snapshot(0, 30, true), snapshot(1, 10, true), snapshot(2, 5, true)];
+        let picks: Vec<_> = (0..6)
+            .map(|_| match s.schedule(now, &paths, &PendingData::default()) {
+                Decision::Send(id) => id.0,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
+        let paths = [snapshot(0, 30, true), snapshot(1, 10, false), snapshot(2, 5, true)];
+        assert_eq!(s.schedule(now, &paths, &PendingData::default()), Decision::Send(PathId(2)));
+        assert_eq!(s.schedule(now, &paths, &PendingData::default()), Decision::Send(PathId(0)));
+    }
+}
