@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod coding;
+pub mod crypto;
 pub mod error;
 pub mod shared;
 pub mod varint;
