@@ -14,6 +14,7 @@
 pub mod coding;
 pub mod error;
 pub mod shared;
+pub mod streams;
 pub mod varint;
 
 pub use error::{TransportError, TransportErrorCode};
