@@ -1810,6 +1810,9 @@ impl Streams {
             if s.want_new {
                 self.sched.n_new -= 1;
             }
+            if s.conn_blocked {
+                self.conn_blocked.retain(|&x| x != id);
+            }
         }
         if id.initiator() != self.side {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-4.6

@@ -1259,7 +1259,7 @@ fn plan_strategy() -> impl Strategy<Value = Vec<(Dir, Vec<u8>, Act)>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
     fn lossy_reordering_duplicating_network_delivers_every_byte_once_in_order(
         seed in any::<u64>(),
