@@ -15,6 +15,7 @@ pub mod coding;
 pub mod crypto;
 pub mod error;
 pub mod shared;
+pub mod streams;
 pub mod varint;
 
 pub use error::{TransportError, TransportErrorCode};
