@@ -13,6 +13,7 @@
 
 pub mod coding;
 pub mod error;
+pub mod recovery;
 pub mod shared;
 pub mod varint;
 
