@@ -11,6 +11,7 @@
 //! in tests.
 #![warn(missing_docs)]
 
+pub mod cc;
 pub mod coding;
 pub mod error;
 pub mod recovery;
