@@ -11,9 +11,11 @@
 //! in tests.
 #![warn(missing_docs)]
 
+pub mod cc;
 pub mod coding;
 pub mod crypto;
 pub mod error;
+pub mod recovery;
 pub mod shared;
 pub mod streams;
 pub mod varint;
