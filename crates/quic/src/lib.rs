@@ -13,7 +13,11 @@
 
 pub mod coding;
 pub mod error;
+pub mod frame;
+pub mod packet;
+pub mod range_set;
 pub mod shared;
+pub mod transport_parameters;
 pub mod varint;
 
 pub use error::{TransportError, TransportErrorCode};
