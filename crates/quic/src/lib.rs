@@ -9,17 +9,34 @@
 //! timer deadline, and reports when that deadline passes. The same code therefore runs over
 //! real UDP sockets (`polypath-io`), inside the deterministic simulator (`polypath-sim`) and
 //! in tests.
+//!
+//! The entry point is [`Endpoint`]; each [`Connection`] it manages exposes streams,
+//! datagrams, paths and statistics.
 #![warn(missing_docs)]
 
 pub mod cc;
 pub mod coding;
+pub mod config;
+pub mod connection;
 pub mod crypto;
+pub mod datagrams;
+pub mod endpoint;
 pub mod error;
+pub mod frame;
+pub mod packet;
+pub mod qlog;
+mod qlog_frames;
+pub mod range_set;
 pub mod recovery;
+pub mod sched;
 pub mod shared;
 pub mod streams;
+pub mod transport_parameters;
 pub mod varint;
 
+pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
+pub use connection::{Connection, ConnectionError, ConnectionStats, Event, PathInfo, PathStats, Transmit};
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
 pub use error::{TransportError, TransportErrorCode};
 pub use shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
 pub use varint::VarInt;
