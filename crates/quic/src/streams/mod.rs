@@ -1303,6 +1303,16 @@ impl Streams {
         self.sched.n_retx > 0 || self.sched.n_new > 0
     }
 
+    /// Bytes of stream data waiting to be sent: (never sent, declared lost). Walks the
+    /// streams that are sending; used to brief the packet scheduler.
+    pub fn pending_bytes(&self) -> (u64, u64) {
+        self.map
+            .values()
+            .filter_map(|s| s.send.as_ref())
+            .filter(|h| h.is_sending())
+            .fold((0, 0), |(new, lost), h| (new + h.buf.unsent_bytes(), lost + h.buf.lost_bytes()))
+    }
+
     /// True if control frames or stream data wait to be sent.
     pub fn wants_to_send(&self) -> bool {
         self.has_stream_data() || self.has_control()

@@ -113,6 +113,16 @@ impl SendBuffer {
         !self.lost.is_empty() || self.fin_only_pending()
     }
 
+    /// Bytes written but never sent.
+    pub fn unsent_bytes(&self) -> u64 {
+        self.write_end - self.unsent
+    }
+
+    /// Bytes declared lost and waiting to be sent again.
+    pub fn lost_bytes(&self) -> u64 {
+        self.lost.iter().map(|r| r.end - r.start).sum()
+    }
+
     /// True if written bytes were never sent.
     pub fn has_new_data(&self) -> bool {
         self.unsent < self.write_end
