@@ -54,7 +54,8 @@ macro_rules! frame_types {
 }
 
 //= https://www.rfc-editor.org/rfc/rfc9000#section-12.4
-//# | 0x00       | PADDING              | Section 19.1            | IH01 | NP   |
+//# {{frame-types}} lists and summarizes information about each frame type that is
+//# defined in this specification.
 frame_types! {
     /// PADDING (RFC 9000 section 19.1).
     PADDING = 0x00,
@@ -1281,7 +1282,7 @@ impl FrameIter {
         //# either is received, the connection MUST be closed immediately with a connection
         //# error of type TRANSPORT_PARAMETER_ERROR if the offending value was received in a
         //# transport parameter or of type FRAME_ENCODING_ERROR if it was received in a
-        //# frame; see Section 10.2.
+        //# frame; see {{immediate-close}}.
         let count = self.var()?;
         if count > MAX_STREAM_COUNT {
             return Err(FrameErrorKind::StreamCountTooLarge);
@@ -1375,7 +1376,7 @@ impl FrameIter {
     fn close_reason(&mut self) -> Result<Bytes, FrameErrorKind> {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-19.19
         //# This
-        //# SHOULD be a UTF-8 encoded string [RFC3629], though the frame does not carry
+        //# SHOULD be a UTF-8 encoded string {{!RFC3629}}, though the frame does not carry
         //# information, such as language tags, that would aid comprehension by any entity
         //# other than the one that created the text.
         let len = self.var()?;

@@ -63,7 +63,8 @@ pub fn grease_version(random: u32) -> u32 {
 /// Length of the ciphertext sample that header protection takes, for every cipher suite
 /// usable with QUIC version 1.
 //= https://www.rfc-editor.org/rfc/rfc9001#section-5.4.2
-//# The cipher suites defined in [TLS13] -- other than TLS_AES_128_CCM_8_SHA256, for
+//# The
+//# cipher suites defined in {{!TLS13}} -- other than TLS_AES_128_CCM_8_SHA256, for
 //# which a header protection scheme is not defined in this document -- have 16-byte
 //# expansions and 16-byte header protection samples.
 pub const HP_SAMPLE_LEN: usize = 16;
@@ -149,14 +150,15 @@ pub enum PacketKind {
 impl PacketKind {
     /// The packet number space packets of this kind belong to.
     //= https://www.rfc-editor.org/rfc/rfc9000#section-12.3
-    //# *  Initial space: All Initial packets (Section 17.2.2) are in this
-    //#    space.
+    //# Initial space:
+    //# : All Initial packets ({{packet-initial}}) are in this space.
     //#
-    //# *  Handshake space: All Handshake packets (Section 17.2.4) are in
-    //#    this space.
+    //# Handshake space:
+    //# : All Handshake packets ({{packet-handshake}}) are in this space.
     //#
-    //# *  Application data space: All 0-RTT (Section 17.2.3) and 1-RTT
-    //#    (Section 17.3.1) packets are in this space.
+    //# Application data space:
+    //# : All 0-RTT ({{packet-0rtt}}) and 1-RTT ({{packet-1rtt}}) packets are in this
+    //#   space.
     pub fn space(self) -> SpaceId {
         match self {
             PacketKind::Initial => SpaceId::Initial,
@@ -670,7 +672,7 @@ pub enum HeaderProtectionError {
 /// Applies header protection in place to an encrypted `packet` (starting at its first
 /// byte) whose Packet Number field of `pn_len` bytes starts at `pn_offset`.
 //= https://www.rfc-editor.org/rfc/rfc9001#section-5.4.1
-//# Header protection is applied after packet protection is applied (see Section 5.3).
+//# Header protection is applied after packet protection is applied (see {{aead}}).
 pub fn apply_header_protection(
     packet: &mut [u8],
     pn_offset: usize,
@@ -680,8 +682,10 @@ pub fn apply_header_protection(
     if !(1..=4).contains(&pn_len) {
         return Err(HeaderProtectionError::Key);
     }
-    let sample_start = pn_offset + HP_SAMPLE_OFFSET;
-    if pn_offset == 0 || sample_start + hp.sample_len() > packet.len() {
+    let sample_end = pn_offset
+        .saturating_add(HP_SAMPLE_OFFSET)
+        .saturating_add(hp.sample_len());
+    if pn_offset == 0 || sample_end > packet.len() {
         return Err(HeaderProtectionError::TooShort);
     }
     let (head, rest) = packet.split_at_mut(pn_offset);
@@ -1171,7 +1175,7 @@ mod tests {
 
     //= https://www.rfc-editor.org/rfc/rfc9001#appendix-A.4
     //# This shows a Retry packet that might be sent in response to the Initial packet
-    //# in Appendix A.2.
+    //# in {{sample-client-initial}}.
     #[test]
     fn rfc9001_retry() {
         let packet = unhex(

@@ -238,10 +238,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 impl TransportParameters {
-    /// Appends the encoded parameters to `out`, in ascending identifier order, omitting
-    /// integer parameters that equal their default. A reserved GREASE parameter is added;
-    /// its identifier and value derive from the initial_source_connection_id (random per
-    /// connection), so they vary between connections without any RNG here.
+    /// Appends the encoded parameters to `out`: the known ones in ascending identifier
+    /// order (integer parameters equal to their default are omitted), then one reserved
+    /// GREASE parameter whose identifier and value derive from the
+    /// initial_source_connection_id (random per connection), so they vary between
+    /// connections without any RNG here and the output stays deterministic.
     ///
     /// Integer values above 2^62 - 1 are clamped. Whether a parameter may be sent by this
     /// side (server-only ones) is the caller's concern.
@@ -321,6 +322,13 @@ impl TransportParameters {
             put_param(out, id::RETRY_SOURCE_CONNECTION_ID, cid);
         }
 
+        if let Some(size) = self.max_datagram_frame_size {
+            put_int_param(out, id::MAX_DATAGRAM_FRAME_SIZE, size);
+        }
+        if let Some(path) = self.initial_max_path_id {
+            put_int_param(out, id::INITIAL_MAX_PATH_ID, path.0.into());
+        }
+
         //= https://www.rfc-editor.org/rfc/rfc9000#section-18.1
         //# Transport parameters with an identifier of the form `31 * N + 27` for integer
         //# values of N are reserved to exercise the requirement that unknown transport
@@ -328,15 +336,7 @@ impl TransportParameters {
         let seed = fnv1a(self.initial_source_connection_id.as_deref().unwrap_or(&[]));
         let grease_id = 31 * (seed & 0xff_ffff) + 27;
         let grease_len = (seed >> 24) as usize % 8;
-        let grease_value: Vec<u8> = seed.to_be_bytes()[..grease_len].to_vec();
-        put_param(out, grease_id, &grease_value);
-
-        if let Some(size) = self.max_datagram_frame_size {
-            put_int_param(out, id::MAX_DATAGRAM_FRAME_SIZE, size);
-        }
-        if let Some(path) = self.initial_max_path_id {
-            put_int_param(out, id::INITIAL_MAX_PATH_ID, path.0.into());
-        }
+        put_param(out, grease_id, &seed.to_be_bytes()[..grease_len]);
     }
 
     /// Parses and validates the parameters `sent_by` the peer. Unknown parameters are
@@ -432,7 +432,7 @@ impl TransportParameters {
                 //# either is received, the connection MUST be closed immediately with a connection
                 //# error of type TRANSPORT_PARAMETER_ERROR if the offending value was received in a
                 //# transport parameter or of type FRAME_ENCODING_ERROR if it was received in a
-                //# frame; see Section 10.2.
+                //# frame; see {{immediate-close}}.
                 let v = int()?;
                 if v > MAX_STREAMS_LIMIT {
                     return Err(TransportError::transport_parameter(format!(
