@@ -36,7 +36,9 @@ pub struct QlogStream {
 
 impl std::fmt::Debug for QlogStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QlogStream").field("failed", &self.failed).finish()
+        f.debug_struct("QlogStream")
+            .field("failed", &self.failed)
+            .finish()
     }
 }
 
@@ -44,7 +46,12 @@ const RECORD_SEPARATOR: u8 = 0x1e;
 
 impl QlogStream {
     /// Starts a stream: writes the file header naming the vantage point and group ID.
-    pub fn new(mut out: Box<dyn Write + Send>, start: Instant, side: Side, odcid: &ConnectionId) -> Self {
+    pub fn new(
+        mut out: Box<dyn Write + Send>,
+        start: Instant,
+        side: Side,
+        odcid: &ConnectionId,
+    ) -> Self {
         let header = json!({
             "file_schema": "urn:ietf:params:qlog:file:sequential",
             "serialization_format": "application/qlog+json-seq",
@@ -111,7 +118,8 @@ pub fn parse_json_seq(bytes: &[u8]) -> Result<Vec<Value>, String> {
             }
             continue;
         }
-        let value: Value = serde_json::from_slice(chunk).map_err(|e| format!("record {index}: {e}"))?;
+        let value: Value =
+            serde_json::from_slice(chunk).map_err(|e| format!("record {index}: {e}"))?;
         records.push(value);
     }
     Ok(records)
@@ -127,7 +135,10 @@ mod tests {
     struct Shared(Arc<Mutex<Vec<u8>>>);
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -139,13 +150,25 @@ mod tests {
     fn writes_parseable_json_seq() {
         let sink = Shared::default();
         let start = Instant::now();
-        let mut q = QlogStream::new(Box::new(sink.clone()), start, Side::Client, &ConnectionId::new(&[1, 2]));
-        q.event(start + Duration::from_millis(5), "packet_sent", json!({"header": {"packet_type": "1RTT"}}));
+        let mut q = QlogStream::new(
+            Box::new(sink.clone()),
+            start,
+            Side::Client,
+            &ConnectionId::new(&[1, 2]),
+        );
+        q.event(
+            start + Duration::from_millis(5),
+            "packet_sent",
+            json!({"header": {"packet_type": "1RTT"}}),
+        );
         drop(q);
         let bytes = sink.0.lock().unwrap().clone();
         let records = parse_json_seq(&bytes).unwrap();
         assert_eq!(records.len(), 2);
-        assert_eq!(records[0]["file_schema"], "urn:ietf:params:qlog:file:sequential");
+        assert_eq!(
+            records[0]["file_schema"],
+            "urn:ietf:params:qlog:file:sequential"
+        );
         assert_eq!(records[0]["trace"]["common_fields"]["group_id"], "0102");
         assert_eq!(records[1]["name"], "quic:packet_sent");
         assert_eq!(records[1]["time"], 5.0);

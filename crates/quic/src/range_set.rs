@@ -140,6 +140,36 @@ impl RangeSet {
         self.map.last_key_value().map(|(_, &e)| e - 1)
     }
 
+    /// The lowest range, without removing it.
+    pub fn first(&self) -> Option<Range<u64>> {
+        self.map.first_key_value().map(|(&s, &e)| s..e)
+    }
+
+    /// The parts of `range` that are not in the set, in increasing order.
+    pub fn gaps_in(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        let mut gaps = Vec::new();
+        if range.start >= range.end {
+            return gaps;
+        }
+        let mut pos = range.start;
+        if let Some((_, &end)) = self.map.range(..=range.start).next_back() {
+            pos = pos.max(end);
+        }
+        for (&s, &e) in self.map.range(range.start..range.end) {
+            if s > pos {
+                gaps.push(pos..s);
+            }
+            pos = pos.max(e);
+            if pos >= range.end {
+                break;
+            }
+        }
+        if pos < range.end {
+            gaps.push(pos..range.end);
+        }
+        gaps
+    }
+
     /// Removes and returns the lowest range.
     pub fn pop_min(&mut self) -> Option<Range<u64>> {
         let (s, e) = self.map.pop_first()?;
@@ -191,6 +221,19 @@ impl ExactSizeIterator for Iter<'_> {}
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn gaps_and_first() {
+        let mut set = RangeSet::new();
+        set.insert(2..4);
+        set.insert(6..8);
+        assert_eq!(set.first(), Some(2..4));
+        assert_eq!(set.gaps_in(0..10), vec![0..2, 4..6, 8..10]);
+        assert_eq!(set.gaps_in(3..7), vec![4..6]);
+        assert!(set.gaps_in(2..4).is_empty());
+        assert!(set.gaps_in(5..5).is_empty());
+    }
+
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeSet;

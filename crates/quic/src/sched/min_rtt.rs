@@ -13,7 +13,12 @@ impl Scheduler for MinRtt {
         "minrtt"
     }
 
-    fn schedule(&mut self, _now: Instant, paths: &[PathSnapshot], _pending: &PendingData) -> Decision {
+    fn schedule(
+        &mut self,
+        _now: Instant,
+        paths: &[PathSnapshot],
+        _pending: &PendingData,
+    ) -> Decision {
         preferred_paths(paths)
             .min_by_key(|p| (p.srtt, p.id))
             .map_or(Decision::Wait, |p| Decision::Send(p.id))
@@ -40,9 +45,19 @@ mod tests {
     fn picks_lowest_rtt_with_room() {
         let now = Instant::now();
         let mut s = MinRtt;
-        let paths = [snapshot(0, 30, true), snapshot(1, 10, true), snapshot(2, 5, false)];
-        assert_eq!(s.schedule(now, &paths, &PendingData::default()), Decision::Send(PathId(1)));
+        let paths = [
+            snapshot(0, 30, true),
+            snapshot(1, 10, true),
+            snapshot(2, 5, false),
+        ];
+        assert_eq!(
+            s.schedule(now, &paths, &PendingData::default()),
+            Decision::Send(PathId(1))
+        );
         let none = [snapshot(0, 30, false)];
-        assert_eq!(s.schedule(now, &none, &PendingData::default()), Decision::Wait);
+        assert_eq!(
+            s.schedule(now, &none, &PendingData::default()),
+            Decision::Wait
+        );
     }
 }

@@ -213,7 +213,8 @@ pub trait Scheduler: Send + fmt::Debug {
 
     /// Picks the path(s) for the next packet carrying application data. `paths` lists every
     /// path that is not yet fully closed, in path ID order; `pending` describes the data.
-    fn schedule(&mut self, now: Instant, paths: &[PathSnapshot], pending: &PendingData) -> Decision;
+    fn schedule(&mut self, now: Instant, paths: &[PathSnapshot], pending: &PendingData)
+    -> Decision;
 
     /// Told after a packet the scheduler asked for left on `path`, with the bytes of stream
     /// and datagram payload it carried.
@@ -225,7 +226,10 @@ pub trait Scheduler: Send + fmt::Debug {
     /// Applies run-time parameters (for example path weights), given as `key=value` pairs;
     /// returns an error message for keys or values the scheduler does not understand.
     fn configure(&mut self, key: &str, value: &str) -> Result<(), String> {
-        Err(format!("scheduler {} has no parameter {key} (value {value})", self.name()))
+        Err(format!(
+            "scheduler {} has no parameter {key} (value {value})",
+            self.name()
+        ))
     }
 }
 
@@ -238,7 +242,9 @@ pub trait SchedulerFactory: Send + Sync {
 /// The paths a scheduler should choose among, applying the backup rule: paths marked backup
 /// (by either side) are candidates only when no available path can send now.
 pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
-    let any_available_can_send = paths.iter().any(|p| p.is_usable() && !p.is_backup() && p.can_send);
+    let any_available_can_send = paths
+        .iter()
+        .any(|p| p.is_usable() && !p.is_backup() && p.can_send);
     paths
         .iter()
         .filter(move |p| p.is_usable() && p.can_send && (any_available_can_send != p.is_backup()))
@@ -283,7 +289,9 @@ pub(crate) mod tests {
         let mut backup = snapshot(1, 5, true);
         backup.peer_status = Some(PathStatus::Backup);
         let available = snapshot(0, 50, true);
-        let ids: Vec<_> = preferred_paths(&[available.clone(), backup.clone()]).map(|p| p.id).collect();
+        let ids: Vec<_> = preferred_paths(&[available.clone(), backup.clone()])
+            .map(|p| p.id)
+            .collect();
         assert_eq!(ids, vec![PathId(0)]);
         let blocked = snapshot(0, 50, false);
         let ids: Vec<_> = preferred_paths(&[blocked, backup]).map(|p| p.id).collect();

@@ -16,10 +16,18 @@ impl Scheduler for RoundRobin {
         "roundrobin"
     }
 
-    fn schedule(&mut self, _now: Instant, paths: &[PathSnapshot], _pending: &PendingData) -> Decision {
+    fn schedule(
+        &mut self,
+        _now: Instant,
+        paths: &[PathSnapshot],
+        _pending: &PendingData,
+    ) -> Decision {
         let candidates: Vec<PathId> = preferred_paths(paths).map(|p| p.id).collect();
         let next = match self.last {
-            Some(last) => candidates.iter().find(|id| **id > last).or(candidates.first()),
+            Some(last) => candidates
+                .iter()
+                .find(|id| **id > last)
+                .or(candidates.first()),
             None => candidates.first(),
         };
         match next {
@@ -51,7 +59,11 @@ mod tests {
     fn alternates_and_skips_full_paths() {
         let now = Instant::now();
         let mut s = RoundRobin::default();
-        let paths = [snapshot(0, 30, true), snapshot(1, 10, true), snapshot(2, 5, true)];
+        let paths = [
+            snapshot(0, 30, true),
+            snapshot(1, 10, true),
+            snapshot(2, 5, true),
+        ];
         let picks: Vec<_> = (0..6)
             .map(|_| match s.schedule(now, &paths, &PendingData::default()) {
                 Decision::Send(id) => id.0,
@@ -59,8 +71,19 @@ mod tests {
             })
             .collect();
         assert_eq!(picks, vec![0, 1, 2, 0, 1, 2]);
-        let paths = [snapshot(0, 30, true), snapshot(1, 10, false), snapshot(2, 5, true)];
-        assert_eq!(s.schedule(now, &paths, &PendingData::default()), Decision::Send(PathId(2)));
-        assert_eq!(s.schedule(now, &paths, &PendingData::default()), Decision::Send(PathId(0)));
+        let paths = [
+            snapshot(0, 30, true),
+            snapshot(1, 10, false),
+            snapshot(2, 5, true),
+        ];
+        // Last pick was 2: wrap to 0, then skip the full path 1.
+        assert_eq!(
+            s.schedule(now, &paths, &PendingData::default()),
+            Decision::Send(PathId(0))
+        );
+        assert_eq!(
+            s.schedule(now, &paths, &PendingData::default()),
+            Decision::Send(PathId(2))
+        );
     }
 }

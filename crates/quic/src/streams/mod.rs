@@ -16,7 +16,6 @@
 //! control as long as the window covers the bandwidth-delay product.
 
 mod crypto;
-mod ranges;
 mod recv;
 mod send;
 #[cfg(test)]
@@ -1310,7 +1309,9 @@ impl Streams {
             .values()
             .filter_map(|s| s.send.as_ref())
             .filter(|h| h.is_sending())
-            .fold((0, 0), |(new, lost), h| (new + h.buf.unsent_bytes(), lost + h.buf.lost_bytes()))
+            .fold((0, 0), |(new, lost), h| {
+                (new + h.buf.unsent_bytes(), lost + h.buf.lost_bytes())
+            })
     }
 
     /// True if control frames or stream data wait to be sent.

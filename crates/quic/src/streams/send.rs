@@ -6,7 +6,7 @@
 //! staging [`BytesMut`] that is frozen when the packet builder needs its bytes, so writing
 //! 100 MB in small pieces costs one copy per byte.
 
-use super::ranges::RangeSet;
+use crate::range_set::RangeSet;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 
@@ -120,7 +120,7 @@ impl SendBuffer {
 
     /// Bytes declared lost and waiting to be sent again.
     pub fn lost_bytes(&self) -> u64 {
-        self.lost.iter().map(|r| r.end - r.start).sum()
+        self.lost.elts()
     }
 
     /// True if written bytes were never sent.
@@ -214,7 +214,7 @@ impl SendBuffer {
         if let Some(first) = self.acked.first()
             && first.start <= self.acked_prefix
         {
-            self.acked.pop_first();
+            self.acked.pop_min();
             self.acked_prefix = first.end;
         }
         while let Some((off, b)) = self.chunks.front() {
