@@ -167,10 +167,10 @@ fn direction(
         .collect();
     outages.sort_by_key(|o| o.at);
     for (i, w) in outages.windows(2).enumerate() {
-        if let [a, b] = w {
-            if a.at + a.duration > b.at {
-                return Err(ctx.err(&format!("{}[{}]", fp("outages"), i + 1), "outages overlap"));
-            }
+        if let [a, b] = w
+            && a.at + a.duration > b.at
+        {
+            return Err(ctx.err(&format!("{}[{}]", fp("outages"), i + 1), "outages overlap"));
         }
     }
     let mut steps = Vec::new();
@@ -340,13 +340,13 @@ fn rate_model(ctx: &Ctx<'_>, path: &str, r: &RawRate) -> Result<RateModel, Error
                     "the first schedule point must be at 0s",
                 ));
             }
-            if let Some(&(prev, _)) = points.last() {
-                if p.at.0 <= prev {
-                    return Err(ctx.err(
-                        &format!("{path}.schedule[{i}].at"),
-                        "schedule times must increase",
-                    ));
-                }
+            if let Some(&(prev, _)) = points.last()
+                && p.at.0 <= prev
+            {
+                return Err(ctx.err(
+                    &format!("{path}.schedule[{i}].at"),
+                    "schedule times must increase",
+                ));
             }
             points.push((p.at.0, p.rate.0 * scale));
         }
@@ -776,10 +776,10 @@ fn flows(ctx: &Ctx<'_>, raw: &[RawFlow], hosts: &[Host]) -> Result<Vec<Flow>, Er
         let start = f.start.map(|d| d.0).unwrap_or(Duration::ZERO);
         let spread = f.start_spread.map(|d| d.0).unwrap_or(Duration::ZERO);
         let stop = f.stop.map(|d| d.0);
-        if let Some(s) = stop {
-            if s <= start {
-                return Err(ctx.err(&format!("{p}.stop"), "stop must be after start"));
-            }
+        if let Some(s) = stop
+            && s <= start
+        {
+            return Err(ctx.err(&format!("{p}.stop"), "stop must be after start"));
         }
         let n = from.len();
         let mut instances = Vec::with_capacity(n);

@@ -121,7 +121,7 @@ pub fn parse_lumos5g(src: &str, file: &Path, column: usize) -> Result<RateTrace,
             continue;
         }
         let mut cells = line
-            .split(|c: char| c == '\t' || c == ' ')
+            .split(['\t', ' '])
             .filter(|c| !c.is_empty());
         let t = cells.next().ok_or_else(|| {
             Error::new(file, "missing time")

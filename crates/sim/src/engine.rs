@@ -161,8 +161,8 @@ pub struct Simulator {
     link_names: Vec<String>,
     link_index: BTreeMap<String, u32>,
     far: Vec<Vec<u32>>,
-    addr_map: HashMap<IpAddr, (u32, u32)>,
-    bindings: HashMap<SocketAddr, u32>,
+    addr_map: AddrMap<IpAddr, (u32, u32)>,
+    bindings: AddrMap<SocketAddr, u32>,
     agents: Vec<AgentSlot>,
     not_done: usize,
     packets: Vec<Packet>,
@@ -177,6 +177,51 @@ pub struct Simulator {
     line: String,
     error: Option<SimError>,
 }
+
+/// A small, fast, deterministic hasher for address lookups (the maps are only
+/// ever looked up, never iterated, so order cannot leak into results).
+#[derive(Default, Clone, Copy)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u16(&mut self, x: u16) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // Final avalanche so low bits (the bucket index) depend on every
+        // input bit: addresses in one subnet differ only in high bytes.
+        let mut z = self.0;
+        z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        z ^ (z >> 33)
+    }
+}
+
+type AddrMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<AddrHasher>>;
 
 fn overhead(ip: IpAddr) -> u32 {
     if ip.is_ipv4() { 28 } else { 48 }
@@ -202,7 +247,7 @@ impl Simulator {
         }
         let mut far = vec![Vec::new(); dirs.len()];
         let mut hosts = Vec::with_capacity(scenario.hosts.len());
-        let mut addr_map = HashMap::new();
+        let mut addr_map = AddrMap::default();
         for (hi, h) in scenario.hosts.iter().enumerate() {
             let mut ifaces = Vec::with_capacity(h.interfaces.len());
             for (ii, iface) in h.interfaces.iter().enumerate() {
@@ -216,10 +261,10 @@ impl Simulator {
                     }
                     None => (None, None),
                 };
-                if let Some(d) = dir_in {
-                    if let Some(f) = far.get_mut(d as usize) {
-                        f.push(hi as u32);
-                    }
+                if let Some(d) = dir_in
+                    && let Some(f) = far.get_mut(d as usize)
+                {
+                    f.push(hi as u32);
                 }
                 addr_map.insert(iface.addr, (hi as u32, ii as u32));
                 ifaces.push(IfaceRt {
@@ -259,7 +304,7 @@ impl Simulator {
             link_index,
             far,
             addr_map,
-            bindings: HashMap::new(),
+            bindings: AddrMap::default(),
             agents: Vec::new(),
             not_done: 0,
             packets: Vec::new(),
@@ -384,10 +429,10 @@ impl Simulator {
     pub fn missing_sources(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for (i, d) in self.dirs.iter().enumerate() {
-            if let Some(src) = &d.external {
-                if !self.sources.iter().any(|s| s.source.name() == src) {
-                    out.push((self.link_names[i / 2].clone(), src.clone()));
-                }
+            if let Some(src) = &d.external
+                && !self.sources.iter().any(|s| s.source.name() == src)
+            {
+                out.push((self.link_names[i / 2].clone(), src.clone()));
             }
         }
         out.dedup();
@@ -528,11 +573,11 @@ impl Simulator {
 
     fn alloc(&mut self, p: Packet) -> u32 {
         self.in_flight += 1;
-        if let Some(i) = self.free.pop() {
-            if let Some(slot) = self.packets.get_mut(i as usize) {
-                *slot = p;
-                return i;
-            }
+        if let Some(i) = self.free.pop()
+            && let Some(slot) = self.packets.get_mut(i as usize)
+        {
+            *slot = p;
+            return i;
         }
         self.packets.push(p);
         (self.packets.len() - 1) as u32
@@ -547,15 +592,14 @@ impl Simulator {
     }
 
     fn drop_packet(&mut self, pkt: u32, kind: usize) {
-        if let Some(p) = self.packets.get(pkt as usize) {
-            if let Some(slot) = self.agents.get(p.sender as usize) {
-                if let Some(f) = self.flows.get_mut(slot.flow as usize) {
-                    if let Some(d) = f.drops.get_mut(kind) {
-                        *d += 1;
-                    }
-                    f.bin_dropped += 1;
-                }
+        if let Some(p) = self.packets.get(pkt as usize)
+            && let Some(slot) = self.agents.get(p.sender as usize)
+            && let Some(f) = self.flows.get_mut(slot.flow as usize)
+        {
+            if let Some(d) = f.drops.get_mut(kind) {
+                *d += 1;
             }
+            f.bin_dropped += 1;
         }
         self.release(pkt);
     }
@@ -695,21 +739,19 @@ impl Simulator {
                 d.stats.duplicates += 1;
             }
             self.push(at, Ev::Arrival { pkt, dir });
-            if dup {
-                if let Some(p) = self.packets.get(pkt as usize) {
-                    let copy = Packet {
-                        src: p.src,
-                        dst: p.dst,
-                        payload: p.payload.clone(),
-                        wire: p.wire,
-                        sent_at: p.sent_at,
-                        sender: p.sender,
-                        path: p.path,
-                        hops: p.hops,
-                    };
-                    let c = self.alloc(copy);
-                    self.push(at, Ev::Arrival { pkt: c, dir });
-                }
+            if dup && let Some(p) = self.packets.get(pkt as usize) {
+                let copy = Packet {
+                    src: p.src,
+                    dst: p.dst,
+                    payload: p.payload.clone(),
+                    wire: p.wire,
+                    sent_at: p.sent_at,
+                    sender: p.sender,
+                    path: p.path,
+                    hops: p.hops,
+                };
+                let c = self.alloc(copy);
+                self.push(at, Ev::Arrival { pkt: c, dir });
             }
         }
         self.start_service(dir);

@@ -128,11 +128,11 @@ impl Opportunities {
         let period_ns = self.trace.period_ms.saturating_mul(NS_PER_MS);
         if self.looped && period_ns > 0 {
             // Jump whole cycles at once.
-            if let Some(t) = self.peek() {
-                if now > t + period_ns {
-                    let skip = (now - t) / period_ns;
-                    self.cycle += skip.saturating_sub(1);
-                }
+            if let Some(t) = self.peek()
+                && now > t + period_ns
+            {
+                let skip = (now - t) / period_ns;
+                self.cycle += skip.saturating_sub(1);
             }
         }
         while let Some(t) = self.peek() {
