@@ -14,8 +14,8 @@ use crate::agent::{Agent, AgentStats, Datagram, Record};
 use crate::error::SimError;
 use crate::link::{DropReason, LinkDir};
 use crate::record::{
-    CompletionStats, DROP_UNBOUND, DROP_UNROUTED, FlowRec, FlowSummary, JitterState, LinkSummary,
-    OutFile, Summary, delay_stats, drop_index,
+    CompletionStats, DROP_UNBOUND, DROP_UNROUTED, FlowRec, FlowSummary, LinkSummary, OutFile,
+    Stream, Summary, delay_stats, drop_index,
 };
 use crate::source::{LinkChange, LinkDirSel, LinkSource, LinkUpdate};
 use crate::time::SimTime;
@@ -105,7 +105,7 @@ struct AgentSlot {
     instance: u32,
     timer_at: u64,
     done: bool,
-    streams: Vec<JitterState>,
+    streams: Vec<Stream>,
 }
 
 struct SourceSlot {
@@ -222,6 +222,23 @@ impl std::hash::Hasher for AddrHasher {
 }
 
 type AddrMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<AddrHasher>>;
+
+/// The stream of `streams` on `path`, created on first use.
+fn stream(
+    streams: &mut Vec<Stream>,
+    path: u32,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> &mut Stream {
+    let pos = match streams.iter().position(|s| s.path == path) {
+        Some(i) => i,
+        None => {
+            streams.push(Stream::new(path, local, remote));
+            streams.len() - 1
+        }
+    };
+    &mut streams[pos]
+}
 
 fn overhead(ip: IpAddr) -> u32 {
     if ip.is_ipv4() { 28 } else { 48 }
@@ -593,13 +610,15 @@ impl Simulator {
 
     fn drop_packet(&mut self, pkt: u32, kind: usize) {
         if let Some(p) = self.packets.get(pkt as usize)
-            && let Some(slot) = self.agents.get(p.sender as usize)
-            && let Some(f) = self.flows.get_mut(slot.flow as usize)
+            && let Some(slot) = self.agents.get_mut(p.sender as usize)
         {
-            if let Some(d) = f.drops.get_mut(kind) {
-                *d += 1;
+            stream(&mut slot.streams, p.path, p.src, p.dst).bin_drops += 1;
+            if let Some(f) = self.flows.get_mut(slot.flow as usize) {
+                if let Some(d) = f.drops.get_mut(kind) {
+                    *d += 1;
+                }
+                f.bin_dropped += 1;
             }
-            f.bin_dropped += 1;
         }
         self.release(pkt);
     }
@@ -826,17 +845,10 @@ impl Simulator {
         if let Some(s) = self.agents.get_mut(sender as usize) {
             flow_idx = s.flow;
             instance = s.instance;
-            let pos = match s.streams.iter().position(|j| j.path == path) {
-                Some(i) => i,
-                None => {
-                    s.streams.push(JitterState::new(path));
-                    s.streams.len() - 1
-                }
-            };
-            if let Some(js) = s.streams.get_mut(pos) {
-                js.update(owd as i64);
-                jitter = js.jitter;
-            }
+            let st = stream(&mut s.streams, path, src, dst);
+            st.update(owd as i64);
+            st.bin_bytes += u64::from(wire);
+            jitter = st.jitter;
         }
         if let Some(f) = self.flows.get_mut(flow_idx as usize) {
             f.delivered_pkts += 1;
@@ -1074,27 +1086,66 @@ impl Simulator {
                 }
             }
             if let (Some(paths), true) = (out.paths.as_mut(), self.path_series) {
-                for p in &self.stats_buf.paths {
-                    self.line.clear();
+                let secs_bin = secs;
+                let mut write_row = |line: &mut String,
+                                     path: String,
+                                     local: SocketAddr,
+                                     remote: SocketAddr,
+                                     st: Option<&Stream>,
+                                     p: Option<&crate::agent::PathStats>|
+                 -> Result<(), SimError> {
+                    line.clear();
                     let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
                     let _ = writeln!(
-                        self.line,
-                        "{t:.6},{},{},{ai},{},{},{},{},{},{},{},{}",
+                        line,
+                        "{t:.6},{},{},{ai},{path},{local},{remote},{:.6},{},{},{},{},{},{}",
                         f.name,
                         slot.instance,
-                        p.id,
-                        p.local,
-                        p.remote,
-                        p.srtt
+                        st.map(|s| s.bin_bytes as f64 * 8.0 / secs_bin / 1e6)
+                            .unwrap_or(0.0),
+                        st.map(|s| s.bin_drops).unwrap_or(0),
+                        p.and_then(|p| p.srtt)
                             .map(|d| format!("{:.6}", d.as_secs_f64() * 1e3))
                             .unwrap_or_default(),
-                        opt(p.cwnd),
-                        opt(p.bytes_in_flight),
-                        p.lost_packets,
-                        p.sent_packets
+                        opt(p.and_then(|p| p.cwnd)),
+                        opt(p.and_then(|p| p.bytes_in_flight)),
+                        opt(p.map(|p| p.lost_packets)),
+                        opt(p.map(|p| p.sent_packets)),
                     );
-                    paths.write(&self.line)?;
+                    paths.write(line)
+                };
+                if self.stats_buf.paths.is_empty() {
+                    // No transport state: one row per network stream.
+                    for (k, st) in slot.streams.iter().enumerate() {
+                        write_row(
+                            &mut self.line,
+                            format!("s{k}"),
+                            st.local,
+                            st.remote,
+                            Some(st),
+                            None,
+                        )?;
+                    }
+                } else {
+                    for p in &self.stats_buf.paths {
+                        let dir = self.addr_map.get(&p.local.ip()).and_then(|&(h, i)| {
+                            self.hosts.get(h as usize)?.ifaces.get(i as usize)?.dir_out
+                        });
+                        let st = dir.and_then(|d| slot.streams.iter().find(|s| s.path == d));
+                        write_row(
+                            &mut self.line,
+                            p.id.to_string(),
+                            p.local,
+                            p.remote,
+                            st,
+                            Some(p),
+                        )?;
+                    }
                 }
+            }
+            for st in &mut slot.streams {
+                st.bin_bytes = 0;
+                st.bin_drops = 0;
             }
             self.records_buf.clear();
             slot.agent.drain_records(&mut self.records_buf);

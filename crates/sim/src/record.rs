@@ -135,23 +135,34 @@ impl Histogram {
     }
 }
 
-/// RFC 3550 interarrival jitter state of one stream (one sender on one path).
+/// Network-level record of one stream: one sender agent on one path (the
+/// first link direction its packets take). Holds RFC 3550 interarrival
+/// jitter and delivered/dropped counters.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct JitterState {
+pub(crate) struct Stream {
     pub path: u32,
+    /// Addresses of the first packet seen on this stream.
+    pub local: std::net::SocketAddr,
+    pub remote: std::net::SocketAddr,
     last_transit: i64,
     have: bool,
     /// Current jitter estimate, nanoseconds.
     pub jitter: f64,
+    pub bin_bytes: u64,
+    pub bin_drops: u64,
 }
 
-impl JitterState {
-    pub fn new(path: u32) -> Self {
+impl Stream {
+    pub fn new(path: u32, local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Self {
         Self {
             path,
+            local,
+            remote,
             last_transit: 0,
             have: false,
             jitter: 0.0,
+            bin_bytes: 0,
+            bin_drops: 0,
         }
     }
 
@@ -417,7 +428,8 @@ mod tests {
 
     #[test]
     fn rfc3550_jitter() {
-        let mut j = JitterState::new(0);
+        let a: std::net::SocketAddr = "10.0.0.1:1".parse().unwrap();
+        let mut j = Stream::new(0, a, a);
         j.update(10);
         assert_eq!(j.jitter, 0.0);
         j.update(26); // |D| = 16

@@ -62,7 +62,7 @@ pub fn run(scenario_path: &Path, opts: &RunOptions) -> Result<RunReport, SimErro
 }
 
 const FLOWS_HEADER: &str = "time_s,flow,sent_mbps,delivered_mbps,goodput_mbps,sent_pkts,delivered_pkts,dropped_pkts,owd_mean_ms,jitter_ms\n";
-const PATHS_HEADER: &str = "time_s,flow,instance,agent,path,local,remote,srtt_ms,cwnd,bytes_in_flight,lost_packets,sent_packets\n";
+const PATHS_HEADER: &str = "time_s,flow,instance,agent,path,local,remote,delivered_mbps,dropped_pkts,srtt_ms,cwnd,bytes_in_flight,lost_packets,sent_packets\n";
 const LINKS_HEADER: &str = "time_s,link,dir,rate_mbps,delivered_mbps,queue_bytes,drops,up\n";
 const COMPLETIONS_HEADER: &str = "flow,instance,agent,label,start_s,end_s,duration_s,bytes\n";
 const PACKETS_HEADER: &str = "recv_s,send_s,flow,instance,src,dst,bytes,owd_ms,jitter_ms\n";

@@ -461,3 +461,58 @@ fn backhaul_3000_builds_all_agents() {
         0
     );
 }
+
+#[test]
+fn multipath_sender_gets_per_path_series() {
+    let src = r#"
+[sim]
+duration = "2s"
+[output]
+bin = "500ms"
+[[host]]
+name = "c"
+interfaces = [
+  { name = "p1", addr = "10.0.1.1", link = "p1", side = "a" },
+  { name = "p2", addr = "10.0.2.1", link = "p2", side = "a" },
+]
+[[host]]
+name = "s"
+interfaces = [
+  { name = "p1", addr = "10.9.1.1", link = "p1", side = "b" },
+  { name = "p2", addr = "10.9.2.1", link = "p2", side = "b" },
+]
+[[link]]
+name = "p1"
+rate = "100Mbit/s"
+delay = "5ms"
+[[link]]
+name = "p2"
+rate = "10Mbit/s"
+delay = "8ms"
+[[flow]]
+name = "mp"
+kind = "cbr"
+from = "c"
+to = "s"
+rate = "40Mbit/s"
+"#;
+    let dir = tmp("paths");
+    run_with_out(&scenario(src), 1, Some(dir.clone()));
+    let text = std::fs::read_to_string(dir.join("paths.csv")).unwrap();
+    // Rows at 1.0 s: path 1 carries its 20 Mbit/s half, path 2 only its 10 Mbit/s.
+    let at_1s: Vec<Vec<String>> = text
+        .lines()
+        .filter(|l| l.starts_with("1.000000,"))
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    assert_eq!(at_1s.len(), 2, "{text}");
+    let rate = |local: &str| -> f64 {
+        let row = at_1s.iter().find(|r| r[5].starts_with(local)).unwrap();
+        row[7].parse().unwrap()
+    };
+    assert!((rate("10.0.1.1") - 20.0).abs() < 0.5);
+    assert!((rate("10.0.2.1") - 10.0).abs() < 0.5);
+    let drops: u64 = at_1s.iter().map(|r| r[8].parse::<u64>().unwrap()).sum();
+    assert!(drops > 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
