@@ -120,9 +120,7 @@ pub fn parse_lumos5g(src: &str, file: &Path, column: usize) -> Result<RateTrace,
         if line.trim().is_empty() {
             continue;
         }
-        let mut cells = line
-            .split(['\t', ' '])
-            .filter(|c| !c.is_empty());
+        let mut cells = line.split(['\t', ' ']).filter(|c| !c.is_empty());
         let t = cells.next().ok_or_else(|| {
             Error::new(file, "missing time")
                 .at_line(lineno)

@@ -403,7 +403,7 @@ fn build(imp: &Impairments) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
     #[test]
     fn every_byte_is_delivered_once_and_intact(imp in impairments(), seed in any::<u64>()) {

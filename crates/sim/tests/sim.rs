@@ -516,3 +516,21 @@ rate = "40Mbit/s"
     assert!(drops > 0);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn readme_example_runs() {
+    let text = std::fs::read_to_string(repo().join("scenarios/README.md")).unwrap();
+    let after = text.split("## A complete example").nth(1).unwrap();
+    let block = after
+        .split("```toml")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let mut s = scenario(block);
+    assert_eq!(s.name, "two-paths");
+    s.sim.duration = Duration::from_secs(1);
+    let r = run(&s, 1);
+    assert!(r.summary.flows[0].packets_delivered > 0);
+}
