@@ -781,8 +781,9 @@ impl Simulator {
             return;
         };
         let dst = p.dst.ip();
-        let target = match self.addr_map.get(&dst) {
-            Some(&(h, i))
+        let owner = self.addr_map.get(&dst).copied();
+        let target = match owner {
+            Some((h, i))
                 if self.hosts[h as usize]
                     .ifaces
                     .get(i as usize)
@@ -797,17 +798,17 @@ impl Simulator {
             },
         };
         match target {
-            Some(h) => self.at_host(h, pkt),
+            Some(h) => self.at_host(h, pkt, owner.map(|o| o.0)),
             None => self.drop_packet(pkt, DROP_UNROUTED),
         }
     }
 
-    fn at_host(&mut self, host: u32, pkt: u32) {
+    /// `pkt` reached `host`; `owner` is the host owning its destination address.
+    fn at_host(&mut self, host: u32, pkt: u32, owner: Option<u32>) {
         let Some(p) = self.packets.get_mut(pkt as usize) else {
             return;
         };
         let (src, dst) = (p.src, p.dst);
-        let owner = self.addr_map.get(&dst.ip()).map(|&(h, _)| h);
         if owner == Some(host) {
             match self.bindings.get(&dst).copied() {
                 Some(a) => self.deliver(a, pkt),
