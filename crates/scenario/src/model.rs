@@ -1,0 +1,499 @@
+//! The resolved scenario: names turned into indices, host groups expanded,
+//! traces loaded, defaults applied. This is what the simulator (and later the
+//! emulator and the lab) consume.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::trace::DeliveryTrace;
+
+/// A whole scenario, resolved.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file it was read from (used in error messages).
+    pub file: PathBuf,
+    /// `name` from the file, or the file stem.
+    pub name: String,
+    /// Free-text description.
+    pub description: String,
+    /// `[sim]`.
+    pub sim: SimSettings,
+    /// `[output]`.
+    pub output: OutputSettings,
+    /// Hosts, with groups (`count = N`) expanded to N hosts.
+    pub hosts: Vec<Host>,
+    /// Links, in file order.
+    pub links: Vec<Link>,
+    /// Flows, in file order.
+    pub flows: Vec<Flow>,
+    /// The raw `[radio]` table, for the 5G radio model to interpret.
+    pub radio: Option<toml::Table>,
+    pub(crate) source: Arc<str>,
+}
+
+/// `[sim]`: run control.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimSettings {
+    /// Hard stop in simulated time.
+    pub duration: Duration,
+    /// Seed used when the caller gives none (default 0).
+    pub seed: u64,
+    /// Stop early once every agent reports done and no packet is in flight
+    /// (default true).
+    pub stop_when_done: bool,
+}
+
+/// `[output]`: recorders.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputSettings {
+    /// Time-series bin (default 100 ms).
+    pub bin: Duration,
+    /// Write one row per delivered packet to `packets.csv` (default false).
+    pub packet_log: bool,
+    /// Write per-path agent samples to `paths.csv` (default true).
+    pub path_series: bool,
+}
+
+/// One host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    /// Unique name (`ue17` for member 17 of group `ue`).
+    pub name: String,
+    /// The `[[host]]` entry's name (same as `name` unless `count` was given).
+    pub group: String,
+    /// Member number within the group (0 for a single host).
+    pub index: u32,
+    /// Forwards packets not addressed to it, using `routes`.
+    pub forward: bool,
+    /// Interfaces, in file order.
+    pub interfaces: Vec<Interface>,
+    /// Forwarding routes, first match wins.
+    pub routes: Vec<Route>,
+}
+
+/// One network interface of a host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interface {
+    /// Name, unique within the host.
+    pub name: String,
+    /// Address (the group's address plus the member number).
+    pub addr: IpAddr,
+    /// The link side this interface is attached to, if any.
+    pub attach: Option<Attachment>,
+}
+
+/// Where an interface plugs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attachment {
+    /// Index into [`Scenario::links`].
+    pub link: usize,
+    /// Which end of the link.
+    pub side: Side,
+}
+
+/// An end of a link. Packets sent from side A travel in the link's `up`
+/// direction, packets from side B in its `down` direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Side {
+    /// The `a` end.
+    A,
+    /// The `b` end.
+    B,
+}
+
+impl Side {
+    /// The other end.
+    pub fn other(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+}
+
+/// An address prefix such as `10.0.0.0/8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// The network address.
+    pub addr: IpAddr,
+    /// Prefix length in bits.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// Whether `ip` falls inside this prefix (never across address families).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                let bits = u32::from(self.len.min(32));
+                let mask = if bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - bits)
+                };
+                u32::from(net) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                let bits = u32::from(self.len.min(128));
+                let mask = if bits == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - bits)
+                };
+                u128::from(net) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A forwarding rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Destination prefix.
+    pub dst: Prefix,
+    /// Optional source prefix (policy routing: pick the path by source).
+    pub src: Option<Prefix>,
+    /// Outgoing interface (index into the host's interfaces).
+    pub via: usize,
+}
+
+/// One link: two independent directions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// Unique name.
+    pub name: String,
+    /// Side A to side B.
+    pub up: LinkDirection,
+    /// Side B to side A.
+    pub down: LinkDirection,
+}
+
+/// Everything about one direction of a link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkDirection {
+    /// Service rate.
+    pub rate: RateModel,
+    /// Propagation delay.
+    pub delay: Duration,
+    /// Extra random delay per packet.
+    pub jitter: Jitter,
+    /// Let jitter reorder packets (default false: a packet never overtakes the
+    /// one before it).
+    pub reorder: bool,
+    /// Random loss.
+    pub loss: LossModel,
+    /// Probability that a packet is delivered twice.
+    pub duplicate: f64,
+    /// Drop-tail queue limit.
+    pub queue: QueueLimit,
+    /// Scheduled down intervals.
+    pub outages: Vec<Outage>,
+    /// What happens to queued and arriving packets while down.
+    pub outage_policy: OutagePolicy,
+    /// Scheduled step changes, sorted by time.
+    pub steps: Vec<Step>,
+}
+
+/// How fast a link direction serves bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RateModel {
+    /// A fixed rate in bit/s.
+    Constant(f64),
+    /// Piecewise constant: `(start, bit/s)` points sorted by start, the first at
+    /// zero. Traces given as per-second rates (Lumos5G, CSV columns) are turned
+    /// into schedules. With `period`, the schedule repeats every `period`;
+    /// without it the last rate holds forever (a trace that must stop ends with
+    /// a 0 bit/s point).
+    Schedule {
+        /// `(start offset, bits per second)`.
+        points: Vec<(Duration, f64)>,
+        /// Loop period, if the schedule repeats.
+        period: Option<Duration>,
+    },
+    /// Mahimahi delivery opportunities; each carries `1500 * scale` bytes.
+    Deliveries {
+        /// The loaded trace (shared).
+        trace: Arc<DeliveryTrace>,
+        /// Bytes-per-opportunity multiplier.
+        scale: f64,
+        /// Repeat the trace (`true`, Mahimahi's behaviour) or stop serving at its end.
+        looped: bool,
+    },
+    /// Rate and availability come from an external source at run time (the 5G
+    /// radio model), named `source`; `initial` holds until its first update.
+    External {
+        /// Source name, e.g. `radio`.
+        source: String,
+        /// Rate before the first update, bit/s.
+        initial: f64,
+    },
+}
+
+impl RateModel {
+    /// The rate in force at time zero, in bit/s (the mean rate for Mahimahi
+    /// traces, which have no instantaneous rate).
+    pub fn initial_bps(&self) -> f64 {
+        match self {
+            RateModel::Constant(r) => *r,
+            RateModel::Schedule { points, .. } => points.first().map(|p| p.1).unwrap_or(0.0),
+            RateModel::Deliveries { trace, scale, .. } => trace.mean_bps() * scale,
+            RateModel::External { initial, .. } => *initial,
+        }
+    }
+}
+
+/// Extra per-packet delay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Jitter {
+    /// Scale of the distribution (zero disables jitter).
+    pub amount: Duration,
+    /// Shape.
+    pub dist: JitterDist,
+}
+
+/// Jitter distributions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JitterDist {
+    /// Uniform in `[0, amount]`.
+    Uniform,
+    /// Normal with mean 0 and standard deviation `amount`, clipped so the total
+    /// delay is never negative.
+    Normal,
+    /// Exponential with mean `amount`.
+    Exponential,
+}
+
+/// Random loss.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LossModel {
+    /// No random loss.
+    None,
+    /// Each packet lost independently with probability `p`.
+    Bernoulli(f64),
+    /// Two-state Gilbert-Elliott chain, stepped once per packet: from Good to
+    /// Bad with probability `p`, from Bad to Good with `r`; a packet survives
+    /// with probability `k` in Good and `h` in Bad.
+    GilbertElliott {
+        /// P(Good -> Bad).
+        p: f64,
+        /// P(Bad -> Good).
+        r: f64,
+        /// P(delivered | Good).
+        k: f64,
+        /// P(delivered | Bad).
+        h: f64,
+    },
+}
+
+impl LossModel {
+    /// The long-run loss probability.
+    pub fn mean_loss(&self) -> f64 {
+        match *self {
+            LossModel::None => 0.0,
+            LossModel::Bernoulli(p) => p,
+            LossModel::GilbertElliott { p, r, k, h } => {
+                if p + r == 0.0 {
+                    1.0 - k
+                } else {
+                    let pi_bad = p / (p + r);
+                    (1.0 - pi_bad) * (1.0 - k) + pi_bad * (1.0 - h)
+                }
+            }
+        }
+    }
+}
+
+/// Drop-tail queue limit (bytes waiting, not counting the packet being sent).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QueueLimit {
+    /// Never drop for lack of space.
+    Unlimited,
+    /// A fixed number of bytes.
+    Bytes(u64),
+    /// As many bytes as the current rate sends in this time.
+    Time(Duration),
+    /// This multiple of the current rate times the link's round trip (this
+    /// direction's delay plus the reverse direction's delay).
+    Bdp(f64),
+}
+
+/// A scheduled down interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    /// When the link goes down.
+    pub at: Duration,
+    /// How long it stays down.
+    pub duration: Duration,
+}
+
+/// What a down link does with packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutagePolicy {
+    /// Flush the queue when going down and drop arrivals while down (default).
+    Drop,
+    /// Keep queueing (drop-tail still applies) and resume service when up.
+    Hold,
+}
+
+/// A step change at a point in time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// When.
+    pub at: Duration,
+    /// New constant rate, bit/s (replaces any schedule or trace).
+    pub rate: Option<f64>,
+    /// New propagation delay.
+    pub delay: Option<Duration>,
+    /// New loss model.
+    pub loss: Option<LossModel>,
+}
+
+/// One `[[flow]]` entry with its instances.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flow {
+    /// Unique name.
+    pub name: String,
+    /// Traffic type and its parameters.
+    pub kind: FlowKind,
+    /// One instance per sending host of the `from` group.
+    pub instances: Vec<FlowInstance>,
+}
+
+/// One instance of a flow: a sender host, a receiver host and their paths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowInstance {
+    /// Member number within the flow.
+    pub index: u32,
+    /// Host index of the `from` side (the QUIC client; the UDP sender; the
+    /// requester).
+    pub from: usize,
+    /// Host index of the `to` side (the QUIC server; the UDP receiver).
+    pub to: usize,
+    /// Paths, one per local interface used.
+    pub paths: Vec<FlowPath>,
+    /// Start time.
+    pub start: Duration,
+    /// Optional stop time.
+    pub stop: Option<Duration>,
+}
+
+/// One path of a flow instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowPath {
+    /// Interface index on the `from` host.
+    pub local_iface: usize,
+    /// Interface index on the `to` host.
+    pub remote_iface: usize,
+    /// The local interface's address.
+    pub local: IpAddr,
+    /// The remote interface's address.
+    pub remote: IpAddr,
+}
+
+/// Traffic types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlowKind {
+    /// A QUIC transfer, run by the QUIC agent adapter.
+    Quic(QuicFlow),
+    /// Constant bit rate raw UDP.
+    Cbr(CbrFlow),
+    /// On/off raw UDP.
+    OnOff(OnOffFlow),
+    /// Request/response over raw UDP.
+    RequestResponse(RequestResponseFlow),
+}
+
+impl FlowKind {
+    /// The `kind = "..."` string.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FlowKind::Quic(_) => "quic",
+            FlowKind::Cbr(_) => "cbr",
+            FlowKind::OnOff(_) => "onoff",
+            FlowKind::RequestResponse(_) => "reqresp",
+        }
+    }
+}
+
+/// Which way a QUIC transfer's bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferDirection {
+    /// From the client (`from`) to the server (`to`).
+    Upload,
+    /// From the server to the client.
+    Download,
+}
+
+/// `kind = "quic"` parameters (interpreted by the QUIC adapter).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuicFlow {
+    /// Bytes to transfer.
+    pub bytes: u64,
+    /// Transfer direction (default upload).
+    pub direction: TransferDirection,
+    /// Scheduler name (default `"default"`).
+    pub scheduler: String,
+    /// Congestion controller name (default `"cubic"`).
+    pub cc: String,
+    /// Path manager name (default `"default"`).
+    pub path_manager: String,
+    /// Server UDP port (default 4433).
+    pub port: u16,
+    /// Free-form `[flow.options]` for the adapter.
+    pub options: toml::Table,
+}
+
+/// `kind = "cbr"` parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CbrFlow {
+    /// Rate in bit/s, counting whole IP packets.
+    pub rate: f64,
+    /// IP packet size in bytes (IP and UDP headers included; default 1500).
+    pub packet_size: u32,
+    /// Stop after this many bytes (IP packet bytes), if set.
+    pub bytes: Option<u64>,
+}
+
+/// `kind = "onoff"` parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnOffFlow {
+    /// Rate while on, bit/s.
+    pub rate: f64,
+    /// IP packet size in bytes.
+    pub packet_size: u32,
+    /// Mean on period.
+    pub on: Duration,
+    /// Mean off period.
+    pub off: Duration,
+    /// Period lengths: fixed or exponential with the given means.
+    pub dist: PeriodDist,
+    /// Stop after this many bytes, if set.
+    pub bytes: Option<u64>,
+}
+
+/// On/off period distributions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeriodDist {
+    /// Always the mean.
+    Fixed,
+    /// Exponential with the given mean.
+    Exponential,
+}
+
+/// `kind = "reqresp"` parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestResponseFlow {
+    /// Request size in bytes (UDP payload).
+    pub request_size: u64,
+    /// Response size in bytes (UDP payload).
+    pub response_size: u64,
+    /// Time between request starts.
+    pub interval: Duration,
+    /// Number of requests (unbounded if unset).
+    pub count: Option<u64>,
+    /// Largest IP packet to send (default 1500).
+    pub packet_size: u32,
+}

@@ -1,0 +1,956 @@
+//! Turns the raw file into the resolved [`Scenario`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::locate::line_of_path;
+use crate::model::*;
+use crate::raw::*;
+use crate::trace::{self, Missing};
+use crate::units::parse_rate;
+
+/// Builds errors that point into the scenario source.
+pub(crate) struct Ctx<'a> {
+    pub file: &'a Path,
+    pub src: &'a str,
+}
+
+impl Ctx<'_> {
+    pub fn err(&self, path: &str, message: impl Into<String>) -> Error {
+        let mut e = Error::new(self.file, message).field(path);
+        e.line = line_of_path(self.src, path);
+        e
+    }
+
+    fn base_dir(&self) -> PathBuf {
+        self.file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
+fn check_probability(ctx: &Ctx<'_>, path: &str, v: f64) -> Result<f64, Error> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ctx.err(path, format!("{v} is not a probability in [0, 1]")))
+    }
+}
+
+pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Scenario, Error> {
+    let ctx = Ctx { file, src: &src };
+    let sim = SimSettings {
+        duration: raw.sim.duration.0,
+        seed: raw.sim.seed.unwrap_or(0),
+        stop_when_done: raw.sim.stop_when_done.unwrap_or(true),
+    };
+    if sim.duration.is_zero() {
+        return Err(ctx.err("sim.duration", "must be positive"));
+    }
+    let output = OutputSettings {
+        bin: raw
+            .output
+            .bin
+            .map(|d| d.0)
+            .unwrap_or(Duration::from_millis(100)),
+        packet_log: raw.output.packet_log.unwrap_or(false),
+        path_series: raw.output.path_series.unwrap_or(true),
+    };
+    if output.bin.is_zero() {
+        return Err(ctx.err("output.bin", "must be positive"));
+    }
+
+    let mut links = Vec::with_capacity(raw.link.len());
+    let mut link_index = BTreeMap::new();
+    for (i, l) in raw.link.iter().enumerate() {
+        let p = format!("link[{i}]");
+        if l.name.is_empty() {
+            return Err(ctx.err(&format!("{p}.name"), "link name is empty"));
+        }
+        if link_index.insert(l.name.clone(), i).is_some() {
+            return Err(ctx.err(
+                &format!("{p}.name"),
+                format!("duplicate link name `{}`", l.name),
+            ));
+        }
+        let base = l.base();
+        let up_raw = l.up.clone().unwrap_or_default().over(&base);
+        let down_raw = l.down.clone().unwrap_or_default().over(&base);
+        let up = direction(&ctx, &p, "up", l.up.as_ref(), &up_raw)?;
+        let down = direction(&ctx, &p, "down", l.down.as_ref(), &down_raw)?;
+        links.push(Link {
+            name: l.name.clone(),
+            up,
+            down,
+        });
+    }
+
+    let hosts = hosts(&ctx, &raw.host, &link_index)?;
+    let flows = flows(&ctx, &raw.flow, &hosts)?;
+
+    let name = raw.name.unwrap_or_else(|| {
+        file.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    Ok(Scenario {
+        file: file.to_path_buf(),
+        name,
+        description: raw.description.unwrap_or_default(),
+        sim,
+        output,
+        hosts,
+        links,
+        flows,
+        radio: raw.radio,
+        source: src.clone(),
+    })
+}
+
+fn direction(
+    ctx: &Ctx<'_>,
+    link: &str,
+    dir: &str,
+    overrides: Option<&RawDir>,
+    r: &RawDir,
+) -> Result<LinkDirection, Error> {
+    // Errors point at the `up`/`down` table when the field was set there, else
+    // at the link's top level.
+    let fp = |f: &str| {
+        if overrides.is_some_and(|o| o.has(f)) {
+            format!("{link}.{dir}.{f}")
+        } else {
+            format!("{link}.{f}")
+        }
+    };
+    let rate_raw = r
+        .rate
+        .as_ref()
+        .ok_or_else(|| ctx.err(&fp("rate"), "every link direction needs a rate"))?;
+    let rate = rate_model(ctx, &fp("rate"), rate_raw)?;
+    let delay = r.delay.map(|d| d.0).unwrap_or(Duration::ZERO);
+    let jitter = Jitter {
+        amount: r.jitter.map(|d| d.0).unwrap_or(Duration::ZERO),
+        dist: match r.jitter_dist.unwrap_or(RawJitterDist::Uniform) {
+            RawJitterDist::Uniform => JitterDist::Uniform,
+            RawJitterDist::Normal => JitterDist::Normal,
+            RawJitterDist::Exponential => JitterDist::Exponential,
+        },
+    };
+    let loss = match &r.loss {
+        None => LossModel::None,
+        Some(l) => loss_model(ctx, &fp("loss"), l)?,
+    };
+    let duplicate = check_probability(ctx, &fp("duplicate"), r.duplicate.unwrap_or(0.0))?;
+    let queue = match r
+        .queue
+        .unwrap_or(RawQueue::Time(Duration::from_millis(100)))
+    {
+        RawQueue::Unlimited => QueueLimit::Unlimited,
+        RawQueue::Bytes(b) => QueueLimit::Bytes(b),
+        RawQueue::Time(t) => QueueLimit::Time(t),
+        RawQueue::Bdp(m) => QueueLimit::Bdp(m),
+    };
+    let mut outages: Vec<Outage> = r
+        .outages
+        .iter()
+        .flatten()
+        .map(|o| Outage {
+            at: o.at.0,
+            duration: o.duration.0,
+        })
+        .collect();
+    outages.sort_by_key(|o| o.at);
+    for (i, w) in outages.windows(2).enumerate() {
+        if let [a, b] = w
+            && a.at + a.duration > b.at
+        {
+            return Err(ctx.err(&format!("{}[{}]", fp("outages"), i + 1), "outages overlap"));
+        }
+    }
+    let mut steps = Vec::new();
+    for (i, s) in r.steps.iter().flatten().enumerate() {
+        let sp = format!("{}[{i}]", fp("steps"));
+        let loss = match &s.loss {
+            Some(l) => Some(loss_model(ctx, &format!("{sp}.loss"), l)?),
+            None => None,
+        };
+        if s.rate.is_none() && s.delay.is_none() && loss.is_none() {
+            return Err(ctx.err(&sp, "a step changes nothing; give rate, delay or loss"));
+        }
+        steps.push(Step {
+            at: s.at.0,
+            rate: s.rate.map(|x| x.0),
+            delay: s.delay.map(|d| d.0),
+            loss,
+        });
+    }
+    steps.sort_by_key(|s| s.at);
+    Ok(LinkDirection {
+        rate,
+        delay,
+        jitter,
+        reorder: r.reorder.unwrap_or(false),
+        loss,
+        duplicate,
+        queue,
+        outages,
+        outage_policy: match r.outage_policy.unwrap_or(RawOutagePolicy::Drop) {
+            RawOutagePolicy::Drop => OutagePolicy::Drop,
+            RawOutagePolicy::Hold => OutagePolicy::Hold,
+        },
+        steps,
+    })
+}
+
+fn loss_model(ctx: &Ctx<'_>, path: &str, l: &RawLoss) -> Result<LossModel, Error> {
+    match l {
+        RawLoss::Probability(p) => {
+            let p = check_probability(ctx, path, *p)?;
+            Ok(if p == 0.0 {
+                LossModel::None
+            } else {
+                LossModel::Bernoulli(p)
+            })
+        }
+        RawLoss::Table(t) => match t.model {
+            RawLossKind::Bernoulli => {
+                if t.r.is_some()
+                    || t.k.is_some()
+                    || t.h.is_some()
+                    || t.mean.is_some()
+                    || t.burst.is_some()
+                {
+                    return Err(ctx.err(path, "a bernoulli loss takes only `p`"));
+                }
+                let p =
+                    t.p.ok_or_else(|| ctx.err(path, "bernoulli loss needs `p`"))?;
+                Ok(LossModel::Bernoulli(check_probability(
+                    ctx,
+                    &format!("{path}.p"),
+                    p,
+                )?))
+            }
+            RawLossKind::GilbertElliott => {
+                if let (Some(mean), Some(burst)) = (t.mean, t.burst) {
+                    if t.p.is_some() || t.r.is_some() || t.k.is_some() || t.h.is_some() {
+                        return Err(
+                            ctx.err(path, "give either mean and burst, or p, r, k, h; not both")
+                        );
+                    }
+                    if !(0.0..1.0).contains(&mean) {
+                        return Err(ctx.err(&format!("{path}.mean"), "mean loss must be in [0, 1)"));
+                    }
+                    if !(burst >= 1.0 && burst.is_finite()) {
+                        return Err(ctx.err(
+                            &format!("{path}.burst"),
+                            "mean burst length must be at least 1 packet",
+                        ));
+                    }
+                    // Simple Gilbert model: nothing lost in Good, all lost in
+                    // Bad, so a burst is a stay in Bad: mean length 1/r; the
+                    // stationary share of Bad is p/(p+r) = mean.
+                    let r = 1.0 / burst;
+                    let p = mean * r / (1.0 - mean);
+                    if p > 1.0 {
+                        return Err(ctx.err(
+                            path,
+                            "this mean loss and burst length need P(Good->Bad) > 1",
+                        ));
+                    }
+                    return Ok(LossModel::GilbertElliott {
+                        p,
+                        r,
+                        k: 1.0,
+                        h: 0.0,
+                    });
+                }
+                if t.mean.is_some() || t.burst.is_some() {
+                    return Err(ctx.err(path, "`mean` and `burst` go together"));
+                }
+                let p = t.p.ok_or_else(|| {
+                    ctx.err(
+                        path,
+                        "gilbert-elliott loss needs `p` and `r` (or `mean` and `burst`)",
+                    )
+                })?;
+                let r =
+                    t.r.ok_or_else(|| ctx.err(path, "gilbert-elliott loss needs `r`"))?;
+                Ok(LossModel::GilbertElliott {
+                    p: check_probability(ctx, &format!("{path}.p"), p)?,
+                    r: check_probability(ctx, &format!("{path}.r"), r)?,
+                    k: check_probability(ctx, &format!("{path}.k"), t.k.unwrap_or(1.0))?,
+                    h: check_probability(ctx, &format!("{path}.h"), t.h.unwrap_or(0.0))?,
+                })
+            }
+        },
+    }
+}
+
+fn rate_model(ctx: &Ctx<'_>, path: &str, r: &RawRate) -> Result<RateModel, Error> {
+    let t = match r {
+        RawRate::Constant(v) => return Ok(RateModel::Constant(*v)),
+        RawRate::Table(t) => t,
+    };
+    let kinds = [t.schedule.is_some(), t.trace.is_some(), t.source.is_some()];
+    if kinds.iter().filter(|&&k| k).count() != 1 {
+        return Err(ctx.err(
+            path,
+            "a rate table needs exactly one of `schedule`, `trace` or `source`",
+        ));
+    }
+    let scale = t.scale.unwrap_or(1.0);
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(ctx.err(&format!("{path}.scale"), "scale must be positive"));
+    }
+    if let Some(source) = &t.source {
+        if t.schedule.is_some()
+            || t.period.is_some()
+            || t.format.is_some()
+            || t.column.is_some()
+            || t.looped.is_some()
+        {
+            return Err(ctx.err(path, "an external rate takes only `source` and `initial`"));
+        }
+        return Ok(RateModel::External {
+            source: source.clone(),
+            initial: t.initial.map(|r| r.0).unwrap_or(0.0) * scale,
+        });
+    }
+    if t.initial.is_some() {
+        return Err(ctx.err(
+            &format!("{path}.initial"),
+            "`initial` only applies to `source` rates",
+        ));
+    }
+    if let Some(sched) = &t.schedule {
+        if sched.is_empty() {
+            return Err(ctx.err(&format!("{path}.schedule"), "schedule is empty"));
+        }
+        let mut points = Vec::with_capacity(sched.len());
+        for (i, p) in sched.iter().enumerate() {
+            if i == 0 && !p.at.0.is_zero() {
+                return Err(ctx.err(
+                    &format!("{path}.schedule[0].at"),
+                    "the first schedule point must be at 0s",
+                ));
+            }
+            if let Some(&(prev, _)) = points.last()
+                && p.at.0 <= prev
+            {
+                return Err(ctx.err(
+                    &format!("{path}.schedule[{i}].at"),
+                    "schedule times must increase",
+                ));
+            }
+            points.push((p.at.0, p.rate.0 * scale));
+        }
+        let period = match (t.period, t.looped) {
+            (Some(p), _) => {
+                if points.last().is_some_and(|l| l.0 >= p.0) {
+                    return Err(ctx.err(
+                        &format!("{path}.period"),
+                        "period must be later than the last schedule point",
+                    ));
+                }
+                Some(p.0)
+            }
+            (None, Some(true)) => {
+                return Err(ctx.err(&format!("{path}.loop"), "a looping schedule needs `period`"));
+            }
+            (None, _) => None,
+        };
+        return Ok(RateModel::Schedule { points, period });
+    }
+    // A trace.
+    let trace_name = t.trace.as_deref().unwrap_or_default();
+    let trace_path = ctx.base_dir().join(trace_name);
+    let format = t.format.ok_or_else(|| {
+        ctx.err(
+            &format!("{path}.format"),
+            "a trace needs `format`: \"lumos5g\", \"mahimahi\" or \"csv\"",
+        )
+    })?;
+    let looped = t.looped.unwrap_or(true);
+    let wrap = |e: Error| {
+        let line = line_of_path(ctx.src, &format!("{path}.trace"));
+        let at = match line {
+            Some(l) => format!("{}:{l}", ctx.file.display()),
+            None => ctx.file.display().to_string(),
+        };
+        Error {
+            message: format!("{} (trace named at {at}, field `{path}.trace`)", e.message),
+            ..e
+        }
+    };
+    let rate_trace = match format {
+        RawTraceFormat::Mahimahi => {
+            if t.column.is_some() || t.unit.is_some() || t.interval.is_some() || t.missing.is_some()
+            {
+                return Err(ctx.err(
+                    path,
+                    "a mahimahi trace takes only `trace`, `format`, `scale` and `loop`",
+                ));
+            }
+            let d = trace::load_mahimahi(&trace_path).map_err(wrap)?;
+            return Ok(RateModel::Deliveries {
+                trace: Arc::new(d),
+                scale,
+                looped,
+            });
+        }
+        RawTraceFormat::Lumos5g => {
+            if t.unit.is_some() || t.missing.is_some() {
+                return Err(ctx.err(
+                    path,
+                    "a lumos5g trace is in Mbit/s; `unit` and `missing` do not apply",
+                ));
+            }
+            let col = match &t.column {
+                None => 1,
+                Some(RawColumn::Number(n)) if *n >= 1 => *n as usize,
+                Some(_) => {
+                    return Err(ctx.err(
+                        &format!("{path}.column"),
+                        "a lumos5g column is a rate column number, 1-based",
+                    ));
+                }
+            };
+            let mut tr = trace::load_lumos5g(&trace_path, col).map_err(wrap)?;
+            if let Some(step) = t.interval {
+                tr.step = step.0;
+            }
+            tr
+        }
+        RawTraceFormat::Csv => {
+            let col = match &t.column {
+                Some(RawColumn::Name(n)) => n.clone(),
+                _ => {
+                    return Err(ctx.err(
+                        &format!("{path}.column"),
+                        "a csv trace needs `column` = a header name",
+                    ));
+                }
+            };
+            let unit = match &t.unit {
+                Some(u) => {
+                    parse_rate(&format!("1{u}")).map_err(|e| ctx.err(&format!("{path}.unit"), e))?
+                }
+                None => 1e6,
+            };
+            let missing = match t.missing.unwrap_or(RawMissing::Hold) {
+                RawMissing::Hold => Missing::Hold,
+                RawMissing::Zero => Missing::Zero,
+                RawMissing::Skip => Missing::Skip,
+            };
+            let step = t.interval.map(|d| d.0).unwrap_or(Duration::from_secs(1));
+            trace::load_csv_column(&trace_path, &col, unit, step, missing).map_err(wrap)?
+        }
+    };
+    if t.period.is_some() {
+        return Err(ctx.err(
+            &format!("{path}.period"),
+            "a trace's period is its length; use `loop`",
+        ));
+    }
+    if rate_trace.step.is_zero() {
+        return Err(ctx.err(&format!("{path}.interval"), "interval must be positive"));
+    }
+    let mut points = Vec::with_capacity(rate_trace.rates_bps.len() + 1);
+    let mut at = Duration::ZERO;
+    for &r in &rate_trace.rates_bps {
+        points.push((at, r * scale));
+        at += rate_trace.step;
+    }
+    let period = if looped {
+        Some(at)
+    } else {
+        points.push((at, 0.0));
+        None
+    };
+    Ok(RateModel::Schedule { points, period })
+}
+
+fn parse_ip(ctx: &Ctx<'_>, path: &str, s: &str) -> Result<IpAddr, Error> {
+    s.trim()
+        .parse()
+        .map_err(|_| ctx.err(path, format!("`{s}` is not an IP address")))
+}
+
+fn parse_prefix(ctx: &Ctx<'_>, path: &str, s: &str) -> Result<Prefix, Error> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr = parse_ip(ctx, path, addr)?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        None => max,
+        Some(l) => l
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or_else(|| ctx.err(path, format!("`{s}`: prefix length must be 0..={max}")))?,
+    };
+    Ok(Prefix { addr, len })
+}
+
+fn offset_ip(ip: IpAddr, by: u32) -> Option<IpAddr> {
+    match ip {
+        IpAddr::V4(a) => u32::from(a).checked_add(by).map(|v| IpAddr::V4(v.into())),
+        IpAddr::V6(a) => u128::from(a)
+            .checked_add(u128::from(by))
+            .map(|v| IpAddr::V6(v.into())),
+    }
+}
+
+fn hosts(
+    ctx: &Ctx<'_>,
+    raw: &[RawHost],
+    links: &BTreeMap<String, usize>,
+) -> Result<Vec<Host>, Error> {
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    let mut addrs = BTreeMap::new();
+    for (hi, h) in raw.iter().enumerate() {
+        let p = format!("host[{hi}]");
+        if h.name.is_empty() {
+            return Err(ctx.err(&format!("{p}.name"), "host name is empty"));
+        }
+        let count = h.count.unwrap_or(1);
+        if count == 0 {
+            return Err(ctx.err(&format!("{p}.count"), "count must be at least 1"));
+        }
+        // Validate the template once.
+        let mut iface_names = BTreeSet::new();
+        let mut template = Vec::new();
+        for (ii, iface) in h.interfaces.iter().enumerate() {
+            let ip = format!("{p}.interfaces[{ii}]");
+            if !iface_names.insert(iface.name.clone()) {
+                return Err(ctx.err(
+                    &format!("{ip}.name"),
+                    format!("duplicate interface name `{}`", iface.name),
+                ));
+            }
+            let addr = parse_ip(ctx, &format!("{ip}.addr"), &iface.addr)?;
+            let attach = match (&iface.link, iface.side) {
+                (None, None) => None,
+                (Some(l), Some(side)) => {
+                    let link = *links.get(l).ok_or_else(|| {
+                        ctx.err(&format!("{ip}.link"), format!("no link named `{l}`"))
+                    })?;
+                    Some(Attachment {
+                        link,
+                        side: match side {
+                            RawSide::A => Side::A,
+                            RawSide::B => Side::B,
+                        },
+                    })
+                }
+                (Some(_), None) => {
+                    return Err(ctx.err(
+                        &format!("{ip}.side"),
+                        "an attached interface needs `side` = \"a\" or \"b\"",
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(ctx.err(&format!("{ip}.link"), "`side` given without `link`"));
+                }
+            };
+            template.push((iface.name.clone(), addr, attach));
+        }
+        let mut routes = Vec::new();
+        for (ri, r) in h.routes.iter().enumerate() {
+            let rp = format!("{p}.routes[{ri}]");
+            let dst = parse_prefix(ctx, &format!("{rp}.dst"), &r.dst)?;
+            let src = match &r.src {
+                Some(s) => Some(parse_prefix(ctx, &format!("{rp}.src"), s)?),
+                None => None,
+            };
+            let via = template
+                .iter()
+                .position(|(n, _, _)| *n == r.via)
+                .ok_or_else(|| {
+                    ctx.err(
+                        &format!("{rp}.via"),
+                        format!("no interface named `{}` on this host", r.via),
+                    )
+                })?;
+            routes.push(Route { dst, src, via });
+        }
+        for i in 0..count {
+            let name = if h.count.is_some() {
+                format!("{}{i}", h.name)
+            } else {
+                h.name.clone()
+            };
+            if !names.insert(name.clone()) {
+                return Err(ctx.err(
+                    &format!("{p}.name"),
+                    format!("duplicate host name `{name}`"),
+                ));
+            }
+            let mut interfaces = Vec::with_capacity(template.len());
+            for (ii, (iname, addr, attach)) in template.iter().enumerate() {
+                let ap = format!("{p}.interfaces[{ii}].addr");
+                let a =
+                    offset_ip(*addr, i).ok_or_else(|| ctx.err(&ap, "address range overflows"))?;
+                if let Some(prev) = addrs.insert(a, name.clone()) {
+                    return Err(ctx.err(
+                        &ap,
+                        format!("address {a} of host `{name}` is already used by host `{prev}`"),
+                    ));
+                }
+                interfaces.push(Interface {
+                    name: iname.clone(),
+                    addr: a,
+                    attach: *attach,
+                });
+            }
+            out.push(Host {
+                name,
+                group: h.name.clone(),
+                index: i,
+                forward: h.forward.unwrap_or(false),
+                interfaces,
+                routes: routes.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Host indices named by `name`: a group's members, or one host.
+fn select_hosts(hosts: &[Host], name: &str) -> Vec<usize> {
+    let group: Vec<usize> = hosts
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.group == name)
+        .map(|(i, _)| i)
+        .collect();
+    if !group.is_empty() {
+        return group;
+    }
+    hosts
+        .iter()
+        .position(|h| h.name == name)
+        .into_iter()
+        .collect()
+}
+
+fn flow_paths(
+    ctx: &Ctx<'_>,
+    p: &str,
+    f: &RawFlow,
+    from: &Host,
+    to: &Host,
+) -> Result<Vec<FlowPath>, Error> {
+    let wanted: Vec<RawPath> = match &f.paths {
+        Some(list) => {
+            if list.is_empty() {
+                return Err(ctx.err(&format!("{p}.paths"), "paths is empty"));
+            }
+            list.clone()
+        }
+        None => from
+            .interfaces
+            .iter()
+            .filter(|i| i.attach.is_some())
+            .map(|i| RawPath {
+                local: i.name.clone(),
+                remote: None,
+            })
+            .collect(),
+    };
+    if wanted.is_empty() {
+        return Err(ctx.err(
+            &format!("{p}.from"),
+            format!("host `{}` has no attached interface", from.name),
+        ));
+    }
+    let mut out = Vec::new();
+    for (k, w) in wanted.iter().enumerate() {
+        let pp = format!("{p}.paths[{k}]");
+        let li = from
+            .interfaces
+            .iter()
+            .position(|i| i.name == w.local)
+            .ok_or_else(|| {
+                ctx.err(
+                    &pp,
+                    format!("host `{}` has no interface `{}`", from.name, w.local),
+                )
+            })?;
+        let local = &from.interfaces[li];
+        let ri = match &w.remote {
+            Some(r) => to
+                .interfaces
+                .iter()
+                .position(|i| i.name == *r)
+                .ok_or_else(|| {
+                    ctx.err(&pp, format!("host `{}` has no interface `{r}`", to.name))
+                })?,
+            None => {
+                // Prefer the peer interface on the other side of the same link,
+                // then the first attached one, then the first one.
+                let same_link = local.attach.and_then(|a| {
+                    to.interfaces.iter().position(|i| {
+                        i.attach
+                            == Some(Attachment {
+                                link: a.link,
+                                side: a.side.other(),
+                            })
+                    })
+                });
+                same_link
+                    .or_else(|| to.interfaces.iter().position(|i| i.attach.is_some()))
+                    .or(if to.interfaces.is_empty() {
+                        None
+                    } else {
+                        Some(0)
+                    })
+                    .ok_or_else(|| {
+                        ctx.err(
+                            &format!("{p}.to"),
+                            format!("host `{}` has no interface", to.name),
+                        )
+                    })?
+            }
+        };
+        let remote = &to.interfaces[ri];
+        if local.addr.is_ipv4() != remote.addr.is_ipv4() {
+            return Err(ctx.err(&pp, "local and remote addresses are of different families"));
+        }
+        out.push(FlowPath {
+            local_iface: li,
+            remote_iface: ri,
+            local: local.addr,
+            remote: remote.addr,
+        });
+    }
+    Ok(out)
+}
+
+fn flows(ctx: &Ctx<'_>, raw: &[RawFlow], hosts: &[Host]) -> Result<Vec<Flow>, Error> {
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    for (fi, f) in raw.iter().enumerate() {
+        let p = format!("flow[{fi}]");
+        if !names.insert(f.name.clone()) {
+            return Err(ctx.err(
+                &format!("{p}.name"),
+                format!("duplicate flow name `{}`", f.name),
+            ));
+        }
+        let kind = flow_kind(ctx, &p, f)?;
+        let from = select_hosts(hosts, &f.from);
+        if from.is_empty() {
+            return Err(ctx.err(
+                &format!("{p}.from"),
+                format!("no host or host group named `{}`", f.from),
+            ));
+        }
+        let to = select_hosts(hosts, &f.to);
+        if to.is_empty() {
+            return Err(ctx.err(
+                &format!("{p}.to"),
+                format!("no host or host group named `{}`", f.to),
+            ));
+        }
+        if to.len() != 1 && to.len() != from.len() {
+            return Err(ctx.err(
+                &format!("{p}.to"),
+                format!(
+                    "`to` names {} hosts; it must name 1 or as many as `from` ({})",
+                    to.len(),
+                    from.len()
+                ),
+            ));
+        }
+        let start = f.start.map(|d| d.0).unwrap_or(Duration::ZERO);
+        let spread = f.start_spread.map(|d| d.0).unwrap_or(Duration::ZERO);
+        let stop = f.stop.map(|d| d.0);
+        if let Some(s) = stop
+            && s <= start
+        {
+            return Err(ctx.err(&format!("{p}.stop"), "stop must be after start"));
+        }
+        let n = from.len();
+        let mut instances = Vec::with_capacity(n);
+        for (k, &src) in from.iter().enumerate() {
+            let dst = if to.len() == 1 { to[0] } else { to[k] };
+            if src == dst {
+                return Err(ctx.err(
+                    &p,
+                    format!("flow from host `{}` to itself", hosts[src].name),
+                ));
+            }
+            let paths = flow_paths(ctx, &p, f, &hosts[src], &hosts[dst])?;
+            let offset = if n > 1 {
+                Duration::from_nanos(
+                    u64::try_from(spread.as_nanos() * k as u128 / n as u128).unwrap_or(u64::MAX),
+                )
+            } else {
+                Duration::ZERO
+            };
+            instances.push(FlowInstance {
+                index: k as u32,
+                from: src,
+                to: dst,
+                paths,
+                start: start + offset,
+                stop,
+            });
+        }
+        out.push(Flow {
+            name: f.name.clone(),
+            kind,
+            instances,
+        });
+    }
+    Ok(out)
+}
+
+fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
+    let set: [(&str, bool); 15] = [
+        ("bytes", f.bytes.is_some()),
+        ("direction", f.direction.is_some()),
+        ("scheduler", f.scheduler.is_some()),
+        ("cc", f.cc.is_some()),
+        ("path_manager", f.path_manager.is_some()),
+        ("port", f.port.is_some()),
+        ("options", f.options.is_some()),
+        ("rate", f.rate.is_some()),
+        ("packet_size", f.packet_size.is_some()),
+        ("on", f.on.is_some()),
+        ("off", f.off.is_some()),
+        ("dist", f.dist.is_some()),
+        ("request_size", f.request_size.is_some()),
+        ("response_size", f.response_size.is_some()),
+        ("interval", f.interval.is_some()),
+    ];
+    let allowed: &[&str] = match f.kind {
+        RawFlowKind::Quic => &[
+            "bytes",
+            "direction",
+            "scheduler",
+            "cc",
+            "path_manager",
+            "port",
+            "options",
+        ],
+        RawFlowKind::Cbr => &["rate", "packet_size", "bytes"],
+        RawFlowKind::Onoff => &["rate", "packet_size", "bytes", "on", "off", "dist"],
+        RawFlowKind::Reqresp => &["request_size", "response_size", "interval", "packet_size"],
+    };
+    if let Some((name, _)) = set.iter().find(|(n, s)| *s && !allowed.contains(n)) {
+        return Err(ctx.err(
+            &format!("{p}.{name}"),
+            format!("`{name}` does not apply to this flow kind"),
+        ));
+    }
+    if f.count.is_some() && f.kind != RawFlowKind::Reqresp {
+        return Err(ctx.err(
+            &format!("{p}.count"),
+            "`count` only applies to reqresp flows",
+        ));
+    }
+    let packet_size = |default: u64| -> Result<u32, Error> {
+        let s = f.packet_size.map(|s| s.0).unwrap_or(default);
+        if !(48..=65535).contains(&s) {
+            return Err(ctx.err(
+                &format!("{p}.packet_size"),
+                "packet_size must be 48..=65535 bytes (IP packet)",
+            ));
+        }
+        Ok(s as u32)
+    };
+    let rate = || -> Result<f64, Error> {
+        let r = f
+            .rate
+            .ok_or_else(|| ctx.err(p, "this flow kind needs `rate`"))?
+            .0;
+        if r <= 0.0 {
+            return Err(ctx.err(&format!("{p}.rate"), "rate must be positive"));
+        }
+        Ok(r)
+    };
+    Ok(match f.kind {
+        RawFlowKind::Quic => FlowKind::Quic(QuicFlow {
+            bytes: f
+                .bytes
+                .ok_or_else(|| ctx.err(p, "a quic flow needs `bytes`"))?
+                .0,
+            direction: match f.direction.unwrap_or(RawDirection::Upload) {
+                RawDirection::Upload => TransferDirection::Upload,
+                RawDirection::Download => TransferDirection::Download,
+            },
+            scheduler: f.scheduler.clone().unwrap_or_else(|| "default".into()),
+            cc: f.cc.clone().unwrap_or_else(|| "cubic".into()),
+            path_manager: f.path_manager.clone().unwrap_or_else(|| "default".into()),
+            port: f.port.unwrap_or(4433),
+            options: f.options.clone().unwrap_or_default(),
+        }),
+        RawFlowKind::Cbr => FlowKind::Cbr(CbrFlow {
+            rate: rate()?,
+            packet_size: packet_size(1500)?,
+            bytes: f.bytes.map(|b| b.0),
+        }),
+        RawFlowKind::Onoff => {
+            let on =
+                f.on.ok_or_else(|| ctx.err(p, "an onoff flow needs `on`"))?
+                    .0;
+            let off = f
+                .off
+                .ok_or_else(|| ctx.err(p, "an onoff flow needs `off`"))?
+                .0;
+            if on.is_zero() {
+                return Err(ctx.err(&format!("{p}.on"), "on period must be positive"));
+            }
+            FlowKind::OnOff(OnOffFlow {
+                rate: rate()?,
+                packet_size: packet_size(1500)?,
+                on,
+                off,
+                dist: match f.dist.unwrap_or(RawDist::Fixed) {
+                    RawDist::Fixed => PeriodDist::Fixed,
+                    RawDist::Exponential => PeriodDist::Exponential,
+                },
+                bytes: f.bytes.map(|b| b.0),
+            })
+        }
+        RawFlowKind::Reqresp => {
+            let request_size = f
+                .request_size
+                .ok_or_else(|| ctx.err(p, "a reqresp flow needs `request_size`"))?
+                .0;
+            let response_size = f
+                .response_size
+                .ok_or_else(|| ctx.err(p, "a reqresp flow needs `response_size`"))?
+                .0;
+            if request_size == 0 || response_size == 0 {
+                return Err(ctx.err(p, "request and response sizes must be positive"));
+            }
+            let interval = f
+                .interval
+                .ok_or_else(|| ctx.err(p, "a reqresp flow needs `interval`"))?
+                .0;
+            if interval.is_zero() {
+                return Err(ctx.err(&format!("{p}.interval"), "interval must be positive"));
+            }
+            FlowKind::RequestResponse(RequestResponseFlow {
+                request_size,
+                response_size,
+                interval,
+                count: f.count,
+                packet_size: packet_size(1500)?,
+            })
+        }
+    })
+}

@@ -1,0 +1,273 @@
+//! Whole-file tests of the schema: resolution and error positions.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+const TWO_PATH: &str = r#"
+name = "two"
+[sim]
+duration = "30s"
+seed = 9
+
+[output]
+bin = "50ms"
+
+[[host]]
+name = "client"
+interfaces = [
+  { name = "nr", addr = "10.0.1.1", link = "nr", side = "a" },
+  { name = "lte", addr = "10.0.2.1", link = "lte", side = "a" },
+]
+
+[[host]]
+name = "server"
+interfaces = [
+  { name = "nr", addr = "10.9.1.1", link = "nr", side = "b" },
+  { name = "lte", addr = "10.9.2.1", link = "lte", side = "b" },
+]
+
+[[link]]
+name = "nr"
+rate = "300Mbit/s"
+delay = "5ms"
+loss = 0.0004
+queue = "1bdp"
+[link.down]
+rate = "200Mbit/s"
+
+[[link]]
+name = "lte"
+rate = { schedule = [{ at = "0s", rate = "100Mbit/s" }, { at = "10s", rate = "20Mbit/s" }], period = "20s" }
+delay = "8ms"
+loss = { model = "gilbert-elliott", mean = 0.01, burst = 4 }
+outages = [{ at = "5s", duration = "500ms" }]
+steps = [{ at = "15s", delay = "30ms" }]
+
+[[flow]]
+name = "bulk"
+kind = "quic"
+from = "client"
+to = "server"
+bytes = "1GB"
+scheduler = "minrtt"
+[flow.options]
+max_paths = 4
+"#;
+
+fn parse(src: &str) -> Result<Scenario, Error> {
+    Scenario::parse(src, Path::new("test.toml"))
+}
+
+#[test]
+fn resolves_two_path() {
+    let s = parse(TWO_PATH).unwrap();
+    assert_eq!(s.name, "two");
+    assert_eq!(s.sim.seed, 9);
+    assert_eq!(s.sim.duration, Duration::from_secs(30));
+    assert_eq!(s.output.bin, Duration::from_millis(50));
+    assert_eq!(s.links[0].up.rate, RateModel::Constant(300e6));
+    assert_eq!(s.links[0].down.rate, RateModel::Constant(200e6));
+    assert_eq!(s.links[0].down.loss, LossModel::Bernoulli(0.0004));
+    assert_eq!(s.links[0].up.queue, QueueLimit::Bdp(1.0));
+    match &s.links[1].up.loss {
+        LossModel::GilbertElliott { p, r, k, h } => {
+            assert!((r - 0.25).abs() < 1e-12);
+            assert!((p - 0.01 * 0.25 / 0.99).abs() < 1e-12);
+            assert_eq!((*k, *h), (1.0, 0.0));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!((s.links[1].up.loss.mean_loss() - 0.01).abs() < 1e-12);
+    assert_eq!(s.links[1].down.outages.len(), 1);
+    assert_eq!(
+        s.links[1].up.steps[0].delay,
+        Some(Duration::from_millis(30))
+    );
+    let f = &s.flows[0];
+    let FlowKind::Quic(q) = &f.kind else { panic!() };
+    assert_eq!(q.bytes, 1_000_000_000);
+    assert_eq!(q.scheduler, "minrtt");
+    assert_eq!(q.cc, "cubic");
+    assert_eq!(
+        q.options.get("max_paths").and_then(|v| v.as_integer()),
+        Some(4)
+    );
+    let inst = &f.instances[0];
+    assert_eq!(inst.paths.len(), 2);
+    assert_eq!(inst.paths[1].local, "10.0.2.1".parse::<IpAddr>().unwrap());
+    assert_eq!(inst.paths[1].remote, "10.9.2.1".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn host_groups_expand_with_addresses_and_spread() {
+    let src = r#"
+[sim]
+duration = "1s"
+[[host]]
+name = "ue"
+count = 300
+interfaces = [{ name = "r", addr = "10.0.0.1", link = "bh", side = "a" }]
+[[host]]
+name = "srv"
+interfaces = [{ name = "e", addr = "10.9.0.1", link = "bh", side = "b" }]
+[[link]]
+name = "bh"
+rate = "500Mbit/s"
+[[flow]]
+name = "m"
+kind = "cbr"
+from = "ue"
+to = "srv"
+rate = "100kbit/s"
+packet_size = 100
+start_spread = "300ms"
+"#;
+    let s = parse(src).unwrap();
+    assert_eq!(s.hosts.len(), 301);
+    assert_eq!(s.hosts[299].name, "ue299");
+    assert_eq!(
+        s.hosts[299].interfaces[0].addr,
+        "10.0.1.44".parse::<IpAddr>().unwrap()
+    );
+    let f = &s.flows[0];
+    assert_eq!(f.instances.len(), 300);
+    assert_eq!(f.instances[10].start, Duration::from_millis(10));
+    assert_eq!(f.instances[10].to, 300);
+}
+
+fn err_of(src: &str) -> Error {
+    match parse(src) {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn syntax_and_type_errors_name_line_and_field() {
+    let bad = TWO_PATH.replace("delay = \"8ms\"", "delay = \"8 parsecs\"");
+    let e = err_of(&bad);
+    let line = bad.lines().position(|l| l.contains("parsecs")).unwrap() + 1;
+    assert_eq!(e.line, Some(line), "{e}");
+    assert_eq!(e.field.as_deref(), Some("link[1].delay"), "{e}");
+    assert!(e.to_string().starts_with("test.toml:"), "{e}");
+
+    let bad = TWO_PATH.replace("loss = 0.0004", "los = 0.0004");
+    let e = err_of(&bad);
+    let line = bad.lines().position(|l| l.starts_with("los =")).unwrap() + 1;
+    assert_eq!(e.line, Some(line), "{e}");
+    assert!(e.message.contains("los"), "{e}");
+}
+
+#[test]
+fn semantic_errors_name_line_and_field() {
+    let bad = TWO_PATH.replace(
+        "link = \"lte\", side = \"b\"",
+        "link = \"lte5\", side = \"b\"",
+    );
+    let e = err_of(&bad);
+    let line = bad.lines().position(|l| l.contains("lte5")).unwrap() + 1;
+    assert_eq!(e.line, Some(line), "{e}");
+    assert_eq!(e.field.as_deref(), Some("host[1].interfaces[1].link"));
+
+    let bad = TWO_PATH.replace(
+        "rate = \"200Mbit/s\"",
+        "rate = \"200Mbit/s\"\nduplicate = 2.0",
+    );
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].down.duplicate"), "{e}");
+    let line = bad
+        .lines()
+        .position(|l| l.starts_with("duplicate"))
+        .unwrap()
+        + 1;
+    assert_eq!(e.line, Some(line));
+
+    let bad = TWO_PATH.replace(
+        "scheduler = \"minrtt\"",
+        "scheduler = \"minrtt\"\nrate = \"1Mbit/s\"",
+    );
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("flow[0].rate"), "{e}");
+
+    let bad = TWO_PATH.replace("to = \"server\"", "to = \"nobody\"");
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("flow[0].to"));
+    let line = bad.lines().position(|l| l.contains("nobody")).unwrap() + 1;
+    assert_eq!(e.line, Some(line));
+}
+
+#[test]
+fn error_at_for_consumers() {
+    let s = parse(TWO_PATH).unwrap();
+    let e = s.error_at("flow[0].scheduler", "unknown scheduler");
+    let line = TWO_PATH
+        .lines()
+        .position(|l| l.starts_with("scheduler"))
+        .unwrap()
+        + 1;
+    assert_eq!(e.line, Some(line));
+}
+
+#[test]
+fn traces_resolve_relative_to_the_file_and_report_trace_lines() {
+    let dir = std::env::temp_dir().join(format!("polypath-scenario-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("good.tr"), "1.0\t10\n2.0\t30\n").unwrap();
+    std::fs::write(dir.join("bad.tr"), "1.0\t10\n2.0\tx\n").unwrap();
+    std::fs::write(dir.join("mm.down"), "0\n0\n1\n2\n").unwrap();
+    let mk =
+        |rate: &str| format!("[sim]\nduration = \"1s\"\n[[link]]\nname = \"l\"\nrate = {rate}\n");
+    let file = dir.join("s.toml");
+    let s = Scenario::parse(
+        &mk(r#"{ trace = "good.tr", format = "lumos5g", scale = 2.0, loop = false }"#),
+        &file,
+    )
+    .unwrap();
+    assert_eq!(
+        s.links[0].up.rate,
+        RateModel::Schedule {
+            points: vec![
+                (Duration::ZERO, 20e6),
+                (Duration::from_secs(1), 60e6),
+                (Duration::from_secs(2), 0.0)
+            ],
+            period: None
+        }
+    );
+    let s = Scenario::parse(&mk(r#"{ trace = "mm.down", format = "mahimahi" }"#), &file).unwrap();
+    assert!(matches!(
+        s.links[0].up.rate,
+        RateModel::Deliveries { looped: true, .. }
+    ));
+    let e = Scenario::parse(&mk(r#"{ trace = "bad.tr", format = "lumos5g" }"#), &file).unwrap_err();
+    assert_eq!(e.file, dir.join("bad.tr"));
+    assert_eq!(e.line, Some(2));
+    assert!(e.message.contains("s.toml:5"), "{e}");
+    let e = Scenario::parse(
+        &mk(r#"{ trace = "missing.tr", format = "lumos5g" }"#),
+        &file,
+    )
+    .unwrap_err();
+    assert!(e.message.contains("cannot read"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn rate_tables_are_exclusive() {
+    let src = "[sim]\nduration = \"1s\"\n[[link]]\nname = \"l\"\nrate = { source = \"radio\", schedule = [] }\n";
+    let e = err_of(src);
+    assert_eq!(e.line, Some(5));
+    let src = "[sim]\nduration = \"1s\"\n[[link]]\nname = \"l\"\nrate = { source = \"radio\", initial = \"10Mbit/s\" }\n[radio]\nmodel = \"umi\"\n";
+    let s = parse(src).unwrap();
+    assert_eq!(
+        s.links[0].up.rate,
+        RateModel::External {
+            source: "radio".into(),
+            initial: 10e6
+        }
+    );
+    assert!(s.radio.is_some());
+}

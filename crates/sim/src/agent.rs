@@ -1,0 +1,114 @@
+//! What runs on a simulated host: the [`Agent`] trait.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+
+use crate::time::SimTime;
+
+/// A UDP datagram as an agent sees it.
+///
+/// Outgoing: `src` names the local interface address (and port) to send from,
+/// which picks the path (a multipath endpoint chooses its path by source
+/// address); `dst` is the peer. Incoming: `dst` is the local address it
+/// arrived on, `src` the remote sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram {
+    /// Source address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// UDP payload. The link charges it plus IP and UDP headers (28 bytes for
+    /// IPv4, 48 for IPv6).
+    pub payload: Bytes,
+}
+
+/// Anything that runs on a host: a QUIC endpoint adapter, a traffic generator,
+/// a sink. The simulator drives it sans-IO style:
+///
+/// 1. at time zero and after every [`handle_datagram`](Agent::handle_datagram)
+///    or [`handle_timeout`](Agent::handle_timeout), it drains
+///    [`poll_transmit`](Agent::poll_transmit) until `None`, then reads
+///    [`poll_timeout`](Agent::poll_timeout);
+/// 2. when that deadline comes, it calls `handle_timeout` (a deadline in the
+///    past fires at the current time);
+/// 3. at every recorder bin it reads [`stats`](Agent::stats) and
+///    [`drain_records`](Agent::drain_records).
+///
+/// Agents must not read the wall clock or unseeded randomness: everything they
+/// need arrives through `now` and their constructor.
+pub trait Agent {
+    /// A datagram arrived at one of this agent's bound addresses.
+    fn handle_datagram(&mut self, now: SimTime, datagram: Datagram);
+
+    /// The deadline from [`poll_timeout`](Agent::poll_timeout) passed.
+    fn handle_timeout(&mut self, now: SimTime);
+
+    /// The next datagram to send now, if any.
+    fn poll_transmit(&mut self, now: SimTime) -> Option<Datagram>;
+
+    /// When this agent next wants [`handle_timeout`](Agent::handle_timeout).
+    fn poll_timeout(&mut self) -> Option<SimTime>;
+
+    /// Whether the agent has finished its work. A run with `stop_when_done`
+    /// ends once every agent is done and no packet is in flight. Passive
+    /// agents (sinks, servers) should report `true`.
+    fn is_done(&self) -> bool;
+
+    /// Fills `stats` (cleared by the caller) with current counters.
+    fn stats(&self, stats: &mut AgentStats);
+
+    /// Moves finished-work records (completion times) into `out`.
+    fn drain_records(&mut self, out: &mut Vec<Record>) {
+        let _ = out;
+    }
+}
+
+/// Counters an agent reports at each recorder bin.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentStats {
+    /// Application bytes received so far (stream bytes delivered in order for
+    /// QUIC, payload bytes for raw UDP).
+    pub app_bytes_received: u64,
+    /// Application bytes sent so far.
+    pub app_bytes_sent: u64,
+    /// Per-path state, when the agent has paths (QUIC); empty otherwise.
+    pub paths: Vec<PathStats>,
+}
+
+/// One path's congestion state as the agent sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathStats {
+    /// The agent's own path identifier.
+    pub id: u64,
+    /// Local address of the path.
+    pub local: SocketAddr,
+    /// Remote address of the path.
+    pub remote: SocketAddr,
+    /// Smoothed RTT, if measured.
+    pub srtt: Option<std::time::Duration>,
+    /// Congestion window in bytes.
+    pub cwnd: Option<u64>,
+    /// Bytes in flight.
+    pub bytes_in_flight: Option<u64>,
+    /// Packets declared lost so far.
+    pub lost_packets: u64,
+    /// Packets sent so far.
+    pub sent_packets: u64,
+}
+
+/// Something an agent finished, for `completions.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// A unit of work (a transfer, a request/response exchange) completed.
+    Completion {
+        /// What completed, e.g. `transfer` or `request 17`.
+        label: String,
+        /// When it started.
+        started: SimTime,
+        /// When it finished.
+        finished: SimTime,
+        /// Application bytes it moved.
+        bytes: u64,
+    },
+}

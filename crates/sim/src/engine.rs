@@ -1,0 +1,1364 @@
+//! The discrete-event core: event queue, hosts, links, agents.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+
+use bytes::Bytes;
+use polypath_scenario::{OutagePolicy, Route, Scenario, Side, Step};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::agent::{Agent, AgentStats, Datagram, Record};
+use crate::error::SimError;
+use crate::link::{DropReason, LinkDir};
+use crate::record::{
+    CompletionStats, DROP_UNBOUND, DROP_UNROUTED, FlowRec, FlowSummary, LinkSummary, OutFile,
+    Stream, Summary, delay_stats, drop_index,
+};
+use crate::source::{LinkChange, LinkDirSel, LinkSource, LinkUpdate};
+use crate::time::SimTime;
+
+/// Identifies an agent in a [`Simulator`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AgentId(pub u32);
+
+/// Derives an independent seed from a run seed and a few labels
+/// (SplitMix64 over the words), so each link direction and agent has its own
+/// random stream regardless of event order.
+pub fn derive_seed(seed: u64, labels: &[u64]) -> u64 {
+    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
+    for &l in labels {
+        x = x
+            .wrapping_add(l.wrapping_mul(0xBF58_476D_1CE4_E5B9))
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x = z ^ (z >> 31);
+    }
+    x
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ev {
+    Timer(u32),
+    Departure { dir: u32, epoch: u32 },
+    Arrival { pkt: u32, dir: u32 },
+    Schedule(u32),
+    Step { dir: u32, idx: u32 },
+    Outage { dir: u32, down: bool },
+    Source(u32),
+    Sample,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    time: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Min-heap on (time, seq): earliest first, FIFO among equal times.
+        (other.time, other.seq).cmp(&(self.time, self.seq))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+struct Packet {
+    src: SocketAddr,
+    dst: SocketAddr,
+    payload: Bytes,
+    wire: u32,
+    sent_at: u64,
+    sender: u32,
+    path: u32,
+    hops: u8,
+}
+
+struct IfaceRt {
+    addr: IpAddr,
+    /// Direction packets leave on.
+    dir_out: Option<u32>,
+    /// Direction packets arrive from.
+    dir_in: Option<u32>,
+}
+
+struct HostRt {
+    forward: bool,
+    ifaces: Vec<IfaceRt>,
+    routes: Vec<Route>,
+}
+
+struct AgentSlot {
+    agent: Box<dyn Agent>,
+    host: u32,
+    flow: u32,
+    instance: u32,
+    timer_at: u64,
+    done: bool,
+    streams: Vec<Stream>,
+}
+
+struct SourceSlot {
+    source: Box<dyn LinkSource>,
+    pending: Option<LinkUpdate>,
+}
+
+/// Why [`Simulator::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The configured duration elapsed.
+    Duration,
+    /// Every agent was done and no packet was in flight.
+    Done,
+    /// Nothing was left to happen.
+    Idle,
+}
+
+impl StopReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration",
+            StopReason::Done => "done",
+            StopReason::Idle => "idle",
+        }
+    }
+}
+
+/// Outputs of the recorders that are written while running.
+pub(crate) struct Outputs {
+    pub flows: OutFile,
+    pub paths: Option<OutFile>,
+    pub links: OutFile,
+    pub completions: OutFile,
+    pub packets: Option<OutFile>,
+}
+
+/// The simulator: build it from a scenario, add agents, run.
+pub struct Simulator {
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Entry>,
+    events: u64,
+    duration: u64,
+    stop_when_done: bool,
+    bin: u64,
+    last_sample: u64,
+    seed: u64,
+    scenario_name: String,
+    hosts: Vec<HostRt>,
+    dirs: Vec<LinkDir>,
+    dir_steps: Vec<Vec<Step>>,
+    link_names: Vec<String>,
+    link_index: BTreeMap<String, u32>,
+    far: Vec<Vec<u32>>,
+    addr_map: AddrMap<IpAddr, (u32, u32)>,
+    bindings: AddrMap<SocketAddr, u32>,
+    agents: Vec<AgentSlot>,
+    not_done: usize,
+    packets: Vec<Packet>,
+    free: Vec<u32>,
+    in_flight: u64,
+    sources: Vec<SourceSlot>,
+    flows: Vec<FlowRec>,
+    out: Option<Outputs>,
+    path_series: bool,
+    stats_buf: AgentStats,
+    records_buf: Vec<Record>,
+    line: String,
+    error: Option<SimError>,
+}
+
+/// A small, fast, deterministic hasher for address lookups (the maps are only
+/// ever looked up, never iterated, so order cannot leak into results).
+#[derive(Default, Clone, Copy)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u16(&mut self, x: u16) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // Final avalanche so low bits (the bucket index) depend on every
+        // input bit: addresses in one subnet differ only in high bytes.
+        let mut z = self.0;
+        z = (z ^ (z >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        z ^ (z >> 33)
+    }
+}
+
+type AddrMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<AddrHasher>>;
+
+/// The stream of `streams` on `path`, created on first use.
+fn stream(
+    streams: &mut Vec<Stream>,
+    path: u32,
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> &mut Stream {
+    let pos = match streams.iter().position(|s| s.path == path) {
+        Some(i) => i,
+        None => {
+            streams.push(Stream::new(path, local, remote));
+            streams.len() - 1
+        }
+    };
+    &mut streams[pos]
+}
+
+fn overhead(ip: IpAddr) -> u32 {
+    if ip.is_ipv4() { 28 } else { 48 }
+}
+
+impl Simulator {
+    /// Builds hosts and links of `scenario` with the run `seed`. Agents are
+    /// added afterwards with [`add_agent`](Self::add_agent).
+    pub fn new(scenario: &Scenario, seed: u64) -> Result<Self, SimError> {
+        let mut dirs = Vec::with_capacity(scenario.links.len() * 2);
+        let mut dir_steps = Vec::new();
+        let mut link_index = BTreeMap::new();
+        for (i, l) in scenario.links.iter().enumerate() {
+            let up_rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, &[1, i as u64, 0]));
+            let down_rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, &[1, i as u64, 1]));
+            let up_delay = u64::try_from(l.up.delay.as_nanos()).unwrap_or(u64::MAX);
+            let down_delay = u64::try_from(l.down.delay.as_nanos()).unwrap_or(u64::MAX);
+            dirs.push(LinkDir::new(&l.up, down_delay, up_rng));
+            dirs.push(LinkDir::new(&l.down, up_delay, down_rng));
+            dir_steps.push(l.up.steps.clone());
+            dir_steps.push(l.down.steps.clone());
+            link_index.insert(l.name.clone(), i as u32);
+        }
+        let mut far = vec![Vec::new(); dirs.len()];
+        let mut hosts = Vec::with_capacity(scenario.hosts.len());
+        let mut addr_map = AddrMap::default();
+        for (hi, h) in scenario.hosts.iter().enumerate() {
+            let mut ifaces = Vec::with_capacity(h.interfaces.len());
+            for (ii, iface) in h.interfaces.iter().enumerate() {
+                let (dir_out, dir_in) = match iface.attach {
+                    Some(a) => {
+                        let base = a.link as u32 * 2;
+                        match a.side {
+                            Side::A => (Some(base), Some(base + 1)),
+                            Side::B => (Some(base + 1), Some(base)),
+                        }
+                    }
+                    None => (None, None),
+                };
+                if let Some(d) = dir_in
+                    && let Some(f) = far.get_mut(d as usize)
+                {
+                    f.push(hi as u32);
+                }
+                addr_map.insert(iface.addr, (hi as u32, ii as u32));
+                ifaces.push(IfaceRt {
+                    addr: iface.addr,
+                    dir_out,
+                    dir_in,
+                });
+            }
+            hosts.push(HostRt {
+                forward: h.forward,
+                ifaces,
+                routes: h.routes.clone(),
+            });
+        }
+        let flows = scenario
+            .flows
+            .iter()
+            .map(|f| FlowRec::new(f.name.clone(), f.kind.name(), f.instances.len() as u32))
+            .collect();
+        let mut sim = Simulator {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            events: 0,
+            duration: u64::try_from(scenario.sim.duration.as_nanos()).unwrap_or(u64::MAX),
+            stop_when_done: scenario.sim.stop_when_done,
+            bin: u64::try_from(scenario.output.bin.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+            last_sample: 0,
+            seed,
+            scenario_name: scenario.name.clone(),
+            hosts,
+            dirs,
+            dir_steps,
+            link_names: scenario.links.iter().map(|l| l.name.clone()).collect(),
+            link_index,
+            far,
+            addr_map,
+            bindings: AddrMap::default(),
+            agents: Vec::new(),
+            not_done: 0,
+            packets: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
+            sources: Vec::new(),
+            flows,
+            out: None,
+            path_series: scenario.output.path_series,
+            stats_buf: AgentStats::default(),
+            records_buf: Vec::new(),
+            line: String::with_capacity(256),
+            error: None,
+        };
+        // Link schedules, steps and outages.
+        for (i, l) in scenario.links.iter().enumerate() {
+            for (k, d) in [&l.up, &l.down].into_iter().enumerate() {
+                let dir = (i * 2 + k) as u32;
+                sim.schedule_next_rate(dir);
+                for (idx, s) in d.steps.iter().enumerate() {
+                    sim.push(
+                        u64::try_from(s.at.as_nanos()).unwrap_or(u64::MAX),
+                        Ev::Step {
+                            dir,
+                            idx: idx as u32,
+                        },
+                    );
+                }
+                for o in &d.outages {
+                    let at = u64::try_from(o.at.as_nanos()).unwrap_or(u64::MAX);
+                    let end =
+                        at.saturating_add(u64::try_from(o.duration.as_nanos()).unwrap_or(u64::MAX));
+                    sim.push(at, Ev::Outage { dir, down: true });
+                    sim.push(end, Ev::Outage { dir, down: false });
+                }
+            }
+        }
+        sim.push(sim.bin, Ev::Sample);
+        Ok(sim)
+    }
+
+    /// The run seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> SimTime {
+        SimTime(self.now)
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Number of agents.
+    pub fn agent_count(&self) -> usize {
+        self.agents.len()
+    }
+
+    /// Adds an agent on `host` bound to `port` on every interface address of
+    /// that host, attributed to scenario flow `flow`, instance `instance`.
+    pub fn add_agent(
+        &mut self,
+        host: usize,
+        port: u16,
+        flow: usize,
+        instance: u32,
+        agent: Box<dyn Agent>,
+    ) -> Result<AgentId, SimError> {
+        let h = self
+            .hosts
+            .get(host)
+            .ok_or_else(|| SimError::Build(format!("no host #{host}")))?;
+        if flow >= self.flows.len() {
+            return Err(SimError::Build(format!("no flow #{flow}")));
+        }
+        let id = self.agents.len() as u32;
+        for iface in &h.ifaces {
+            let sa = SocketAddr::new(iface.addr, port);
+            if self.bindings.insert(sa, id).is_some() {
+                return Err(SimError::Build(format!("address {sa} is bound twice")));
+            }
+        }
+        let done = agent.is_done();
+        if !done {
+            self.not_done += 1;
+        }
+        self.agents.push(AgentSlot {
+            agent,
+            host: host as u32,
+            flow: flow as u32,
+            instance,
+            timer_at: u64::MAX,
+            done,
+            streams: Vec::new(),
+        });
+        Ok(AgentId(id))
+    }
+
+    /// Whether `port` is bound on any interface of `host`.
+    pub fn is_bound(&self, host: usize, port: u16) -> bool {
+        self.hosts.get(host).is_some_and(|h| {
+            h.ifaces
+                .iter()
+                .any(|i| self.bindings.contains_key(&SocketAddr::new(i.addr, port)))
+        })
+    }
+
+    /// Attaches an external link source (e.g. the radio model).
+    pub fn add_source(&mut self, mut source: Box<dyn LinkSource>) {
+        let idx = self.sources.len() as u32;
+        let pending = source.next_update();
+        if let Some(u) = &pending {
+            self.push(u.at.0, Ev::Source(idx));
+        }
+        self.sources.push(SourceSlot { source, pending });
+    }
+
+    /// Names of external sources that links expect but that are not attached.
+    pub fn missing_sources(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (i, d) in self.dirs.iter().enumerate() {
+            if let Some(src) = &d.external
+                && !self.sources.iter().any(|s| s.source.name() == src)
+            {
+                out.push((self.link_names[i / 2].clone(), src.clone()));
+            }
+        }
+        out.dedup();
+        out
+    }
+
+    pub(crate) fn set_outputs(&mut self, out: Outputs) {
+        self.out = Some(out);
+    }
+
+    pub(crate) fn take_outputs(&mut self) -> Option<Outputs> {
+        self.out.take()
+    }
+
+    fn push(&mut self, time: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry {
+            time,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    // ---- running --------------------------------------------------------
+
+    /// Runs until the duration, until everything is done (if the scenario
+    /// asks to stop when done), or until nothing is left to happen. `tick` is
+    /// called every few thousand events with the current time (for progress).
+    pub fn run(&mut self, mut tick: impl FnMut(SimTime)) -> Result<StopReason, SimError> {
+        for a in 0..self.agents.len() as u32 {
+            self.drive(a);
+        }
+        let reason = loop {
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            if self.stop_when_done && self.not_done == 0 && self.in_flight == 0 {
+                break StopReason::Done;
+            }
+            let Some(top) = self.heap.peek() else {
+                break StopReason::Idle;
+            };
+            if top.time > self.duration {
+                self.now = self.duration;
+                break StopReason::Duration;
+            }
+            let Some(e) = self.heap.pop() else {
+                break StopReason::Idle;
+            };
+            self.now = e.time;
+            self.events += 1;
+            if self.events & 0x3fff == 0 {
+                tick(SimTime(self.now));
+            }
+            self.dispatch(e.ev)?;
+        };
+        self.final_sample()?;
+        Ok(reason)
+    }
+
+    fn dispatch(&mut self, ev: Ev) -> Result<(), SimError> {
+        match ev {
+            Ev::Timer(a) => self.on_timer(a),
+            Ev::Departure { dir, epoch } => self.on_departure(dir, epoch),
+            Ev::Arrival { pkt, dir } => self.on_arrival(pkt, dir),
+            Ev::Schedule(dir) => self.on_schedule(dir),
+            Ev::Step { dir, idx } => self.on_step(dir, idx),
+            Ev::Outage { dir, down } => {
+                if down {
+                    self.go_down(dir)
+                } else {
+                    self.go_up(dir)
+                }
+            }
+            Ev::Source(i) => self.on_source(i)?,
+            Ev::Sample => {
+                self.sample()?;
+                let next = self.now.saturating_add(self.bin);
+                if next <= self.duration {
+                    self.push(next, Ev::Sample);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- agents ---------------------------------------------------------
+
+    fn drive(&mut self, a: u32) {
+        let now = SimTime(self.now);
+        loop {
+            let Some(slot) = self.agents.get_mut(a as usize) else {
+                return;
+            };
+            let Some(dg) = slot.agent.poll_transmit(now) else {
+                break;
+            };
+            self.send(a, dg);
+        }
+        let Some(slot) = self.agents.get_mut(a as usize) else {
+            return;
+        };
+        if let Some(t) = slot.agent.poll_timeout() {
+            let t = t.0.max(self.now);
+            if t < slot.timer_at {
+                slot.timer_at = t;
+                self.push(t, Ev::Timer(a));
+            }
+        }
+        let Some(slot) = self.agents.get_mut(a as usize) else {
+            return;
+        };
+        let done = slot.agent.is_done();
+        if done != slot.done {
+            slot.done = done;
+            if done {
+                self.not_done -= 1;
+            } else {
+                self.not_done += 1;
+            }
+        }
+    }
+
+    fn on_timer(&mut self, a: u32) {
+        let now = self.now;
+        let Some(slot) = self.agents.get_mut(a as usize) else {
+            return;
+        };
+        if slot.timer_at != now {
+            return;
+        }
+        slot.timer_at = u64::MAX;
+        if slot.agent.poll_timeout().is_some_and(|t| t.0 <= now) {
+            slot.agent.handle_timeout(SimTime(now));
+        }
+        self.drive(a);
+    }
+
+    fn alloc(&mut self, p: Packet) -> u32 {
+        self.in_flight += 1;
+        if let Some(i) = self.free.pop()
+            && let Some(slot) = self.packets.get_mut(i as usize)
+        {
+            *slot = p;
+            return i;
+        }
+        self.packets.push(p);
+        (self.packets.len() - 1) as u32
+    }
+
+    fn release(&mut self, pkt: u32) -> Option<Bytes> {
+        let slot = self.packets.get_mut(pkt as usize)?;
+        let payload = std::mem::take(&mut slot.payload);
+        self.free.push(pkt);
+        self.in_flight -= 1;
+        Some(payload)
+    }
+
+    fn drop_packet(&mut self, pkt: u32, kind: usize) {
+        if let Some(p) = self.packets.get(pkt as usize)
+            && let Some(slot) = self.agents.get_mut(p.sender as usize)
+        {
+            stream(&mut slot.streams, p.path, p.src, p.dst).bin_drops += 1;
+            if let Some(f) = self.flows.get_mut(slot.flow as usize) {
+                if let Some(d) = f.drops.get_mut(kind) {
+                    *d += 1;
+                }
+                f.bin_dropped += 1;
+            }
+        }
+        self.release(pkt);
+    }
+
+    fn route(&self, host: u32, src: IpAddr, dst: IpAddr) -> Option<u32> {
+        let h = self.hosts.get(host as usize)?;
+        let r = h
+            .routes
+            .iter()
+            .find(|r| r.dst.contains(dst) && r.src.is_none_or(|s| s.contains(src)))?;
+        Some(r.via as u32)
+    }
+
+    fn send(&mut self, a: u32, mut dg: Datagram) {
+        let Some(slot) = self.agents.get(a as usize) else {
+            return;
+        };
+        let host = slot.host;
+        let flow = slot.flow as usize;
+        let wire = dg.payload.len() as u32 + overhead(dg.dst.ip());
+        if let Some(f) = self.flows.get_mut(flow) {
+            f.sent_pkts += 1;
+            f.sent_bytes += u64::from(wire);
+            f.bin_sent_bytes += u64::from(wire);
+            f.bin_sent_pkts += 1;
+            f.first_send_ns.get_or_insert(self.now);
+        }
+        let iface = match self.addr_map.get(&dg.src.ip()) {
+            Some(&(h, i)) if h == host => Some(i),
+            _ if dg.src.ip().is_unspecified() => {
+                let i = self.route(host, dg.src.ip(), dg.dst.ip());
+                if let Some(addr) = i
+                    .and_then(|i| self.hosts[host as usize].ifaces.get(i as usize))
+                    .map(|f| f.addr)
+                {
+                    dg.src.set_ip(addr);
+                }
+                i
+            }
+            _ => None,
+        };
+        let dir = iface
+            .and_then(|i| self.hosts[host as usize].ifaces.get(i as usize))
+            .and_then(|f| f.dir_out);
+        let pkt = self.alloc(Packet {
+            src: dg.src,
+            dst: dg.dst,
+            payload: dg.payload,
+            wire,
+            sent_at: self.now,
+            sender: a,
+            path: dir.unwrap_or(u32::MAX),
+            hops: 0,
+        });
+        match dir {
+            Some(d) => self.enqueue(d, pkt),
+            None => self.drop_packet(pkt, DROP_UNROUTED),
+        }
+    }
+
+    // ---- links ------------------------------------------------------------
+
+    fn enqueue(&mut self, dir: u32, pkt: u32) {
+        let Some(wire) = self.packets.get(pkt as usize).map(|p| p.wire) else {
+            return;
+        };
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        if !d.up && d.policy == OutagePolicy::Drop {
+            d.stats.drops_down += 1;
+            d.stats.bin_drops += 1;
+            self.drop_packet(pkt, drop_index(DropReason::Down));
+            return;
+        }
+        if d.in_service.is_none() && d.up && d.queue.is_empty() {
+            if let Some(t) = d.begin(pkt, wire, self.now) {
+                let epoch = d.epoch;
+                self.push(t, Ev::Departure { dir, epoch });
+            }
+            return;
+        }
+        if d.admits(wire) {
+            d.queue.push_back(pkt);
+            d.queued_bytes += u64::from(wire);
+            d.stats.max_queue_bytes = d.stats.max_queue_bytes.max(d.queued_bytes);
+        } else {
+            d.stats.drops_queue += 1;
+            d.stats.bin_drops += 1;
+            self.drop_packet(pkt, drop_index(DropReason::Queue));
+        }
+    }
+
+    fn start_service(&mut self, dir: u32) {
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        if d.in_service.is_some() || !d.up {
+            return;
+        }
+        let Some(pkt) = d.queue.pop_front() else {
+            return;
+        };
+        let Some(wire) = self.packets.get(pkt as usize).map(|p| p.wire) else {
+            return;
+        };
+        d.queued_bytes -= u64::from(wire);
+        if let Some(t) = d.begin(pkt, wire, self.now) {
+            let epoch = d.epoch;
+            self.push(t, Ev::Departure { dir, epoch });
+        }
+    }
+
+    fn on_departure(&mut self, dir: u32, epoch: u32) {
+        let now = self.now;
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        if d.epoch != epoch || !d.up {
+            return;
+        }
+        let Some(pkt) = d.in_service.take() else {
+            return;
+        };
+        if d.lose() {
+            d.stats.drops_loss += 1;
+            d.stats.bin_drops += 1;
+            self.drop_packet(pkt, drop_index(DropReason::Loss));
+        } else {
+            let wire = d.in_service_bytes;
+            d.stats.delivered_pkts += 1;
+            d.stats.delivered_bytes += u64::from(wire);
+            d.stats.bin_bytes += u64::from(wire);
+            let at = d.arrival(now);
+            let dup = d.duplicates();
+            if dup {
+                d.stats.duplicates += 1;
+            }
+            self.push(at, Ev::Arrival { pkt, dir });
+            if dup && let Some(p) = self.packets.get(pkt as usize) {
+                let copy = Packet {
+                    src: p.src,
+                    dst: p.dst,
+                    payload: p.payload.clone(),
+                    wire: p.wire,
+                    sent_at: p.sent_at,
+                    sender: p.sender,
+                    path: p.path,
+                    hops: p.hops,
+                };
+                let c = self.alloc(copy);
+                self.push(at, Ev::Arrival { pkt: c, dir });
+            }
+        }
+        self.start_service(dir);
+    }
+
+    fn on_arrival(&mut self, pkt: u32, dir: u32) {
+        let Some(p) = self.packets.get(pkt as usize) else {
+            return;
+        };
+        let dst = p.dst.ip();
+        let owner = self.addr_map.get(&dst).copied();
+        let target = match owner {
+            Some((h, i))
+                if self.hosts[h as usize]
+                    .ifaces
+                    .get(i as usize)
+                    .and_then(|f| f.dir_in)
+                    == Some(dir) =>
+            {
+                Some(h)
+            }
+            _ => match self.far.get(dir as usize).map(Vec::as_slice) {
+                Some([only]) => Some(*only),
+                _ => None,
+            },
+        };
+        match target {
+            Some(h) => self.at_host(h, pkt, owner.map(|o| o.0)),
+            None => self.drop_packet(pkt, DROP_UNROUTED),
+        }
+    }
+
+    /// `pkt` reached `host`; `owner` is the host owning its destination address.
+    fn at_host(&mut self, host: u32, pkt: u32, owner: Option<u32>) {
+        let Some(p) = self.packets.get_mut(pkt as usize) else {
+            return;
+        };
+        let (src, dst) = (p.src, p.dst);
+        if owner == Some(host) {
+            match self.bindings.get(&dst).copied() {
+                Some(a) => self.deliver(a, pkt),
+                None => self.drop_packet(pkt, DROP_UNBOUND),
+            }
+            return;
+        }
+        let forward = self.hosts.get(host as usize).is_some_and(|h| h.forward);
+        p.hops = p.hops.saturating_add(1);
+        if !forward || p.hops > 64 {
+            self.drop_packet(pkt, DROP_UNROUTED);
+            return;
+        }
+        let dir = self
+            .route(host, src.ip(), dst.ip())
+            .and_then(|i| self.hosts[host as usize].ifaces.get(i as usize))
+            .and_then(|f| f.dir_out);
+        match dir {
+            Some(d) => self.enqueue(d, pkt),
+            None => self.drop_packet(pkt, DROP_UNROUTED),
+        }
+    }
+
+    fn deliver(&mut self, a: u32, pkt: u32) {
+        let now = self.now;
+        let Some(p) = self.packets.get(pkt as usize) else {
+            return;
+        };
+        let (src, dst, wire, sent_at, sender, path) =
+            (p.src, p.dst, p.wire, p.sent_at, p.sender, p.path);
+        let owd = now.saturating_sub(sent_at);
+        let mut jitter = 0.0;
+        let mut flow_idx = u32::MAX;
+        let mut instance = 0;
+        if let Some(s) = self.agents.get_mut(sender as usize) {
+            flow_idx = s.flow;
+            instance = s.instance;
+            let st = stream(&mut s.streams, path, src, dst);
+            st.update(owd as i64);
+            st.bin_bytes += u64::from(wire);
+            jitter = st.jitter;
+        }
+        if let Some(f) = self.flows.get_mut(flow_idx as usize) {
+            f.delivered_pkts += 1;
+            f.delivered_bytes += u64::from(wire);
+            f.bin_delivered_bytes += u64::from(wire);
+            f.bin_delivered_pkts += 1;
+            f.owd_sum_ns += u128::from(owd);
+            f.bin_owd_sum_ns += u128::from(owd);
+            f.owd_min_ns = f.owd_min_ns.min(owd);
+            f.owd_max_ns = f.owd_max_ns.max(owd);
+            f.owd_hist.add(owd);
+            f.last_delivery_ns = now;
+        }
+        if let Some(out) = self.out.as_mut().and_then(|o| o.packets.as_mut()) {
+            self.line.clear();
+            let name = self
+                .flows
+                .get(flow_idx as usize)
+                .map(|f| f.name.as_str())
+                .unwrap_or("");
+            let _ = writeln!(
+                self.line,
+                "{:.9},{:.9},{},{},{},{},{},{:.6},{:.6}",
+                now as f64 / 1e9,
+                sent_at as f64 / 1e9,
+                name,
+                instance,
+                src,
+                dst,
+                wire,
+                owd as f64 / 1e6,
+                jitter / 1e6
+            );
+            if let Err(e) = out.write(&self.line) {
+                self.error = Some(e);
+            }
+        }
+        let Some(payload) = self.release(pkt) else {
+            return;
+        };
+        if let Some(slot) = self.agents.get_mut(a as usize) {
+            slot.agent
+                .handle_datagram(SimTime(now), Datagram { src, dst, payload });
+        }
+        self.drive(a);
+    }
+
+    fn schedule_next_rate(&mut self, dir: u32) {
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        let Some(cur) = d.schedule.as_mut() else {
+            return;
+        };
+        if let Some((t, r)) = cur.next_change() {
+            d.pending_rate = r;
+            self.push(t, Ev::Schedule(dir));
+        }
+    }
+
+    fn apply_rate(&mut self, dir: u32, rate: f64) {
+        let now = self.now;
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        if let Some(t) = d.set_rate(rate, now) {
+            let epoch = d.epoch;
+            self.push(t, Ev::Departure { dir, epoch });
+        }
+    }
+
+    fn on_schedule(&mut self, dir: u32) {
+        let Some(d) = self.dirs.get(dir as usize) else {
+            return;
+        };
+        if d.schedule.is_none() {
+            return;
+        }
+        let r = d.pending_rate;
+        self.apply_rate(dir, r);
+        self.schedule_next_rate(dir);
+    }
+
+    fn on_step(&mut self, dir: u32, idx: u32) {
+        let Some(step) = self
+            .dir_steps
+            .get(dir as usize)
+            .and_then(|s| s.get(idx as usize))
+            .cloned()
+        else {
+            return;
+        };
+        if let Some(r) = step.rate {
+            if let Some(d) = self.dirs.get_mut(dir as usize) {
+                d.schedule = None;
+            }
+            self.apply_rate(dir, r);
+        }
+        if let Some(d) = self.dirs.get_mut(dir as usize) {
+            if let Some(delay) = step.delay {
+                d.delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+            }
+            if let Some(l) = step.loss {
+                d.loss = crate::link::LossState::new(l);
+            }
+        }
+    }
+
+    fn go_down(&mut self, dir: u32) {
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        if !d.up {
+            return;
+        }
+        d.up = false;
+        d.epoch = d.epoch.wrapping_add(1);
+        let mut dropped = Vec::new();
+        match d.policy {
+            OutagePolicy::Drop => {
+                dropped.extend(d.in_service.take());
+                dropped.extend(d.queue.drain(..));
+                d.queued_bytes = 0;
+                d.stats.drops_down += dropped.len() as u64;
+                d.stats.bin_drops += dropped.len() as u64;
+            }
+            OutagePolicy::Hold => {
+                if let Some(p) = d.in_service.take() {
+                    d.queue.push_front(p);
+                    d.queued_bytes += u64::from(d.in_service_bytes);
+                }
+            }
+        }
+        for p in dropped {
+            self.drop_packet(p, drop_index(DropReason::Down));
+        }
+    }
+
+    fn go_up(&mut self, dir: u32) {
+        let Some(d) = self.dirs.get_mut(dir as usize) else {
+            return;
+        };
+        if d.up {
+            return;
+        }
+        d.up = true;
+        self.start_service(dir);
+    }
+
+    fn on_source(&mut self, i: u32) -> Result<(), SimError> {
+        let Some(slot) = self.sources.get_mut(i as usize) else {
+            return Ok(());
+        };
+        let Some(u) = slot.pending.take() else {
+            return Ok(());
+        };
+        let next = slot.source.next_update();
+        if let Some(n) = &next {
+            let t = n.at.0.max(self.now);
+            slot.pending = next;
+            self.push(t, Ev::Source(i));
+        }
+        let link = *self.link_index.get(&u.link).ok_or_else(|| {
+            SimError::Build(format!(
+                "link source `{}` updates link `{}`, which the scenario does not have",
+                self.sources[i as usize].source.name(),
+                u.link
+            ))
+        })?;
+        let dirs: &[u32] = match u.dir {
+            LinkDirSel::Up => &[0],
+            LinkDirSel::Down => &[1],
+            LinkDirSel::Both => &[0, 1],
+        };
+        for &k in dirs {
+            let dir = link * 2 + k;
+            match &u.change {
+                LinkChange::Rate(r) => {
+                    if let Some(d) = self.dirs.get_mut(dir as usize) {
+                        d.schedule = None;
+                    }
+                    self.apply_rate(dir, *r);
+                }
+                LinkChange::Up => self.go_up(dir),
+                LinkChange::Down => self.go_down(dir),
+                LinkChange::Delay(delay) => {
+                    if let Some(d) = self.dirs.get_mut(dir as usize) {
+                        d.delay_ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+                    }
+                }
+                LinkChange::Loss(l) => {
+                    if let Some(d) = self.dirs.get_mut(dir as usize) {
+                        d.loss = crate::link::LossState::new(*l);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---- recording ----------------------------------------------------------
+
+    fn sample(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        let span = now.saturating_sub(self.last_sample);
+        if span == 0 {
+            return Ok(());
+        }
+        self.last_sample = now;
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        let secs = span as f64 / 1e9;
+        let t = now as f64 / 1e9;
+        for f in &mut self.flows {
+            f.app_rx = 0;
+            f.app_tx = 0;
+        }
+        let mut flow_jitter: Vec<(f64, u64)> = vec![(0.0, 0); self.flows.len()];
+        for (ai, slot) in self.agents.iter_mut().enumerate() {
+            self.stats_buf.app_bytes_received = 0;
+            self.stats_buf.app_bytes_sent = 0;
+            self.stats_buf.paths.clear();
+            slot.agent.stats(&mut self.stats_buf);
+            let fi = slot.flow as usize;
+            let Some(f) = self.flows.get_mut(fi) else {
+                continue;
+            };
+            f.app_rx += self.stats_buf.app_bytes_received;
+            f.app_tx += self.stats_buf.app_bytes_sent;
+            if let Some(fj) = flow_jitter.get_mut(fi) {
+                for s in &slot.streams {
+                    fj.0 += s.jitter;
+                    fj.1 += 1;
+                }
+            }
+            if let (Some(paths), true) = (out.paths.as_mut(), self.path_series) {
+                let secs_bin = secs;
+                let mut write_row = |line: &mut String,
+                                     path: String,
+                                     local: SocketAddr,
+                                     remote: SocketAddr,
+                                     st: Option<&Stream>,
+                                     p: Option<&crate::agent::PathStats>|
+                 -> Result<(), SimError> {
+                    line.clear();
+                    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+                    let _ = writeln!(
+                        line,
+                        "{t:.6},{},{},{ai},{path},{local},{remote},{:.6},{},{},{},{},{},{}",
+                        f.name,
+                        slot.instance,
+                        st.map(|s| s.bin_bytes as f64 * 8.0 / secs_bin / 1e6)
+                            .unwrap_or(0.0),
+                        st.map(|s| s.bin_drops).unwrap_or(0),
+                        p.and_then(|p| p.srtt)
+                            .map(|d| format!("{:.6}", d.as_secs_f64() * 1e3))
+                            .unwrap_or_default(),
+                        opt(p.and_then(|p| p.cwnd)),
+                        opt(p.and_then(|p| p.bytes_in_flight)),
+                        opt(p.map(|p| p.lost_packets)),
+                        opt(p.map(|p| p.sent_packets)),
+                    );
+                    paths.write(line)
+                };
+                if self.stats_buf.paths.is_empty() {
+                    // No transport state: one row per network stream.
+                    for (k, st) in slot.streams.iter().enumerate() {
+                        write_row(
+                            &mut self.line,
+                            format!("s{k}"),
+                            st.local,
+                            st.remote,
+                            Some(st),
+                            None,
+                        )?;
+                    }
+                } else {
+                    for p in &self.stats_buf.paths {
+                        let dir = self.addr_map.get(&p.local.ip()).and_then(|&(h, i)| {
+                            self.hosts.get(h as usize)?.ifaces.get(i as usize)?.dir_out
+                        });
+                        let st = dir.and_then(|d| slot.streams.iter().find(|s| s.path == d));
+                        write_row(
+                            &mut self.line,
+                            p.id.to_string(),
+                            p.local,
+                            p.remote,
+                            st,
+                            Some(p),
+                        )?;
+                    }
+                }
+            }
+            for st in &mut slot.streams {
+                st.bin_bytes = 0;
+                st.bin_drops = 0;
+            }
+            self.records_buf.clear();
+            slot.agent.drain_records(&mut self.records_buf);
+            for r in &self.records_buf {
+                let Record::Completion {
+                    label,
+                    started,
+                    finished,
+                    bytes,
+                } = r;
+                let d = (finished.0.saturating_sub(started.0)) as f64 / 1e9;
+                f.completions += 1;
+                f.completion_sum_s += d;
+                f.completion_min_s = f.completion_min_s.min(d);
+                f.completion_max_s = f.completion_max_s.max(d);
+                self.line.clear();
+                let _ = writeln!(
+                    self.line,
+                    "{},{},{ai},{},{:.9},{:.9},{:.9},{bytes}",
+                    f.name,
+                    slot.instance,
+                    label.replace(',', ";"),
+                    started.as_secs_f64(),
+                    finished.as_secs_f64(),
+                    d
+                );
+                out.completions.write(&self.line)?;
+            }
+        }
+        for (fi, f) in self.flows.iter_mut().enumerate() {
+            let goodput = f.app_rx.saturating_sub(f.app_rx_last) as f64 * 8.0 / secs / 1e6;
+            f.app_rx_last = f.app_rx;
+            let owd = if f.bin_delivered_pkts > 0 {
+                format!(
+                    "{:.6}",
+                    f.bin_owd_sum_ns as f64 / f.bin_delivered_pkts as f64 / 1e6
+                )
+            } else {
+                String::new()
+            };
+            let (js, jn) = flow_jitter.get(fi).copied().unwrap_or((0.0, 0));
+            let jitter = if jn > 0 {
+                format!("{:.6}", js / jn as f64 / 1e6)
+            } else {
+                String::new()
+            };
+            self.line.clear();
+            let _ = writeln!(
+                self.line,
+                "{t:.6},{},{:.6},{:.6},{goodput:.6},{},{},{},{owd},{jitter}",
+                f.name,
+                f.bin_sent_bytes as f64 * 8.0 / secs / 1e6,
+                f.bin_delivered_bytes as f64 * 8.0 / secs / 1e6,
+                f.bin_sent_pkts,
+                f.bin_delivered_pkts,
+                f.bin_dropped,
+            );
+            out.flows.write(&self.line)?;
+            f.bin_sent_bytes = 0;
+            f.bin_sent_pkts = 0;
+            f.bin_delivered_bytes = 0;
+            f.bin_delivered_pkts = 0;
+            f.bin_dropped = 0;
+            f.bin_owd_sum_ns = 0;
+        }
+        for (di, d) in self.dirs.iter_mut().enumerate() {
+            self.line.clear();
+            let _ = writeln!(
+                self.line,
+                "{t:.6},{},{},{:.6},{:.6},{},{},{}",
+                self.link_names
+                    .get(di / 2)
+                    .map(String::as_str)
+                    .unwrap_or(""),
+                if di % 2 == 0 { "up" } else { "down" },
+                d.rate_bps() / 1e6,
+                d.stats.bin_bytes as f64 * 8.0 / secs / 1e6,
+                d.queued_bytes,
+                d.stats.bin_drops,
+                u8::from(d.up)
+            );
+            out.links.write(&self.line)?;
+            d.stats.bin_bytes = 0;
+            d.stats.bin_drops = 0;
+        }
+        Ok(())
+    }
+
+    fn final_sample(&mut self) -> Result<(), SimError> {
+        if self.now > self.last_sample {
+            self.sample()?;
+        }
+        Ok(())
+    }
+
+    /// The deterministic summary of the run so far.
+    pub fn summary(&self, stopped_by: StopReason) -> Summary {
+        let mut jitter: Vec<(f64, u64)> = vec![(0.0, 0); self.flows.len()];
+        for slot in &self.agents {
+            if let Some(j) = jitter.get_mut(slot.flow as usize) {
+                for s in &slot.streams {
+                    j.0 += s.jitter;
+                    j.1 += 1;
+                }
+            }
+        }
+        let end = self.now as f64 / 1e9;
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let active = f
+                    .first_send_ns
+                    .map(|s| f.last_delivery_ns.saturating_sub(s) as f64 / 1e9)
+                    .unwrap_or(0.0);
+                let (js, jn) = jitter.get(i).copied().unwrap_or((0.0, 0));
+                FlowSummary {
+                    name: f.name.clone(),
+                    kind: f.kind.to_string(),
+                    instances: f.instances,
+                    packets_sent: f.sent_pkts,
+                    packets_delivered: f.delivered_pkts,
+                    bytes_sent: f.sent_bytes,
+                    bytes_delivered: f.delivered_bytes,
+                    app_bytes_received: f.app_rx,
+                    app_bytes_sent: f.app_tx,
+                    drops_queue: f.drops[0],
+                    drops_loss: f.drops[1],
+                    drops_down: f.drops[2],
+                    drops_unrouted: f.drops[DROP_UNROUTED],
+                    drops_unbound: f.drops[DROP_UNBOUND],
+                    delivered_mbps: if active > 0.0 {
+                        f.delivered_bytes as f64 * 8.0 / active / 1e6
+                    } else {
+                        0.0
+                    },
+                    owd_ms: delay_stats(f),
+                    jitter_ms: if jn > 0 { js / jn as f64 / 1e6 } else { 0.0 },
+                    completions: (f.completions > 0).then(|| CompletionStats {
+                        count: f.completions,
+                        mean_s: f.completion_sum_s / f.completions as f64,
+                        min_s: f.completion_min_s,
+                        max_s: f.completion_max_s,
+                    }),
+                }
+            })
+            .collect();
+        let links = self
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| LinkSummary {
+                link: self.link_names.get(i / 2).cloned().unwrap_or_default(),
+                dir: if i % 2 == 0 { "up" } else { "down" }.to_string(),
+                packets: d.stats.delivered_pkts,
+                bytes: d.stats.delivered_bytes,
+                mean_mbps: if end > 0.0 {
+                    d.stats.delivered_bytes as f64 * 8.0 / end / 1e6
+                } else {
+                    0.0
+                },
+                drops_queue: d.stats.drops_queue,
+                drops_loss: d.stats.drops_loss,
+                drops_down: d.stats.drops_down,
+                duplicates: d.stats.duplicates,
+                max_queue_bytes: d.stats.max_queue_bytes,
+            })
+            .collect();
+        Summary {
+            scenario: self.scenario_name.clone(),
+            seed: self.seed,
+            sim_time_s: end,
+            stopped_by: stopped_by.as_str().to_string(),
+            events: self.events,
+            agents: self.agents.len(),
+            flows,
+            links,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_orders_by_time_then_fifo() {
+        let mut h = BinaryHeap::new();
+        h.push(Entry {
+            time: 5,
+            seq: 2,
+            ev: Ev::Sample,
+        });
+        h.push(Entry {
+            time: 5,
+            seq: 1,
+            ev: Ev::Timer(1),
+        });
+        h.push(Entry {
+            time: 3,
+            seq: 3,
+            ev: Ev::Timer(2),
+        });
+        let order: Vec<u64> = std::iter::from_fn(|| h.pop().map(|e| e.seq)).collect();
+        assert_eq!(order, vec![3, 1, 2]);
+    }
+
+    #[test]
+    fn derived_seeds_differ() {
+        assert_ne!(derive_seed(1, &[1, 0, 0]), derive_seed(1, &[1, 0, 1]));
+        assert_ne!(derive_seed(1, &[1, 0, 0]), derive_seed(2, &[1, 0, 0]));
+        assert_eq!(derive_seed(1, &[3]), derive_seed(1, &[3]));
+    }
+}

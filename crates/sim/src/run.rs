@@ -1,0 +1,190 @@
+//! The entry point the CLI calls: `polypath sim run SCENARIO.toml`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use polypath_scenario::Scenario;
+use serde::Serialize;
+
+use crate::build::{AgentFactory, BuildContext, UdpTrafficFactory};
+use crate::engine::{Outputs, Simulator};
+use crate::error::SimError;
+use crate::record::{OutFile, Summary, combine_hashes};
+use crate::source::LinkSource;
+use crate::time::SimTime;
+
+/// Options of one run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Seed; the scenario's `sim.seed` when `None`.
+    pub seed: Option<u64>,
+    /// Directory for the CSV files and `summary.json` (created if missing);
+    /// with `None` nothing is written, but outputs are still hashed.
+    pub out_dir: Option<PathBuf>,
+    /// Show a progress bar on stderr (only drawn on a terminal).
+    pub progress: bool,
+}
+
+/// Plug-ins for a run: agents for flow kinds the simulator does not build
+/// itself (QUIC), and external link sources (the radio model).
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// Tried before the built-in raw-UDP factory for every flow instance.
+    pub agents: Option<&'a mut dyn AgentFactory>,
+    /// Sources for links with `rate = { source = "..." }`, and other timed
+    /// link changes.
+    pub sources: Vec<Box<dyn LinkSource>>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The deterministic summary (also in `summary.json`).
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// SHA-256 over all output files (name and digest of each, sorted).
+    pub output_hash: String,
+    /// Per-file SHA-256 digests, sorted by name.
+    pub files: Vec<(String, String)>,
+    /// Wall-clock seconds the run took (not part of any output file).
+    pub wall_time_s: f64,
+    /// Simulated seconds per wall-clock second.
+    pub speedup: f64,
+    /// Events processed per wall-clock second.
+    pub events_per_s: f64,
+}
+
+/// Reads `scenario_path` and runs it with the built-in agents only.
+pub fn run(scenario_path: &Path, opts: &RunOptions) -> Result<RunReport, SimError> {
+    let scenario = Scenario::load(scenario_path)?;
+    run_scenario(&scenario, opts, Hooks::default())
+}
+
+const FLOWS_HEADER: &str = "time_s,flow,sent_mbps,delivered_mbps,goodput_mbps,sent_pkts,delivered_pkts,dropped_pkts,owd_mean_ms,jitter_ms\n";
+const PATHS_HEADER: &str = "time_s,flow,instance,agent,path,local,remote,delivered_mbps,dropped_pkts,srtt_ms,cwnd,bytes_in_flight,lost_packets,sent_packets\n";
+const LINKS_HEADER: &str = "time_s,link,dir,rate_mbps,delivered_mbps,queue_bytes,drops,up\n";
+const COMPLETIONS_HEADER: &str = "flow,instance,agent,label,start_s,end_s,duration_s,bytes\n";
+const PACKETS_HEADER: &str = "recv_s,send_s,flow,instance,src,dst,bytes,owd_ms,jitter_ms\n";
+
+/// Runs a resolved scenario with `hooks`.
+pub fn run_scenario(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    mut hooks: Hooks<'_>,
+) -> Result<RunReport, SimError> {
+    let wall = Instant::now();
+    let seed = opts.seed.unwrap_or(scenario.sim.seed);
+    let mut sim = Simulator::new(scenario, seed)?;
+    for s in hooks.sources.drain(..) {
+        sim.add_source(s);
+    }
+    if let Some((link, source)) = sim.missing_sources().into_iter().next() {
+        let idx = scenario.link_index(&link).unwrap_or(0);
+        return Err(scenario
+            .error_at(
+                &format!("link[{idx}].rate"),
+                format!("link `{link}` takes its rate from source `{source}`, but no such source was supplied"),
+            )
+            .into());
+    }
+    {
+        let mut ctx = BuildContext::new(&mut sim, scenario);
+        let mut udp = UdpTrafficFactory;
+        for (fi, f) in scenario.flows.iter().enumerate() {
+            for ii in 0..f.instances.len() {
+                let mut built = false;
+                if let Some(ext) = hooks.agents.as_deref_mut() {
+                    built = ext.build(&mut ctx, fi, ii)?;
+                }
+                if !built {
+                    built = udp.build(&mut ctx, fi, ii)?;
+                }
+                if !built {
+                    return Err(scenario
+                        .error_at(
+                            &format!("flow[{fi}].kind"),
+                            format!(
+                                "flow `{}` of kind `{}` needs an agent factory for that kind (the QUIC adapter); polypath-sim builds only cbr, onoff and reqresp itself",
+                                f.name,
+                                f.kind.name()
+                            ),
+                        )
+                        .into());
+                }
+            }
+        }
+    }
+    let dir = opts.out_dir.as_deref();
+    if let Some(d) = dir {
+        std::fs::create_dir_all(d).map_err(|e| SimError::io(d, e))?;
+    }
+    sim.set_outputs(Outputs {
+        flows: OutFile::create(dir, "flows.csv", FLOWS_HEADER)?,
+        paths: if scenario.output.path_series {
+            Some(OutFile::create(dir, "paths.csv", PATHS_HEADER)?)
+        } else {
+            None
+        },
+        links: OutFile::create(dir, "links.csv", LINKS_HEADER)?,
+        completions: OutFile::create(dir, "completions.csv", COMPLETIONS_HEADER)?,
+        packets: if scenario.output.packet_log {
+            Some(OutFile::create(dir, "packets.csv", PACKETS_HEADER)?)
+        } else {
+            None
+        },
+    });
+
+    let total_ms = u64::try_from(scenario.sim.duration.as_millis()).unwrap_or(u64::MAX);
+    let bar = if opts.progress {
+        let b = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} ms simulated (eta {eta})",
+        ) {
+            b.set_style(style);
+        }
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let stop = sim.run(|t: SimTime| bar.set_position(t.as_nanos() / 1_000_000))?;
+    bar.finish_and_clear();
+
+    let summary = sim.summary(stop);
+    let mut files = Vec::new();
+    if let Some(out) = sim.take_outputs() {
+        files.push(out.flows.finish()?);
+        if let Some(p) = out.paths {
+            files.push(p.finish()?);
+        }
+        files.push(out.links.finish()?);
+        files.push(out.completions.finish()?);
+        if let Some(p) = out.packets {
+            files.push(p.finish()?);
+        }
+    }
+    let json = serde_json::to_string_pretty(&summary)
+        .map_err(|e| SimError::Build(format!("cannot encode the summary: {e}")))?;
+    let mut sf = OutFile::create(dir, "summary.json", &json)?;
+    sf.write("\n")?;
+    files.push(sf.finish()?);
+    files.sort();
+    let output_hash = combine_hashes(files.clone());
+    let wall_time_s = wall.elapsed().as_secs_f64();
+    Ok(RunReport {
+        speedup: if wall_time_s > 0.0 {
+            summary.sim_time_s / wall_time_s
+        } else {
+            0.0
+        },
+        events_per_s: if wall_time_s > 0.0 {
+            summary.events as f64 / wall_time_s
+        } else {
+            0.0
+        },
+        summary,
+        output_hash,
+        files: files.into_iter().map(|(n, d)| (n.to_string(), d)).collect(),
+        wall_time_s,
+    })
+}

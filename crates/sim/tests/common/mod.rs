@@ -1,0 +1,90 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use polypath_sim::scenario::Scenario;
+use polypath_sim::{Hooks, RunOptions, RunReport, run_scenario};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Parses scenario text as if it were a file in the repository's `scenarios/`
+/// folder, so `../traces/...` paths resolve to the bundled traces.
+pub fn scenario(src: &str) -> Scenario {
+    match Scenario::parse(src, &repo().join("scenarios/inline-test.toml")) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Runs with the built-in agents, no output directory.
+pub fn run(s: &Scenario, seed: u64) -> RunReport {
+    run_with_out(s, seed, None)
+}
+
+/// Runs with the built-in agents, writing to `out`.
+pub fn run_with_out(s: &Scenario, seed: u64, out: Option<PathBuf>) -> RunReport {
+    let opts = RunOptions {
+        seed: Some(seed),
+        out_dir: out,
+        progress: false,
+    };
+    match run_scenario(s, &opts, Hooks::default()) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A fresh temporary directory for one test.
+pub fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("polypath-sim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Two hosts `a` and `b` on one link `l` with the given link body, plus flows.
+pub fn pair(link: &str, flows: &str, sim: &str) -> String {
+    format!(
+        r#"
+[sim]
+{sim}
+
+[output]
+bin = "100ms"
+
+[[host]]
+name = "a"
+interfaces = [{{ name = "e", addr = "10.0.0.1", link = "l", side = "a" }}]
+
+[[host]]
+name = "b"
+interfaces = [{{ name = "e", addr = "10.0.0.2", link = "l", side = "b" }}]
+
+[[link]]
+name = "l"
+{link}
+
+{flows}
+"#
+    )
+}
+
+/// Reads `packets.csv` rows as (recv_s, send_s, flow).
+pub fn packets(dir: &Path) -> Vec<(f64, f64, String)> {
+    let text = std::fs::read_to_string(dir.join("packets.csv")).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            (
+                c[0].parse().unwrap(),
+                c[1].parse().unwrap(),
+                c[2].to_string(),
+            )
+        })
+        .collect()
+}
