@@ -136,14 +136,15 @@ impl LifiParams {
         1e-21
     }
 
-    /// Electrical SNR in dB of a receiver at horizontal distance `r_m` from the luminaire,
-    /// `dh_m` below it, over `bandwidth_hz`; `None` outside the light cone.
+    /// Received optical power (dBm) and electrical SNR (dB) of a receiver at horizontal
+    /// distance `r_m` from the luminaire, `dh_m` below it, over `bandwidth_hz`; `None`
+    /// outside the light cone.
     ///
     /// Lambertian line-of-sight gain (Kahn & Barry 1997; Komine & Nakagawa 2004):
     /// `H = (m+1)·A / (2π·d²) · cos^m(φ) · cos(ψ)` for `ψ ≤ FOV`, 0 otherwise, where φ is
     /// the emission angle and ψ the incidence angle (equal for a downward LED and an
     /// upward receiver); `SNR = (R·H·P)² / (N0·B)`.
-    pub fn snr_db(&self, r_m: f64, dh_m: f64, bandwidth_hz: f64) -> Option<f64> {
+    pub fn receive(&self, r_m: f64, dh_m: f64, bandwidth_hz: f64) -> Option<(f64, f64)> {
         if dh_m <= 0.0 {
             return None;
         }
@@ -155,9 +156,10 @@ impl LifiParams {
         let m = -(2f64.ln()) / self.semi_angle_deg.to_radians().cos().ln();
         let area = self.detector_area_cm2 * 1e-4;
         let h = (m + 1.0) * area / (2.0 * std::f64::consts::PI * d * d) * cos_psi.powf(m) * cos_psi;
-        let i = self.responsivity_a_per_w * h * self.optical_power_w;
+        let p_rx = h * self.optical_power_w;
+        let i = self.responsivity_a_per_w * p_rx;
         let snr = i * i / (self.noise_a2_per_hz * bandwidth_hz.max(1.0));
-        (snr > 0.0).then(|| 10.0 * snr.log10())
+        (snr > 0.0).then(|| (10.0 * (p_rx * 1e3).log10(), 10.0 * snr.log10()))
     }
 
     /// Checks the parameters.
@@ -343,10 +345,12 @@ mod tests {
         let p = LifiParams::default();
         // Directly below at 2.25 m: m = 1, H = 2·1e-4/(2π·2.25²) = 6.288e-6,
         // I = 0.53·6.288e-6 = 3.333e-6 A, SNR = I²/(1e-21·20e6) = 555.4 -> 27.45 dB.
-        let snr = p.snr_db(0.0, 2.25, 20e6).unwrap();
+        let (rx_dbm, snr) = p.receive(0.0, 2.25, 20e6).unwrap();
+        // P_rx = 6.288e-6 W = -22.01 dBm.
+        assert!((rx_dbm + 22.01).abs() < 0.02, "{rx_dbm}");
         assert!((snr - 27.45).abs() < 0.02, "{snr}");
         // At the cone edge (60°) r = 2.25·tan 60° = 3.897 m; just outside there is nothing.
-        assert!(p.snr_db(3.89, 2.25, 20e6).is_some());
-        assert!(p.snr_db(3.91, 2.25, 20e6).is_none());
+        assert!(p.receive(3.89, 2.25, 20e6).is_some());
+        assert!(p.receive(3.91, 2.25, 20e6).is_none());
     }
 }

@@ -348,6 +348,11 @@ impl EventConfig {
         }
     }
 
+    /// [`EventConfig::targets_type`] with the serving type fixed.
+    pub fn targets_type_fn(&self, s: RadioType) -> impl Fn(RadioType) -> bool + '_ {
+        move |n| self.targets_type(s, n)
+    }
+
     /// Whether a neighbour of type `n` is a candidate when the serving cell is of type `s`.
     pub fn targets_type(&self, s: RadioType, n: RadioType) -> bool {
         if !self.targets.is_empty() {
@@ -723,6 +728,10 @@ pub struct InterfaceConfig {
     /// Initial SN PSCell (DC only); default: none until an SN-addition event.
     #[serde(default)]
     pub initial_sn: Option<u32>,
+    /// Cellular: measurement events for this modem, replacing `[radio.rrc] events` (the
+    /// network may configure UEs differently, e.g. a DC UE and a single-connectivity UE).
+    #[serde(default)]
+    pub events: Option<Vec<EventConfig>>,
     /// Wi-Fi/LiFi: minimum SINR (dB) to associate / stay associated.
     #[serde(default = "InterfaceConfig::default_min_sinr")]
     pub min_sinr_db: f64,
@@ -749,6 +758,7 @@ impl InterfaceConfig {
             dual_connectivity: false,
             initial_cell: None,
             initial_sn: None,
+            events: None,
             min_sinr_db: Self::default_min_sinr(),
             roam_hysteresis_db: Self::default_roam(),
         }
@@ -895,9 +905,83 @@ impl RadioConfig {
                 ));
             }
         }
+        validate_events(&self.rrc.events, "rrc.events")?;
+        let mut cells = Vec::with_capacity(self.cells.len());
+        let mut cell_ids = std::collections::BTreeSet::new();
+        for (i, c) in self.cells.iter().enumerate() {
+            if !cell_ids.insert(c.id) {
+                return Err(ConfigError::new(format!("cells[{i}].id"), "duplicate id"));
+            }
+            cells.push(CellParams::resolve(c, &format!("cells[{i}]"))?);
+        }
+        let mut ue_ids = std::collections::BTreeSet::new();
+        for (i, u) in self.ues.iter().enumerate() {
+            let at = format!("ues[{i}]");
+            if !ue_ids.insert(u.id) {
+                return Err(ConfigError::new(format!("{at}.id"), "duplicate id"));
+            }
+            if !(1.0..=22.5).contains(&u.height_m) {
+                return Err(ConfigError::new(format!("{at}.height_m"), "must be in 1..=22.5 m"));
+            }
+            let mut paths = 0usize;
+            for (j, f) in u.interfaces.iter().enumerate() {
+                let at = format!("{at}.interfaces[{j}]");
+                paths += if f.dual_connectivity { 2 } else { 1 };
+                if f.kind != InterfaceKind::Cellular
+                    && (f.dual_connectivity || f.initial_cell.is_some() || f.initial_sn.is_some())
+                {
+                    return Err(ConfigError::new(
+                        format!("{at}.kind"),
+                        "dual_connectivity / initial_cell / initial_sn are for cellular interfaces",
+                    ));
+                }
+                if let Some(evs) = &f.events {
+                    validate_events(evs, &format!("{at}.events"))?;
+                }
+                if f.initial_sn.is_some() && !f.dual_connectivity {
+                    return Err(ConfigError::new(format!("{at}.initial_sn"), "needs dual_connectivity"));
+                }
+                for (k, id) in [("initial_cell", f.initial_cell), ("initial_sn", f.initial_sn)] {
+                    if let Some(id) = id
+                        && !cell_ids.contains(&id)
+                    {
+                        return Err(ConfigError::new(format!("{at}.{k}"), format!("no cell {id}")));
+                    }
+                }
+                if f.rats.iter().any(|r| !r.is_3gpp()) {
+                    return Err(ConfigError::new(format!("{at}.rats"), "only nr_fr1, nr_fr2, lte"));
+                }
+                if !f.min_sinr_db.is_finite() || !(f.roam_hysteresis_db >= 0.0) {
+                    return Err(ConfigError::new(format!("{at}.min_sinr_db"), "must be numbers, hysteresis >= 0"));
+                }
+            }
+            if paths > u16::MAX as usize {
+                return Err(ConfigError::new(format!("{at}.interfaces"), "too many"));
+            }
+        }
+        for (i, p) in self.predictors.iter().enumerate() {
+            let at = format!("predictors[{i}]");
+            if !(p.period_ms.is_finite() && p.period_ms >= 1.0) {
+                return Err(ConfigError::new(format!("{at}.period_ms"), "must be at least 1 ms"));
+            }
+            if !(p.bias.is_finite() && p.bias > 0.0) || !(p.noise_sigma >= 0.0 && p.noise_sigma.is_finite()) {
+                return Err(ConfigError::new(format!("{at}.bias"), "bias > 0 and noise_sigma >= 0"));
+            }
+            if p.window == 0 {
+                return Err(ConfigError::new(format!("{at}.window"), "must be positive"));
+            }
+            if !(p.alpha > 0.0 && p.alpha <= 1.0) {
+                return Err(ConfigError::new(format!("{at}.alpha"), "must be in (0, 1]"));
+            }
+        }
+        Ok(cells)
+    }
+}
+
+fn validate_events(events: &[EventConfig], at: &str) -> Result<(), ConfigError> {
         let mut ids = std::collections::BTreeSet::new();
-        for (i, e) in self.rrc.events.iter().enumerate() {
-            let at = format!("rrc.events[{i}]");
+        for (i, e) in events.iter().enumerate() {
+            let at = format!("{at}[{i}]");
             if !ids.insert(e.id) {
                 return Err(ConfigError::new(format!("{at}.id"), "duplicate id"));
             }
@@ -945,71 +1029,5 @@ impl RadioConfig {
                 return Err(ConfigError::new(format!("{at}.action"), "not available on the SCG"));
             }
         }
-        let mut cells = Vec::with_capacity(self.cells.len());
-        let mut cell_ids = std::collections::BTreeSet::new();
-        for (i, c) in self.cells.iter().enumerate() {
-            if !cell_ids.insert(c.id) {
-                return Err(ConfigError::new(format!("cells[{i}].id"), "duplicate id"));
-            }
-            cells.push(CellParams::resolve(c, &format!("cells[{i}]"))?);
-        }
-        let mut ue_ids = std::collections::BTreeSet::new();
-        for (i, u) in self.ues.iter().enumerate() {
-            let at = format!("ues[{i}]");
-            if !ue_ids.insert(u.id) {
-                return Err(ConfigError::new(format!("{at}.id"), "duplicate id"));
-            }
-            if !(1.0..=22.5).contains(&u.height_m) {
-                return Err(ConfigError::new(format!("{at}.height_m"), "must be in 1..=22.5 m"));
-            }
-            let mut paths = 0usize;
-            for (j, f) in u.interfaces.iter().enumerate() {
-                let at = format!("{at}.interfaces[{j}]");
-                paths += if f.dual_connectivity { 2 } else { 1 };
-                if f.kind != InterfaceKind::Cellular
-                    && (f.dual_connectivity || f.initial_cell.is_some() || f.initial_sn.is_some())
-                {
-                    return Err(ConfigError::new(
-                        format!("{at}.kind"),
-                        "dual_connectivity / initial_cell / initial_sn are for cellular interfaces",
-                    ));
-                }
-                if f.initial_sn.is_some() && !f.dual_connectivity {
-                    return Err(ConfigError::new(format!("{at}.initial_sn"), "needs dual_connectivity"));
-                }
-                for (k, id) in [("initial_cell", f.initial_cell), ("initial_sn", f.initial_sn)] {
-                    if let Some(id) = id
-                        && !cell_ids.contains(&id)
-                    {
-                        return Err(ConfigError::new(format!("{at}.{k}"), format!("no cell {id}")));
-                    }
-                }
-                if f.rats.iter().any(|r| !r.is_3gpp()) {
-                    return Err(ConfigError::new(format!("{at}.rats"), "only nr_fr1, nr_fr2, lte"));
-                }
-                if !f.min_sinr_db.is_finite() || !(f.roam_hysteresis_db >= 0.0) {
-                    return Err(ConfigError::new(format!("{at}.min_sinr_db"), "must be numbers, hysteresis >= 0"));
-                }
-            }
-            if paths > u16::MAX as usize {
-                return Err(ConfigError::new(format!("{at}.interfaces"), "too many"));
-            }
-        }
-        for (i, p) in self.predictors.iter().enumerate() {
-            let at = format!("predictors[{i}]");
-            if !(p.period_ms.is_finite() && p.period_ms >= 1.0) {
-                return Err(ConfigError::new(format!("{at}.period_ms"), "must be at least 1 ms"));
-            }
-            if !(p.bias.is_finite() && p.bias > 0.0) || !(p.noise_sigma >= 0.0 && p.noise_sigma.is_finite()) {
-                return Err(ConfigError::new(format!("{at}.bias"), "bias > 0 and noise_sigma >= 0"));
-            }
-            if p.window == 0 {
-                return Err(ConfigError::new(format!("{at}.window"), "must be positive"));
-            }
-            if !(p.alpha > 0.0 && p.alpha <= 1.0) {
-                return Err(ConfigError::new(format!("{at}.alpha"), "must be in (0, 1]"));
-            }
-        }
-        Ok(cells)
-    }
+    Ok(())
 }
