@@ -63,18 +63,26 @@ def load_trace(path):
 
 
 def add_features(sec):
-    """History features at second i use rates up to and including i; target is rate at i+1."""
+    """History features at second i use rates up to and including i; the target is the rate
+    at i + 1. Short histories are padded exactly as the Rust predictor does: a missing lag is
+    the oldest sample, the harmonic mean runs over the samples there are."""
     thr = sec["thr"].to_numpy()
-    n = len(thr)
     rows = []
+    hist = []
     e = None
-    for i in range(n):
-        e = thr[i] if e is None else EWMA_ALPHA * thr[i] + (1 - EWMA_ALPHA) * e
-        if i < HM_WINDOW - 1 or i + 1 >= n:
-            continue
-        win = np.maximum(thr[i - HM_WINDOW + 1 : i + 1], HM_FLOOR)
-        hm = len(win) / np.sum(1.0 / win)
-        rows.append((i, thr[i], thr[i - 1], thr[i - 2], hm, e, thr[i + 1]))
+    for i in range(len(thr) - 1):
+        x = float(thr[i])
+        e = x if e is None else EWMA_ALPHA * x + (1.0 - EWMA_ALPHA) * e
+        hist.append(x)
+
+        def lag(k):
+            return hist[-k] if len(hist) >= k else hist[0]
+
+        w = hist[-HM_WINDOW:]
+        inv = 0.0
+        for v in w:
+            inv += 1.0 / max(v, HM_FLOOR)
+        rows.append((i, lag(1), lag(2), lag(3), len(w) / inv, e, float(thr[i + 1])))
     f = pd.DataFrame(rows, columns=["second", "lag1", "lag2", "lag3", "hm5", "ewma", "target"])
     radio = sec.iloc[f["second"].to_numpy()][["rsrp", "rsrq", "snr", "cqi", "speed_kmh", "is_5g"]]
     return pd.concat([f.reset_index(drop=True), radio.reset_index(drop=True)], axis=1)

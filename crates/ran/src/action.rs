@@ -200,7 +200,11 @@ mod tests {
             redeliver_probability: 1.0,
             seed: 1,
         };
-        assert!(cr.fates(&[1200; 20]).iter().all(|f| *f == PacketFate::Forward));
+        assert!(
+            cr.fates(&[1200; 20])
+                .iter()
+                .all(|f| *f == PacketFate::Forward)
+        );
     }
 
     #[test]

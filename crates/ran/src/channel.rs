@@ -249,14 +249,33 @@ impl LargeScale {
         }
     }
 
-    /// Shadow fading in dB for the given state, scaled by the state's σ (UMi values), or by
-    /// `sigma_override_db` when given.
-    pub fn shadow_db(&self, los: bool, sigma_override_db: Option<f64>) -> f64 {
+    /// The unit-variance shadow-fading variable of the given state.
+    pub fn shadow_unit(&self, los: bool) -> f64 {
         if los {
-            sigma_override_db.unwrap_or(UMI_SF_STD_LOS_DB) * self.sf_los.value()
+            self.sf_los.value()
         } else {
-            sigma_override_db.unwrap_or(UMI_SF_STD_NLOS_DB) * self.sf_nlos.value()
+            self.sf_nlos.value()
         }
+    }
+
+    /// Shadow fading in dB for the given state: σ · (√ρ · common + √(1 − ρ) · own), where
+    /// `common` is the UE's site-independent component and ρ the inter-site correlation
+    /// (0.5 in 3GPP system-level calibrations, e.g. TR 36.814 Table A.2.1.1.2-3). σ is the
+    /// UMi value of the state, or `sigma_override_db`.
+    pub fn shadow_db(
+        &self,
+        los: bool,
+        sigma_override_db: Option<f64>,
+        common: &LargeScale,
+        rho: f64,
+    ) -> f64 {
+        let sigma = sigma_override_db.unwrap_or(if los {
+            UMI_SF_STD_LOS_DB
+        } else {
+            UMI_SF_STD_NLOS_DB
+        });
+        let rho = rho.clamp(0.0, 1.0);
+        sigma * (rho.sqrt() * common.shadow_unit(los) + (1.0 - rho).sqrt() * self.shadow_unit(los))
     }
 }
 

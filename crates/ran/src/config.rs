@@ -86,6 +86,9 @@ pub struct ChannelConfig {
     pub los: LosMode,
     /// Spatially correlated log-normal shadow fading on/off.
     pub shadowing: bool,
+    /// Correlation of shadow fading between the links from one UE to different sites
+    /// (0 = independent, 0.5 = 3GPP calibration value).
+    pub inter_site_correlation: f64,
     /// UE receiver noise figure (dB).
     pub ue_noise_figure_db: f64,
     /// Base-station receiver noise figure (dB), for the uplink.
@@ -109,6 +112,7 @@ impl Default for ChannelConfig {
         ChannelConfig {
             los: LosMode::Stochastic,
             shadowing: true,
+            inter_site_correlation: 0.5,
             ue_noise_figure_db: 9.0,
             bs_noise_figure_db: 5.0,
             ue_tx_power_dbm: 23.0,
@@ -532,9 +536,11 @@ impl CellParams {
         let rat = c.rat;
         let err = |k: &str, m: &str| ConfigError::new(format!("{at}.{k}"), m);
         let finite_pos = |v: f64| v.is_finite() && v > 0.0;
-        let height_m = c
-            .height_m
-            .unwrap_or(if matches!(rat, Wifi | Lifi) { 3.0 } else { 10.0 });
+        let height_m = c.height_m.unwrap_or(if matches!(rat, Wifi | Lifi) {
+            3.0
+        } else {
+            10.0
+        });
         if !finite_pos(height_m) {
             return Err(err("height_m", "must be positive"));
         }
@@ -875,6 +881,12 @@ impl RadioConfig {
             ));
         }
         let c = &self.channel;
+        if !(0.0..=1.0).contains(&c.inter_site_correlation) {
+            return Err(ConfigError::new(
+                "channel.inter_site_correlation",
+                "must be in [0, 1]",
+            ));
+        }
         if !(0.0..=1.0).contains(&c.interference_load) {
             return Err(ConfigError::new(
                 "channel.interference_load",
@@ -921,7 +933,10 @@ impl RadioConfig {
                 return Err(ConfigError::new(format!("{at}.id"), "duplicate id"));
             }
             if !(1.0..=22.5).contains(&u.height_m) {
-                return Err(ConfigError::new(format!("{at}.height_m"), "must be in 1..=22.5 m"));
+                return Err(ConfigError::new(
+                    format!("{at}.height_m"),
+                    "must be in 1..=22.5 m",
+                ));
             }
             let mut paths = 0usize;
             for (j, f) in u.interfaces.iter().enumerate() {
@@ -939,20 +954,35 @@ impl RadioConfig {
                     validate_events(evs, &format!("{at}.events"))?;
                 }
                 if f.initial_sn.is_some() && !f.dual_connectivity {
-                    return Err(ConfigError::new(format!("{at}.initial_sn"), "needs dual_connectivity"));
+                    return Err(ConfigError::new(
+                        format!("{at}.initial_sn"),
+                        "needs dual_connectivity",
+                    ));
                 }
-                for (k, id) in [("initial_cell", f.initial_cell), ("initial_sn", f.initial_sn)] {
+                for (k, id) in [
+                    ("initial_cell", f.initial_cell),
+                    ("initial_sn", f.initial_sn),
+                ] {
                     if let Some(id) = id
                         && !cell_ids.contains(&id)
                     {
-                        return Err(ConfigError::new(format!("{at}.{k}"), format!("no cell {id}")));
+                        return Err(ConfigError::new(
+                            format!("{at}.{k}"),
+                            format!("no cell {id}"),
+                        ));
                     }
                 }
                 if f.rats.iter().any(|r| !r.is_3gpp()) {
-                    return Err(ConfigError::new(format!("{at}.rats"), "only nr_fr1, nr_fr2, lte"));
+                    return Err(ConfigError::new(
+                        format!("{at}.rats"),
+                        "only nr_fr1, nr_fr2, lte",
+                    ));
                 }
                 if !f.min_sinr_db.is_finite() || !(f.roam_hysteresis_db >= 0.0) {
-                    return Err(ConfigError::new(format!("{at}.min_sinr_db"), "must be numbers, hysteresis >= 0"));
+                    return Err(ConfigError::new(
+                        format!("{at}.min_sinr_db"),
+                        "must be numbers, hysteresis >= 0",
+                    ));
                 }
             }
             if paths > u16::MAX as usize {
@@ -962,10 +992,18 @@ impl RadioConfig {
         for (i, p) in self.predictors.iter().enumerate() {
             let at = format!("predictors[{i}]");
             if !(p.period_ms.is_finite() && p.period_ms >= 1.0) {
-                return Err(ConfigError::new(format!("{at}.period_ms"), "must be at least 1 ms"));
+                return Err(ConfigError::new(
+                    format!("{at}.period_ms"),
+                    "must be at least 1 ms",
+                ));
             }
-            if !(p.bias.is_finite() && p.bias > 0.0) || !(p.noise_sigma >= 0.0 && p.noise_sigma.is_finite()) {
-                return Err(ConfigError::new(format!("{at}.bias"), "bias > 0 and noise_sigma >= 0"));
+            if !(p.bias.is_finite() && p.bias > 0.0)
+                || !(p.noise_sigma >= 0.0 && p.noise_sigma.is_finite())
+            {
+                return Err(ConfigError::new(
+                    format!("{at}.bias"),
+                    "bias > 0 and noise_sigma >= 0",
+                ));
             }
             if p.window == 0 {
                 return Err(ConfigError::new(format!("{at}.window"), "must be positive"));
@@ -979,55 +1017,67 @@ impl RadioConfig {
 }
 
 fn validate_events(events: &[EventConfig], at: &str) -> Result<(), ConfigError> {
-        let mut ids = std::collections::BTreeSet::new();
-        for (i, e) in events.iter().enumerate() {
-            let at = format!("{at}[{i}]");
-            if !ids.insert(e.id) {
-                return Err(ConfigError::new(format!("{at}.id"), "duplicate id"));
+    let mut ids = std::collections::BTreeSet::new();
+    for (i, e) in events.iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        if !ids.insert(e.id) {
+            return Err(ConfigError::new(format!("{at}.id"), "duplicate id"));
+        }
+        let need = |k: &str, v: Option<f64>| {
+            v.filter(|x| x.is_finite()).map(|_| ()).ok_or_else(|| {
+                ConfigError::new(format!("{at}.{k}"), "required for this event type")
+            })
+        };
+        match e.event {
+            MeasEvent::A1 | MeasEvent::A2 | MeasEvent::A4 | MeasEvent::B1 => {
+                need("threshold", e.threshold)?
             }
-            let need = |k: &str, v: Option<f64>| {
-                v.filter(|x| x.is_finite())
-                    .map(|_| ())
-                    .ok_or_else(|| ConfigError::new(format!("{at}.{k}"), "required for this event type"))
-            };
-            match e.event {
-                MeasEvent::A1 | MeasEvent::A2 | MeasEvent::A4 | MeasEvent::B1 => {
-                    need("threshold", e.threshold)?
-                }
-                MeasEvent::A5 | MeasEvent::B2 => {
-                    need("threshold1", e.threshold1)?;
-                    need("threshold2", e.threshold2)?;
-                }
-                MeasEvent::A3 => {}
+            MeasEvent::A5 | MeasEvent::B2 => {
+                need("threshold1", e.threshold1)?;
+                need("threshold2", e.threshold2)?;
             }
-            for (k, v) in [
-                ("offset_db", e.offset_db),
-                ("hysteresis_db", e.hysteresis_db),
-                ("time_to_trigger_ms", e.time_to_trigger_ms),
-                ("report_interval_ms", e.report_interval_ms),
-            ] {
-                if !v.is_finite() || (k != "offset_db" && v < 0.0) {
-                    return Err(ConfigError::new(format!("{at}.{k}"), "must be a non-negative number"));
-                }
-            }
-            if e.report_interval_ms < 1.0 {
-                return Err(ConfigError::new(format!("{at}.report_interval_ms"), "must be at least 1 ms"));
-            }
-            let needs_neighbour = matches!(
-                e.action,
-                EventAction::Handover | EventAction::MnHandoverKeepSn | EventAction::SnAddition
-            );
-            if needs_neighbour && !e.event.has_neighbour() && e.action != EventAction::Handover {
+            MeasEvent::A3 => {}
+        }
+        for (k, v) in [
+            ("offset_db", e.offset_db),
+            ("hysteresis_db", e.hysteresis_db),
+            ("time_to_trigger_ms", e.time_to_trigger_ms),
+            ("report_interval_ms", e.report_interval_ms),
+        ] {
+            if !v.is_finite() || (k != "offset_db" && v < 0.0) {
                 return Err(ConfigError::new(
-                    format!("{at}.action"),
-                    "this action needs an event with a neighbour cell (A3, A4, A5, B1, B2)",
+                    format!("{at}.{k}"),
+                    "must be a non-negative number",
                 ));
             }
-            if e.group == CellGroup::Scg
-                && matches!(e.action, EventAction::MnHandoverKeepSn | EventAction::SnAddition)
-            {
-                return Err(ConfigError::new(format!("{at}.action"), "not available on the SCG"));
-            }
         }
+        if e.report_interval_ms < 1.0 {
+            return Err(ConfigError::new(
+                format!("{at}.report_interval_ms"),
+                "must be at least 1 ms",
+            ));
+        }
+        let needs_neighbour = matches!(
+            e.action,
+            EventAction::Handover | EventAction::MnHandoverKeepSn | EventAction::SnAddition
+        );
+        if needs_neighbour && !e.event.has_neighbour() && e.action != EventAction::Handover {
+            return Err(ConfigError::new(
+                format!("{at}.action"),
+                "this action needs an event with a neighbour cell (A3, A4, A5, B1, B2)",
+            ));
+        }
+        if e.group == CellGroup::Scg
+            && matches!(
+                e.action,
+                EventAction::MnHandoverKeepSn | EventAction::SnAddition
+            )
+        {
+            return Err(ConfigError::new(
+                format!("{at}.action"),
+                "not available on the SCG",
+            ));
+        }
+    }
     Ok(())
 }

@@ -23,7 +23,8 @@ fn erf(x: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly = t
         * (0.254_829_592
-            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     sign * (1.0 - poly * (-x * x).exp())
 }
 
@@ -122,7 +123,9 @@ impl DelayDist {
     pub fn sample_ns<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         let ms = match self {
             DelayDist::Constant { ms } => *ms,
-            DelayDist::Uniform { min_ms, max_ms } => min_ms + (max_ms - min_ms) * rng.random::<f64>(),
+            DelayDist::Uniform { min_ms, max_ms } => {
+                min_ms + (max_ms - min_ms) * rng.random::<f64>()
+            }
             DelayDist::Normal {
                 mean_ms,
                 std_ms,
@@ -240,8 +243,19 @@ mod tests {
 
     #[test]
     fn invalid_dists_rejected() {
-        assert!(DelayDist::Uniform { min_ms: 5.0, max_ms: 1.0 }.validate().is_err());
-        assert!(DelayDist::Empirical { samples_ms: vec![] }.validate().is_err());
+        assert!(
+            DelayDist::Uniform {
+                min_ms: 5.0,
+                max_ms: 1.0
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            DelayDist::Empirical { samples_ms: vec![] }
+                .validate()
+                .is_err()
+        );
         assert!(DelayDist::Constant { ms: f64::NAN }.validate().is_err());
     }
 }

@@ -175,7 +175,10 @@ impl Mobility {
                 match (knots.get(i.wrapping_sub(1)), knots.get(i)) {
                     (Some(a), Some(b)) if b.0 > a.0 => {
                         let f = (t - a.0) / (b.0 - a.0);
-                        [a.1[0] + f * (b.1[0] - a.1[0]), a.1[1] + f * (b.1[1] - a.1[1])]
+                        [
+                            a.1[0] + f * (b.1[0] - a.1[0]),
+                            a.1[1] + f * (b.1[1] - a.1[1]),
+                        ]
                     }
                     (Some(a), _) => a.1,
                     _ => first.1,
@@ -319,8 +322,14 @@ impl GpsTrack {
 /// `YYYY.MM.DD_hh.mm.ss` to seconds since 1970 (proleptic Gregorian, UTC assumed).
 fn parse_raca_timestamp(s: &str) -> Option<i64> {
     let (date, time) = s.split_once('_')?;
-    let d: Vec<i64> = date.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    let t: Vec<i64> = time.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    let d: Vec<i64> = date
+        .split('.')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let t: Vec<i64> = time
+        .split('.')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
     let (&[y, mo, da], &[h, mi, se]) = (d.as_slice(), t.as_slice()) else {
         return None;
     };
@@ -365,18 +374,23 @@ mod tests {
         let per = 20.0 + 200f64.sqrt();
         let p = w.position(per + 5.0);
         assert!((p[0] - 5.0).abs() < 1e-9);
-        assert!(Mobility::from_config(&MobilityConfig::Waypoints {
-            points: vec![[0.0, 0.0]],
-            speed_mps: 1.0,
-            repeat: false
-        })
-        .is_err());
+        assert!(
+            Mobility::from_config(&MobilityConfig::Waypoints {
+                points: vec![[0.0, 0.0]],
+                speed_mps: 1.0,
+                repeat: false
+            })
+            .is_err()
+        );
     }
 
     #[test]
     fn raca_timestamp() {
         // 2019-12-16 14:23:32 UTC = 1576506212.
-        assert_eq!(parse_raca_timestamp("2019.12.16_14.23.32"), Some(1_576_506_212));
+        assert_eq!(
+            parse_raca_timestamp("2019.12.16_14.23.32"),
+            Some(1_576_506_212)
+        );
         assert_eq!(parse_raca_timestamp("2019.13.16_14.23.32"), None);
         assert_eq!(parse_raca_timestamp("garbage"), None);
     }

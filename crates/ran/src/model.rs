@@ -155,6 +155,7 @@ struct Ue {
     pos: Point,
     speed_mps: f64,
     chan: Vec<LargeScale>,
+    common: LargeScale,
     filt: Vec<[L3Filter; 3]>,
     radio: Vec<Option<Radio>>,
     meas: Vec<Option<CellMeasurement>>,
@@ -201,7 +202,8 @@ enum Pending {
 
 /// SplitMix64, to derive independent seeds from the run seed.
 fn mix(seed: u64, a: u64, b: u64) -> u64 {
-    let mut z = seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut z =
+        seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -262,10 +264,12 @@ impl RadioModel {
             let mobility = Mobility::from_config(&u.mobility)?;
             let mut rng_chan = ChaCha8Rng::seed_from_u64(mix(seed, u.id as u64, 1));
             let rng_proc = ChaCha8Rng::seed_from_u64(mix(seed, u.id as u64, 2));
+            let common = LargeScale::new(None, &mut rng_chan);
             let chan = cells
                 .iter()
                 .map(|c| {
-                    let corr = (c.rat == RadioType::Wifi).then_some(config.channel.wifi_shadowing_corr_m);
+                    let corr =
+                        (c.rat == RadioType::Wifi).then_some(config.channel.wifi_shadowing_corr_m);
                     LargeScale::new(corr, &mut rng_chan)
                 })
                 .collect();
@@ -285,15 +289,19 @@ impl RadioModel {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, pc)| {
-                        AnyPredictor::from_config(pc, mix(seed, u.id as u64, 100 + iface as u64 * 64 + i as u64), models.get(&i))
-                            .map(|p| PredState {
-                                cfg: i,
-                                p,
-                                next_ns: ms_to_ns(pc.period_ms),
-                                cap_bits: 0.0,
-                                delivered_bytes: 0,
-                                fed: false,
-                            })
+                        AnyPredictor::from_config(
+                            pc,
+                            mix(seed, u.id as u64, 100 + iface as u64 * 64 + i as u64),
+                            models.get(&i),
+                        )
+                        .map(|p| PredState {
+                            cfg: i,
+                            p,
+                            next_ns: ms_to_ns(pc.period_ms),
+                            cap_bits: 0.0,
+                            delivered_bytes: 0,
+                            fed: false,
+                        })
                     })
                     .collect(),
             };
@@ -338,7 +346,11 @@ impl RadioModel {
                                 f.rats.clone()
                             },
                             mcg,
-                            scg_events: if scg.is_some() { evs(CellGroup::Scg) } else { Vec::new() },
+                            scg_events: if scg.is_some() {
+                                evs(CellGroup::Scg)
+                            } else {
+                                Vec::new()
+                            },
                             scg,
                             mcg_events: evs(CellGroup::Mcg),
                         });
@@ -377,6 +389,7 @@ impl RadioModel {
                 pos,
                 speed_mps: 0.0,
                 chan,
+                common,
                 filt: vec![[L3Filter::new(k); 3]; cells.len()],
                 radio: vec![None; cells.len()],
                 meas: vec![None; cells.len()],
@@ -408,17 +421,34 @@ impl RadioModel {
                 if f.kind != InterfaceKind::Cellular {
                     continue;
                 }
-                let idx = |id: Option<u32>| id.and_then(|id| model.cells.iter().position(|c| c.id == id));
+                let idx =
+                    |id: Option<u32>| id.and_then(|id| model.cells.iter().position(|c| c.id == id));
                 let (initial, initial_sn) = (idx(f.initial_cell), idx(f.initial_sn));
                 if let Some(c) = initial {
-                    model.schedule(0, Pending::Attach { ue: ui, leg: LegRef::Mcg(mi), cell: c, sn_addition: false });
+                    model.schedule(
+                        0,
+                        Pending::Attach {
+                            ue: ui,
+                            leg: LegRef::Mcg(mi),
+                            cell: c,
+                            sn_addition: false,
+                        },
+                    );
                     model.ues[ui].modems[mi].mcg.busy = true;
                 }
                 if let Some(c) = initial_sn
                     && let Some(scg) = model.ues[ui].modems[mi].scg.as_mut()
                 {
                     scg.busy = true;
-                    model.schedule(0, Pending::Attach { ue: ui, leg: LegRef::Scg(mi), cell: c, sn_addition: true });
+                    model.schedule(
+                        0,
+                        Pending::Attach {
+                            ue: ui,
+                            leg: LegRef::Scg(mi),
+                            cell: c,
+                            sn_addition: true,
+                        },
+                    );
                 }
                 mi += 1;
             }
@@ -464,7 +494,10 @@ impl RadioModel {
             .find(|l| l.iface == iface)?;
         let (dl, ul) = leg.last.unwrap_or((0, 0));
         Some(PathState {
-            serving: leg.serving.and_then(|c| self.cells.get(c)).map(|c| CellId(c.id)),
+            serving: leg
+                .serving
+                .and_then(|c| self.cells.get(c))
+                .map(|c| CellId(c.id)),
             up: leg.status == Status::Up,
             dl_bps: dl,
             ul_bps: ul,
@@ -593,6 +626,7 @@ impl RadioModel {
             let moved = distance(p, u.pos);
             u.speed_mps = if t == 0 { 0.0 } else { moved / period_s };
             u.pos = p;
+            u.common.advance(moved, &mut u.rng_chan);
             for ch in &mut u.chan {
                 ch.advance(moved, &mut u.rng_chan);
             }
@@ -622,7 +656,9 @@ impl RadioModel {
             let d2d = distance(u.pos, c.position);
             match c.rat {
                 RadioType::Lifi => {
-                    if let Some((rx, snr)) = c.lifi.receive(d2d, c.height_m - u.height, c.bandwidth_hz) {
+                    if let Some((rx, snr)) =
+                        c.lifi.receive(d2d, c.height_m - u.height, c.bandwidth_hz)
+                    {
                         info[ci] = Some((rx, 0.0));
                         lifi_snr[ci] = Some(snr);
                     }
@@ -637,7 +673,12 @@ impl RadioModel {
                         ch.wifi_path_loss_exponent,
                     );
                     let sf = if ch.shadowing {
-                        u.chan[ci].shadow_db(true, Some(ch.wifi_shadowing_db))
+                        u.chan[ci].shadow_db(
+                            true,
+                            Some(ch.wifi_shadowing_db),
+                            &u.common,
+                            ch.inter_site_correlation,
+                        )
                     } else {
                         0.0
                     };
@@ -654,7 +695,7 @@ impl RadioModel {
                         channel::umi_nlos_path_loss_db(d2d, c.carrier_ghz, c.height_m, u.height)
                     };
                     let sf = if ch.shadowing {
-                        u.chan[ci].shadow_db(los, None)
+                        u.chan[ci].shadow_db(los, None, &u.common, ch.inter_site_correlation)
                     } else {
                         0.0
                     };
@@ -684,7 +725,10 @@ impl RadioModel {
                     coupling_db: coupling,
                 }
             } else {
-                let noise = dbm_to_mw(channel::thermal_noise_dbm(c.bandwidth_hz, ch.ue_noise_figure_db));
+                let noise = dbm_to_mw(channel::thermal_noise_dbm(
+                    c.bandwidth_hz,
+                    ch.ue_noise_figure_db,
+                ));
                 let interf: f64 = cells
                     .iter()
                     .enumerate()
@@ -761,7 +805,9 @@ impl RadioModel {
         }
         let iface = leg.iface;
         let Some(sc) = leg.serving else { return };
-        let Some(serving) = self.measured(ui, sc) else { return };
+        let Some(serving) = self.measured(ui, sc) else {
+            return;
+        };
         let modem = &self.ues[ui].modems[mi];
         let other_group_cell = match group {
             CellGroup::Mcg => modem.scg.as_ref().and_then(|l| l.serving),
@@ -841,7 +887,16 @@ impl RadioModel {
                             },
                         );
                         if !on_leave {
-                            self.network_decision(t, ui, mi, group, cfg.action, best, &candidates, &cfg.targets_type_fn(serving_rat));
+                            self.network_decision(
+                                t,
+                                ui,
+                                mi,
+                                group,
+                                cfg.action,
+                                best,
+                                &candidates,
+                                &cfg.targets_type_fn(serving_rat),
+                            );
                         }
                     }
                 }
@@ -873,14 +928,23 @@ impl RadioModel {
             candidates
                 .iter()
                 .filter(|(_, m)| allowed(m.rat()))
-                .max_by(|a, b| a.1.m.rsrp_dbm.total_cmp(&b.1.m.rsrp_dbm).then(b.0.cmp(&a.0)))
+                .max_by(|a, b| {
+                    a.1.m
+                        .rsrp_dbm
+                        .total_cmp(&b.1.m.rsrp_dbm)
+                        .then(b.0.cmp(&a.0))
+                })
                 .map(|(ci, _)| *ci)
         };
         match action {
             EventAction::None => {}
             EventAction::Handover | EventAction::MnHandoverKeepSn => {
-                let Some(target) = best_reported.or_else(best_measured) else { return };
-                let Some(leg) = self.leg_mut(ui, leg_ref) else { return };
+                let Some(target) = best_reported.or_else(best_measured) else {
+                    return;
+                };
+                let Some(leg) = self.leg_mut(ui, leg_ref) else {
+                    return;
+                };
                 if leg.busy || leg.status != Status::Up {
                     return;
                 }
@@ -899,7 +963,9 @@ impl RadioModel {
             }
             EventAction::SnAddition => {
                 let Some(target) = best_reported else { return };
-                let Some(scg) = self.ues[ui].modems[mi].scg.as_mut() else { return };
+                let Some(scg) = self.ues[ui].modems[mi].scg.as_mut() else {
+                    return;
+                };
                 if scg.busy || scg.serving.is_some() {
                     return;
                 }
@@ -916,7 +982,9 @@ impl RadioModel {
                 );
             }
             EventAction::SnRelease => {
-                let Some(scg) = self.ues[ui].modems[mi].scg.as_mut() else { return };
+                let Some(scg) = self.ues[ui].modems[mi].scg.as_mut() else {
+                    return;
+                };
                 if scg.busy || scg.serving.is_none() {
                     return;
                 }
@@ -1025,7 +1093,10 @@ impl RadioModel {
         let cr_cfg = self.cfg.handover.context_release.clone();
         let (gap, seed) = {
             let rng = &mut self.ues[ue].rng_proc;
-            (rng.random::<f64>() < cr_cfg.gap_probability, rng.random::<u64>())
+            (
+                rng.random::<f64>() < cr_cfg.gap_probability,
+                rng.random::<u64>(),
+            )
         };
         self.change(
             t,
@@ -1070,7 +1141,10 @@ impl RadioModel {
         events.iter_mut().for_each(EventMachine::reset);
         // An MN handover without "keep SN" releases the SN (TS 37.340 §10.7.1 inter-MN
         // handover with SN release); with it, the SN continues (§10.7.2).
-        if group == CellGroup::Mcg && !keeps_sn && m.scg.as_ref().is_some_and(|s| s.serving.is_some()) {
+        if group == CellGroup::Mcg
+            && !keeps_sn
+            && m.scg.as_ref().is_some_and(|s| s.serving.is_some())
+        {
             self.release_sn(t, ue, modem, true);
         }
         let d = self.sample(ue, &self.cfg.handover.interruption.clone());
@@ -1161,7 +1235,9 @@ impl RadioModel {
     }
 
     fn release_sn(&mut self, t: u64, ue: usize, modem: usize, immediate_with_mn_ho: bool) {
-        let Some(scg) = self.ues[ue].modems[modem].scg.as_ref() else { return };
+        let Some(scg) = self.ues[ue].modems[modem].scg.as_ref() else {
+            return;
+        };
         let iface = scg.iface;
         let Some(cell) = scg.serving else {
             if let Some(s) = self.ues[ue].modems[modem].scg.as_mut() {
@@ -1169,7 +1245,14 @@ impl RadioModel {
             }
             return;
         };
-        self.emit(t, ue, iface, LinkEventKind::SnRelease { cell: self.cell_id(cell) });
+        self.emit(
+            t,
+            ue,
+            iface,
+            LinkEventKind::SnRelease {
+                cell: self.cell_id(cell),
+            },
+        );
         self.emit(
             t,
             ue,
@@ -1211,19 +1294,41 @@ impl RadioModel {
                 let m = &self.ues[ui].modems[mi];
                 let mcg = &m.mcg;
                 let meas = &self.ues[ui].meas;
-                let lost = |c: Option<usize>| c.is_some_and(|c| meas.get(c).is_none_or(Option::is_none));
+                let lost =
+                    |c: Option<usize>| c.is_some_and(|c| meas.get(c).is_none_or(Option::is_none));
                 let mcg_lost = !mcg.busy && mcg.status == Status::Up && lost(mcg.serving);
-                let scg_lost = m.scg.as_ref().is_some_and(|s| !s.busy && s.status == Status::Up && lost(s.serving));
+                let scg_lost = m
+                    .scg
+                    .as_ref()
+                    .is_some_and(|s| !s.busy && s.status == Status::Up && lost(s.serving));
                 if mcg_lost {
                     let (iface, cell) = (mcg.iface, mcg.serving.map(|c| self.cell_id(c)));
-                    self.emit(t, ui, iface, LinkEventKind::LinkDown { cell, reason: DownReason::NoCoverage });
-                    self.change(t, ui, iface, LinkAction::Down { reason: DownReason::NoCoverage });
+                    self.emit(
+                        t,
+                        ui,
+                        iface,
+                        LinkEventKind::LinkDown {
+                            cell,
+                            reason: DownReason::NoCoverage,
+                        },
+                    );
+                    self.change(
+                        t,
+                        ui,
+                        iface,
+                        LinkAction::Down {
+                            reason: DownReason::NoCoverage,
+                        },
+                    );
                     let m = &mut self.ues[ui].modems[mi];
                     m.mcg.status = Status::Down;
                     m.mcg.serving = None;
                     m.mcg.last = None;
                     m.mcg_events.iter_mut().for_each(EventMachine::reset);
-                    if m.scg.as_ref().is_some_and(|s| s.serving.is_some() && !s.busy) {
+                    if m.scg
+                        .as_ref()
+                        .is_some_and(|s| s.serving.is_some() && !s.busy)
+                    {
                         self.release_sn(t, ui, mi, false);
                     }
                 }
@@ -1245,7 +1350,15 @@ impl RadioModel {
                     if let Some((ci, _)) = best {
                         self.ues[ui].modems[mi].mcg.busy = true;
                         let d = if t == 0 { 0 } else { self.sample(ui, &reest) };
-                        self.schedule(t + d, Pending::Attach { ue: ui, leg: LegRef::Mcg(mi), cell: ci, sn_addition: false });
+                        self.schedule(
+                            t + d,
+                            Pending::Attach {
+                                ue: ui,
+                                leg: LegRef::Mcg(mi),
+                                cell: ci,
+                                sn_addition: false,
+                            },
+                        );
                     }
                 }
             }
@@ -1274,30 +1387,81 @@ impl RadioModel {
                     (Status::Down, _, Some((ci, _))) => {
                         self.ues[ui].wlans[wi].leg.busy = true;
                         let d = if t == 0 { 0 } else { self.sample(ui, &delay) };
-                        self.schedule(t + d, Pending::Attach { ue: ui, leg: LegRef::Wlan(wi), cell: ci, sn_addition: false });
+                        self.schedule(
+                            t + d,
+                            Pending::Attach {
+                                ue: ui,
+                                leg: LegRef::Wlan(wi),
+                                cell: ci,
+                                sn_addition: false,
+                            },
+                        );
                     }
                     (Status::Up, c, b) => {
                         let cur_ok = c.is_some_and(|(_, s)| s >= min);
                         let roam_to = match (c, b) {
-                            (Some((cc, cs)), Some((bc, bs))) if bc != cc && (bs > cs + roam || !cur_ok) => Some(bc),
+                            (Some((cc, cs)), Some((bc, bs)))
+                                if bc != cc && (bs > cs + roam || !cur_ok) =>
+                            {
+                                Some(bc)
+                            }
                             (None, Some((bc, _))) => Some(bc),
                             _ => None,
                         };
                         let old = self.ues[ui].wlans[wi].leg.serving.map(|c| self.cell_id(c));
                         if let Some(target) = roam_to {
                             let limit = self.cells[target].buffer_bytes;
-                            self.change(t, ui, iface, LinkAction::Interrupt { buffer_limit_bytes: limit, reason: DownReason::Reassociation });
-                            self.emit(t, ui, iface, LinkEventKind::LinkDown { cell: old, reason: DownReason::Reassociation });
+                            self.change(
+                                t,
+                                ui,
+                                iface,
+                                LinkAction::Interrupt {
+                                    buffer_limit_bytes: limit,
+                                    reason: DownReason::Reassociation,
+                                },
+                            );
+                            self.emit(
+                                t,
+                                ui,
+                                iface,
+                                LinkEventKind::LinkDown {
+                                    cell: old,
+                                    reason: DownReason::Reassociation,
+                                },
+                            );
                             let l = &mut self.ues[ui].wlans[wi].leg;
                             l.status = Status::Interrupted;
                             l.serving = Some(target);
                             l.busy = true;
                             l.last = None;
                             let d = self.sample(ui, &delay);
-                            self.schedule(t + d, Pending::Attach { ue: ui, leg: LegRef::Wlan(wi), cell: target, sn_addition: false });
+                            self.schedule(
+                                t + d,
+                                Pending::Attach {
+                                    ue: ui,
+                                    leg: LegRef::Wlan(wi),
+                                    cell: target,
+                                    sn_addition: false,
+                                },
+                            );
                         } else if !cur_ok {
-                            self.change(t, ui, iface, LinkAction::Down { reason: DownReason::NoCoverage });
-                            self.emit(t, ui, iface, LinkEventKind::LinkDown { cell: old, reason: DownReason::NoCoverage });
+                            self.change(
+                                t,
+                                ui,
+                                iface,
+                                LinkAction::Down {
+                                    reason: DownReason::NoCoverage,
+                                },
+                            );
+                            self.emit(
+                                t,
+                                ui,
+                                iface,
+                                LinkEventKind::LinkDown {
+                                    cell: old,
+                                    reason: DownReason::NoCoverage,
+                                },
+                            );
                             let l = &mut self.ues[ui].wlans[wi].leg;
                             l.status = Status::Down;
                             l.serving = None;
@@ -1337,23 +1501,40 @@ impl RadioModel {
         let (dl_full, ul_full) = match radio {
             None => (0.0, 0.0),
             Some(r) => {
-                let ul_fraction = if c.dl_fraction >= 1.0 { 1.0 } else { 1.0 - c.dl_fraction };
+                let ul_fraction = if c.dl_fraction >= 1.0 {
+                    1.0
+                } else {
+                    1.0 - c.dl_fraction
+                };
                 let ul_noise = channel::thermal_noise_dbm(c.bandwidth_hz, ch.bs_noise_figure_db);
                 let ul_sinr = ch.ue_tx_power_dbm - r.coupling_db - ul_noise;
                 if c.rat.is_3gpp() {
-                    let la = phy::adapt(c.cqi_table, r.sinr, ch.implementation_gap_db, c.mimo_layers);
-                    let dl = phy::nr_rate_bps(la.layers, la.efficiency, c.n_rb, c.scs_khz, c.overhead);
+                    let la =
+                        phy::adapt(c.cqi_table, r.sinr, ch.implementation_gap_db, c.mimo_layers);
+                    let dl =
+                        phy::nr_rate_bps(la.layers, la.efficiency, c.n_rb, c.scs_khz, c.overhead);
                     let lu = phy::adapt(c.cqi_table, ul_sinr, ch.implementation_gap_db, 1);
-                    let ul_oh = if c.rat == RadioType::NrFr2 { 0.10 } else { 0.08 };
+                    let ul_oh = if c.rat == RadioType::NrFr2 {
+                        0.10
+                    } else {
+                        0.08
+                    };
                     let ul = phy::nr_rate_bps(1, lu.efficiency, c.n_rb, c.scs_khz, ul_oh);
                     (dl * c.dl_fraction, ul * ul_fraction)
                 } else {
                     let layers = (1..=c.mimo_layers)
-                        .take_while(|l| r.sinr >= phy::RANK_SINR_THRESHOLDS_DB[(*l as usize - 1).min(7)])
+                        .take_while(|l| {
+                            r.sinr >= phy::RANK_SINR_THRESHOLDS_DB[(*l as usize - 1).min(7)]
+                        })
                         .last()
                         .unwrap_or(1);
                     let max_eff = phy::CQI_TABLE_2[15].efficiency;
-                    let eff = phy::attenuated_shannon(r.sinr - 10.0 * (layers as f64).log10(), 0.6, -10.0, max_eff);
+                    let eff = phy::attenuated_shannon(
+                        r.sinr - 10.0 * (layers as f64).log10(),
+                        0.6,
+                        -10.0,
+                        max_eff,
+                    );
                     let dl = layers as f64 * eff * c.bandwidth_hz * (1.0 - c.overhead);
                     // Wi-Fi/LiFi uplink: same air interface, the rest of the air time; LiFi
                     // uplinks are typically infrared at similar quality.
@@ -1362,7 +1543,10 @@ impl RadioModel {
                     } else {
                         phy::attenuated_shannon(ul_sinr, 0.6, -10.0, max_eff)
                     };
-                    (dl * c.dl_fraction, ul_eff * c.bandwidth_hz * (1.0 - c.overhead) * ul_fraction)
+                    (
+                        dl * c.dl_fraction,
+                        ul_eff * c.bandwidth_hz * (1.0 - c.overhead) * ul_fraction,
+                    )
                 }
             }
         };
@@ -1393,7 +1577,16 @@ impl RadioModel {
             if let Some((dl, ul, slot)) = cur
                 && last != Some((dl, ul))
             {
-                self.change(t, ui, iface, LinkAction::Rate { dl_bps: dl, ul_bps: ul, slot });
+                self.change(
+                    t,
+                    ui,
+                    iface,
+                    LinkAction::Rate {
+                        dl_bps: dl,
+                        ul_bps: ul,
+                        slot,
+                    },
+                );
                 if let Some(l) = self.leg_mut(ui, r) {
                     l.last = Some((dl, ul));
                     l.slot = Some(slot);
@@ -1426,7 +1619,9 @@ impl RadioModel {
                 }
             }
             for w in &self.ues[ui].wlans {
-                let cells = (0..self.cells.len()).filter(|ci| self.cells[*ci].rat == w.rat).collect();
+                let cells = (0..self.cells.len())
+                    .filter(|ci| self.cells[*ci].rat == w.rat)
+                    .collect();
                 lists.push((w.leg.iface, w.leg.serving, cells));
             }
             for (iface, serving, cells) in lists {
@@ -1447,7 +1642,12 @@ impl RadioModel {
                     continue;
                 }
                 let serving = serving.map(|s| self.cell_id(s));
-                self.emit(t, ui, iface, LinkEventKind::Measurement { serving, cells: v });
+                self.emit(
+                    t,
+                    ui,
+                    iface,
+                    LinkEventKind::Measurement { serving, cells: v },
+                );
             }
         }
     }
@@ -1467,7 +1667,13 @@ impl RadioModel {
                 .and_then(|c| {
                     let cell = &self.cells[c];
                     self.ues[ui].radio[c].map(|r| {
-                        phy::adapt(cell.cqi_table, r.sinr, self.cfg.channel.implementation_gap_db, cell.mimo_layers).cqi as f64
+                        phy::adapt(
+                            cell.cqi_table,
+                            r.sinr,
+                            self.cfg.channel.implementation_gap_db,
+                            cell.mimo_layers,
+                        )
+                        .cqi as f64
                     })
                 })
                 .unwrap_or(0.0);

@@ -232,7 +232,8 @@ pub struct LinkAdaptation {
 /// SINR (dB) needed before rank `L` (index `L − 1`) may be used: spatial multiplexing of
 /// `L` streams needs a well-conditioned channel, which at these SINRs the abstraction
 /// assumes. Rank 1 is always allowed.
-pub const RANK_SINR_THRESHOLDS_DB: [f64; 8] = [f64::NEG_INFINITY, 8.0, 14.0, 20.0, 24.0, 27.0, 30.0, 33.0];
+pub const RANK_SINR_THRESHOLDS_DB: [f64; 8] =
+    [f64::NEG_INFINITY, 8.0, 14.0, 20.0, 24.0, 27.0, 30.0, 33.0];
 
 /// Rank and CQI selection: with `max_layers` available, ranks whose SINR threshold
 /// ([`RANK_SINR_THRESHOLDS_DB`]) is met are candidates; transmit power is split evenly

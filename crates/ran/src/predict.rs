@@ -231,7 +231,7 @@ impl Feature {
 /// A gradient-boosted regression-tree ensemble exported by `train_predictor.py`
 /// (scikit-learn `GradientBoostingRegressor`, squared error): prediction =
 /// `init + learning_rate · Σ_t tree_t(x)`, where each tree goes left when
-/// `x[feature] <= threshold`.
+/// `float32(x[feature]) <= threshold` (scikit-learn evaluates trees on float32 inputs).
 #[derive(Debug, Clone)]
 pub struct GbtModel {
     features: Vec<Feature>,
@@ -264,7 +264,8 @@ impl GbtModel {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                Feature::parse(f).ok_or_else(|| err(format!("features[{i}]: unknown feature {f:?}")))
+                Feature::parse(f)
+                    .ok_or_else(|| err(format!("features[{i}]: unknown feature {f:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if !(raw.init.is_finite() && raw.learning_rate.is_finite()) {
@@ -282,7 +283,9 @@ impl GbtModel {
                 || t.right.len() != n
                 || t.value.len() != n
             {
-                return Err(err(format!("trees[{ti}]: arrays must be non-empty and of equal length")));
+                return Err(err(format!(
+                    "trees[{ti}]: arrays must be non-empty and of equal length"
+                )));
             }
             let mut nodes = Vec::with_capacity(n);
             for i in 0..n {
@@ -296,8 +299,15 @@ impl GbtModel {
                 }
                 let ok = |c: i64| c > i as i64 && (c as usize) < n;
                 let f = t.feature[i];
-                if !ok(l) || !ok(r) || f < 0 || f as usize >= features.len() || !t.threshold[i].is_finite() {
-                    return Err(err(format!("trees[{ti}] node {i}: bad child, feature or threshold")));
+                if !ok(l)
+                    || !ok(r)
+                    || f < 0
+                    || f as usize >= features.len()
+                    || !t.threshold[i].is_finite()
+                {
+                    return Err(err(format!(
+                        "trees[{ti}] node {i}: bad child, feature or threshold"
+                    )));
                 }
                 nodes.push(Node::Split {
                     feature: f as usize,
@@ -364,7 +374,8 @@ impl GbtModel {
                         left,
                         right,
                     }) => {
-                        let v = x.get(*feature).copied().unwrap_or(0.0);
+                        // scikit-learn trees compare inputs converted to float32.
+                        let v = x.get(*feature).copied().unwrap_or(0.0) as f32 as f64;
                         i = if v <= *threshold { *left } else { *right };
                     }
                     Some(Node::Leaf(v)) => {
@@ -426,11 +437,11 @@ impl GbtPredictor {
                 .unwrap_or(0.0)
         };
         let w = self.model.hm_window.min(self.history.len()).max(1);
+        // Oldest to newest, in the same order as the training script sums.
         let inv: f64 = self
             .history
             .iter()
-            .rev()
-            .take(w)
+            .skip(self.history.len() - w)
             .map(|x| 1.0 / x.max(self.model.hm_floor_mbps))
             .sum();
         let hm = w as f64 / inv;
@@ -579,7 +590,9 @@ mod tests {
         let mut o = NoisyOracle::new(0.5, 0.0, 1);
         assert_eq!(o.observe_and_predict(&obs(100.0)), 50.0);
         let mut n = NoisyOracle::new(1.0, 0.3, 1);
-        let v: Vec<f64> = (0..2000).map(|_| n.observe_and_predict(&obs(100.0))).collect();
+        let v: Vec<f64> = (0..2000)
+            .map(|_| n.observe_and_predict(&obs(100.0)))
+            .collect();
         let mut s = v.clone();
         s.sort_by(f64::total_cmp);
         assert!((s[1000] / 100.0 - 1.0).abs() < 0.05, "median-unbiased");
@@ -603,7 +616,12 @@ mod tests {
             "trees":[{"feature":[0,-2],"threshold":[1.0,-2.0],"left":[0,-1],"right":[1,-1],"value":[0.0,1.0]}]}"#;
         assert!(GbtModel::from_json(bad_child, "x").is_err());
         let unknown = bad_child.replace("\"rsrp\"", "\"foo\"");
-        assert!(GbtModel::from_json(&unknown, "x").unwrap_err().to_string().contains("features[0]"));
+        assert!(
+            GbtModel::from_json(&unknown, "x")
+                .unwrap_err()
+                .to_string()
+                .contains("features[0]")
+        );
         let ok = r#"{"format":"polypath-gbt-v1","features":["rsrp"],"ewma_alpha":0.3,
             "hm_window":5,"hm_floor_mbps":0.001,"init":1.0,"learning_rate":0.5,
             "trees":[{"feature":[0,-2,-2],"threshold":[-90.0,-2.0,-2.0],"left":[1,-1,-1],"right":[2,-1,-1],"value":[0.0,2.0,4.0]}]}"#;

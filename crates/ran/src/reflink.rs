@@ -448,6 +448,9 @@ mod tests {
         l.run_until(100_000_000);
         let order: Vec<u64> = l.delivered.iter().map(|d| d.1).collect();
         assert_eq!(order.len(), 40, "all redelivered");
-        assert!(order.windows(2).any(|w| w[1] < w[0]), "out of order: {order:?}");
+        assert!(
+            order.windows(2).any(|w| w[1] < w[0]),
+            "out of order: {order:?}"
+        );
     }
 }

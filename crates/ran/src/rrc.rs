@@ -338,7 +338,9 @@ mod tests {
         assert!(m.evaluate(120 * MS, &s, &[meas(2, -85.5)]).is_empty());
         let out = m.evaluate(140 * MS, &s, &[meas(2, -85.5)]);
         assert_eq!(out[0], EventOutput::Entered(Some(CellId(2))));
-        assert!(matches!(&out[1], EventOutput::Report { neighbours, on_leave: false, .. } if neighbours.len() == 1));
+        assert!(
+            matches!(&out[1], EventOutput::Report { neighbours, on_leave: false, .. } if neighbours.len() == 1)
+        );
         // Report amount 1: no periodic report.
         assert!(m.evaluate(500 * MS, &s, &[meas(2, -85.5)]).is_empty());
         // Leaving: Mn + Hys < Mp + Off  <=> -89 + 1 < -87 -> leaves after TTT.
@@ -382,7 +384,10 @@ mod tests {
             ..EventConfig::base()
         });
         assert!(a1.evaluate(0, &meas(1, -79.5), &[]).is_empty());
-        assert_eq!(a1.evaluate(1, &meas(1, -78.5), &[])[0], EventOutput::Entered(None));
+        assert_eq!(
+            a1.evaluate(1, &meas(1, -78.5), &[])[0],
+            EventOutput::Entered(None)
+        );
     }
 
     #[test]
@@ -394,7 +399,10 @@ mod tests {
             ..EventConfig::base()
         });
         let mut n = meas(2, -94.5);
-        assert!(a4.evaluate(0, &meas(1, -80.0), std::slice::from_ref(&n)).is_empty());
+        assert!(
+            a4.evaluate(0, &meas(1, -80.0), std::slice::from_ref(&n))
+                .is_empty()
+        );
         n.cio_db = 1.0; // -94.5 + 1 - 1 > -95
         assert_eq!(
             a4.evaluate(1, &meas(1, -80.0), std::slice::from_ref(&n))[0],
@@ -410,7 +418,10 @@ mod tests {
                 ..EventConfig::base()
             });
             // Serving not weak enough.
-            assert!(a5.evaluate(0, &meas(1, -99.5), &[meas(2, -90.0)]).is_empty());
+            assert!(
+                a5.evaluate(0, &meas(1, -99.5), &[meas(2, -90.0)])
+                    .is_empty()
+            );
             let out = a5.evaluate(1, &meas(1, -102.0), &[meas(2, -90.0)]);
             assert_eq!(out[0], EventOutput::Entered(Some(CellId(2))));
             // Leaving condition 1 (serving recovered) alone suffices.

@@ -18,19 +18,45 @@ fn lamp5g_events_in_order_inside_the_overlap() {
 
     // UE 0: single connectivity, break-before-make A3 handover.
     let a4 = first(&evs, 0, |k| {
-        matches!(k, LinkEventKind::RrcEventEntered { event: MeasEvent::A4, cell: Some(CellId(2)), .. })
+        matches!(
+            k,
+            LinkEventKind::RrcEventEntered {
+                event: MeasEvent::A4,
+                cell: Some(CellId(2)),
+                ..
+            }
+        )
     })
     .expect("A4 on the target");
     let a3 = first(&evs, 0, |k| {
-        matches!(k, LinkEventKind::RrcEventEntered { event: MeasEvent::A3, cell: Some(CellId(2)), .. })
+        matches!(
+            k,
+            LinkEventKind::RrcEventEntered {
+                event: MeasEvent::A3,
+                cell: Some(CellId(2)),
+                ..
+            }
+        )
     })
     .expect("A3");
     let report = first(&evs, 0, |k| {
-        matches!(k, LinkEventKind::MeasurementReport { event: MeasEvent::A3, .. })
+        matches!(
+            k,
+            LinkEventKind::MeasurementReport {
+                event: MeasEvent::A3,
+                ..
+            }
+        )
     })
     .expect("A3 report");
-    let cmd = first(&evs, 0, |k| matches!(k, LinkEventKind::HandoverCommand { .. })).expect("command");
-    let exec = first(&evs, 0, |k| matches!(k, LinkEventKind::HandoverExecution { .. })).expect("exec");
+    let cmd = first(&evs, 0, |k| {
+        matches!(k, LinkEventKind::HandoverCommand { .. })
+    })
+    .expect("command");
+    let exec = first(&evs, 0, |k| {
+        matches!(k, LinkEventKind::HandoverExecution { .. })
+    })
+    .expect("exec");
     let ra = first(&evs, 0, |k| {
         matches!(k, LinkEventKind::RandomAccessComplete { cell: CellId(2) })
     })
@@ -38,19 +64,40 @@ fn lamp5g_events_in_order_inside_the_overlap() {
     // UE 1: NR-DC, inter-MN handover without SN change, then SN release on A2 and SN
     // addition on the target gNB.
     let mn_cmd = first(&evs, 1, |k| {
-        matches!(k, LinkEventKind::HandoverCommand { keeps_sn: true, target: CellId(2), .. })
+        matches!(
+            k,
+            LinkEventKind::HandoverCommand {
+                keeps_sn: true,
+                target: CellId(2),
+                ..
+            }
+        )
     })
     .expect("inter-MN handover without SN change");
-    let mn_ra = first(&evs, 1, |k| matches!(k, LinkEventKind::RandomAccessComplete { cell: CellId(2) }))
-        .expect("MN RA");
+    let mn_ra = first(&evs, 1, |k| {
+        matches!(k, LinkEventKind::RandomAccessComplete { cell: CellId(2) })
+    })
+    .expect("MN RA");
     let a2 = first(&evs, 1, |k| {
-        matches!(k, LinkEventKind::RrcEventEntered { event: MeasEvent::A2, serving: CellId(11), .. })
+        matches!(
+            k,
+            LinkEventKind::RrcEventEntered {
+                event: MeasEvent::A2,
+                serving: CellId(11),
+                ..
+            }
+        )
     })
     .expect("A2 on the source SN");
-    let sn_rel = first(&evs, 1, |k| matches!(k, LinkEventKind::SnRelease { cell: CellId(11) })).expect("SN release");
+    let sn_rel = first(&evs, 1, |k| {
+        matches!(k, LinkEventKind::SnRelease { cell: CellId(11) })
+    })
+    .expect("SN release");
     let sn_add = evs
         .iter()
-        .find(|e| e.ue == 1 && e.t_ns > sn_rel.t_ns && matches!(e.event, LinkEventKind::SnAddition { .. }))
+        .find(|e| {
+            e.ue == 1 && e.t_ns > sn_rel.t_ns && matches!(e.event, LinkEventKind::SnAddition { .. })
+        })
         .expect("SN addition after release");
 
     println!("event                          t (s)    x (m)");
@@ -72,10 +119,19 @@ fn lamp5g_events_in_order_inside_the_overlap() {
 
     let overlap = 150.0..=250.0;
     assert!(overlap.contains(&x(a3.t_ns)), "A3 at x = {}", x(a3.t_ns));
-    assert!(overlap.contains(&x(exec.t_ns)), "execution at x = {}", x(exec.t_ns));
+    assert!(
+        overlap.contains(&x(exec.t_ns)),
+        "execution at x = {}",
+        x(exec.t_ns)
+    );
     assert!(overlap.contains(&x(ra.t_ns)));
     assert!(a4.t_ns < a3.t_ns, "A4 before A3");
-    assert!(a3.t_ns < report.t_ns + 1 && report.t_ns < cmd.t_ns && cmd.t_ns < exec.t_ns && exec.t_ns < ra.t_ns);
+    assert!(
+        a3.t_ns < report.t_ns + 1
+            && report.t_ns < cmd.t_ns
+            && cmd.t_ns < exec.t_ns
+            && exec.t_ns < ra.t_ns
+    );
     assert!(ra.t_ns < a2.t_ns, "A2 after the handover");
     // Report -> execution within M2HO's measured range; interruption as configured.
     let r2e = secs(exec.t_ns - report.t_ns) * 1e3;
@@ -88,7 +144,13 @@ fn lamp5g_events_in_order_inside_the_overlap() {
         .filter(|e| e.ue == 0 && matches!(e.event, LinkEventKind::LinkDown { .. }))
         .collect();
     assert_eq!(downs.len(), 1);
-    assert!(matches!(downs[0].event, LinkEventKind::LinkDown { reason: DownReason::Handover, .. }));
+    assert!(matches!(
+        downs[0].event,
+        LinkEventKind::LinkDown {
+            reason: DownReason::Handover,
+            ..
+        }
+    ));
     // UE 1: the MN handover happens in the overlap and the SN path (iface 1) stays up through it.
     assert!(overlap.contains(&x(mn_cmd.t_ns)));
     assert!(!evs.iter().any(|e| e.ue == 1

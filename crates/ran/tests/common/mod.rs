@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 /// Path of a file under the workspace's `scenarios/`.
 pub fn scenario_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name)
 }
 
 /// Loads the `[radio]` section of a scenario file.
