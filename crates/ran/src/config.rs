@@ -978,7 +978,10 @@ impl RadioConfig {
                         "only nr_fr1, nr_fr2, lte",
                     ));
                 }
-                if !f.min_sinr_db.is_finite() || !(f.roam_hysteresis_db >= 0.0) {
+                if !f.min_sinr_db.is_finite()
+                    || !f.roam_hysteresis_db.is_finite()
+                    || f.roam_hysteresis_db < 0.0
+                {
                     return Err(ConfigError::new(
                         format!("{at}.min_sinr_db"),
                         "must be numbers, hysteresis >= 0",
@@ -997,9 +1000,11 @@ impl RadioConfig {
                     "must be at least 1 ms",
                 ));
             }
-            if !(p.bias.is_finite() && p.bias > 0.0)
-                || !(p.noise_sigma >= 0.0 && p.noise_sigma.is_finite())
-            {
+            let ok = p.bias.is_finite()
+                && p.bias > 0.0
+                && p.noise_sigma.is_finite()
+                && p.noise_sigma >= 0.0;
+            if !ok {
                 return Err(ConfigError::new(
                     format!("{at}.bias"),
                     "bias > 0 and noise_sigma >= 0",

@@ -637,7 +637,7 @@ impl RadioModel {
         self.cellular_recovery(t);
         self.update_rates(t);
         let every = self.cfg.measurement.emit_every as u64;
-        if every > 0 && self.tick % every == 0 {
+        if every > 0 && self.tick.is_multiple_of(every) {
             self.emit_measurements(t);
         }
         self.run_predictors(t);

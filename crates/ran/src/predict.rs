@@ -478,7 +478,7 @@ pub enum AnyPredictor {
     /// [`Oracle`].
     Oracle(Oracle),
     /// [`NoisyOracle`].
-    NoisyOracle(NoisyOracle),
+    NoisyOracle(Box<NoisyOracle>),
     /// [`HarmonicMean`].
     HarmonicMean(HarmonicMean),
     /// [`Ewma`].
@@ -493,9 +493,11 @@ impl AnyPredictor {
     pub fn from_config(cfg: &PredictorConfig, seed: u64, model: Option<&GbtModel>) -> Option<Self> {
         Some(match cfg.kind {
             PredictorKind::Oracle => AnyPredictor::Oracle(Oracle),
-            PredictorKind::NoisyOracle => {
-                AnyPredictor::NoisyOracle(NoisyOracle::new(cfg.bias, cfg.noise_sigma, seed))
-            }
+            PredictorKind::NoisyOracle => AnyPredictor::NoisyOracle(Box::new(NoisyOracle::new(
+                cfg.bias,
+                cfg.noise_sigma,
+                seed,
+            ))),
             PredictorKind::HarmonicMean => {
                 AnyPredictor::HarmonicMean(HarmonicMean::new(cfg.window, 1e3))
             }

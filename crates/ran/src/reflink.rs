@@ -121,7 +121,7 @@ pub struct ReferenceLink {
     queued_bytes: u64,
     head_sent: u64,
     sched: SlotScheduler,
-    next_slot_ns: u64,
+    next_slot_ns: Option<u64>,
     prev_alloc: bool,
     /// `(t_ns, packet id)` of every delivered packet, in delivery order.
     pub delivered: Vec<(u64, u64)>,
@@ -144,7 +144,7 @@ impl ReferenceLink {
             queued_bytes: 0,
             head_sent: 0,
             sched: SlotScheduler::new(seed),
-            next_slot_ns: 0,
+            next_slot_ns: None,
             prev_alloc: false,
             delivered: Vec::new(),
             dropped: Vec::new(),
@@ -249,15 +249,15 @@ impl ReferenceLink {
             return;
         };
         let slot_ns = p.slot_ns.max(1);
-        if self.next_slot_ns == 0 {
-            self.next_slot_ns = (t_ns / slot_ns) * slot_ns;
-        }
-        while self.next_slot_ns + slot_ns <= t_ns {
-            let t_end = self.next_slot_ns + slot_ns;
-            let index = self.next_slot_ns / slot_ns;
-            self.next_slot_ns = t_end;
+        // Slots are aligned to multiples of the slot length since the start of the run.
+        let mut next = *self.next_slot_ns.get_or_insert((t_ns / slot_ns) * slot_ns);
+        while next + slot_ns <= t_ns {
+            let t_end = next + slot_ns;
+            let index = next / slot_ns;
+            next = t_end;
+            self.next_slot_ns = Some(next);
             let grant = if self.state == State::Up {
-                self.sched.slot(&p, self.queued_bytes)
+                self.sched.slot(&p, self.queued_bytes - self.head_sent)
             } else {
                 SlotGrant::default()
             };

@@ -20,10 +20,8 @@ struct Summary {
     interruption_ms: f64,
 }
 
-fn summarise(out: &[RadioOutput], end_s: f64) -> Summary {
+fn summarise(out: &[RadioOutput]) -> Summary {
     let evs = events(out);
-    let rat = |id: u32, cfg: &BTreeMap<u32, RadioType>| cfg.get(&id).copied();
-    let _ = rat;
     let mut execs = Vec::new();
     let mut by_kind = BTreeMap::new();
     let mut last_report = None;
@@ -38,15 +36,11 @@ fn summarise(out: &[RadioOutput], end_s: f64) -> Summary {
                     cell_rat.insert(c.cell.0, c.rat);
                 }
             }
+            // The report the decision followed: the first one since the previous handover
+            // completed (later ones are ignored while a handover is under way).
             LinkEventKind::MeasurementReport {
                 on_leave: false, ..
-            } => {
-                // The report the decision followed: the first one since the previous handover
-                // completed (later ones are ignored while a handover is under way).
-                if last_report.is_none() {
-                    last_report = Some(e.t_ns);
-                }
-            }
+            } if last_report.is_none() => last_report = Some(e.t_ns),
             LinkEventKind::HandoverCommand { .. } => last_cmd = Some(e.t_ns),
             LinkEventKind::HandoverExecution { source, target } => {
                 execs.push((e.t_ns, source.0, target.0));
@@ -71,11 +65,7 @@ fn summarise(out: &[RadioOutput], end_s: f64) -> Summary {
     }
     let mut dwell: BTreeMap<RadioType, (f64, usize)> = BTreeMap::new();
     for w in execs.windows(2) {
-        let (s, d) = (
-            cell_rat.get(&w[0].2).copied().unwrap_or(RadioType::NrFr1),
-            cell_rat.get(&w[1].1).copied().unwrap_or(RadioType::NrFr1),
-        );
-        let _ = d;
+        let s = cell_rat.get(&w[0].2).copied().unwrap_or(RadioType::NrFr1);
         let x = dwell.entry(s).or_default();
         x.0 += secs(w[1].0 - w[0].0);
         x.1 += 1;
@@ -89,7 +79,6 @@ fn summarise(out: &[RadioOutput], end_s: f64) -> Summary {
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let intervals: Vec<f64> = execs.windows(2).map(|w| secs(w[1].0 - w[0].0)).collect();
-    let _ = end_s;
     Summary {
         handovers: execs.len(),
         mean_interval_s: mean(&intervals),
@@ -128,7 +117,7 @@ fn driving_handover_interval_is_of_m2ho_order() {
     let cfg = load_radio("driving-m2ho.toml");
     let end = 900.0;
     let out = run(&cfg, 3, end);
-    let s = summarise(&out, end);
+    let s = summarise(&out);
     print_summary("driving (12 m/s)", &s, 9.2);
     assert!(s.handovers >= 20);
     assert!(
@@ -153,7 +142,7 @@ fn walking_handover_interval_is_of_m2ho_order() {
     let cfg = load_radio("walking-m2ho.toml");
     let end = 2000.0;
     let out = run(&cfg, 3, end);
-    let s = summarise(&out, end);
+    let s = summarise(&out);
     print_summary("walking (1.4 m/s)", &s, 22.1);
     assert!(s.handovers >= 20);
     assert!(
@@ -290,7 +279,7 @@ fn loaded_sender_overflows_the_target_buffer() {
     assert!(r.len() >= 20);
     println!("== target-buffer overflow, loaded sender (driving) ==");
     println!(
-        "source -> target   handovers  with target-buffer loss  mean packets lost  other loss after exec"
+        "source -> target   handovers  with target-buffer loss  mean packets lost  loss after RA (300 ms)"
     );
     let mut by: BTreeMap<(RadioType, RadioType), (usize, usize, usize, usize)> = BTreeMap::new();
     for (s, d, tbo, after, _) in &r {

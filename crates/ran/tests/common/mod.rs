@@ -45,10 +45,6 @@ pub fn secs(t_ns: u64) -> f64 {
 }
 
 /// First event of a UE matching a predicate.
-pub fn first<'a>(
-    evs: &'a [LinkEvent],
-    ue: u32,
-    f: impl Fn(&LinkEventKind) -> bool,
-) -> Option<&'a LinkEvent> {
+pub fn first(evs: &[LinkEvent], ue: u32, f: impl Fn(&LinkEventKind) -> bool) -> Option<&LinkEvent> {
     evs.iter().find(|e| e.ue == ue && f(&e.event))
 }
