@@ -1730,3 +1730,199 @@ impl RadioModel {
         self.seed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CellConfig, InterfaceConfig, UeConfig};
+    use crate::mobility::MobilityConfig;
+
+    fn ue(id: u32, mobility: MobilityConfig) -> UeConfig {
+        UeConfig {
+            id,
+            height_m: 1.5,
+            mobility,
+            interfaces: vec![InterfaceConfig::cellular("nr0")],
+        }
+    }
+
+    fn cfg(cells: Vec<CellConfig>, ues: Vec<UeConfig>) -> RadioConfig {
+        let mut c: RadioConfig = serde_json::from_str(r#"{"cells": [], "ues": []}"#).unwrap();
+        c.cells = cells;
+        c.ues = ues;
+        c.channel.shadowing = false;
+        c.channel.los = channel::LosMode::Los;
+        c
+    }
+
+    fn up_rate(out: &[RadioOutput], ue: u32) -> u64 {
+        out.iter()
+            .filter_map(|o| match o {
+                RadioOutput::Link(LinkChange {
+                    ue: u,
+                    action: LinkAction::Up { dl_bps, .. } | LinkAction::Rate { dl_bps, .. },
+                    ..
+                }) if *u == ue => Some(*dl_bps),
+                _ => None,
+            })
+            .next_back()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn cell_capacity_is_shared_among_attached_ues() {
+        let cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+        let at = |id| {
+            ue(
+                id,
+                MobilityConfig::Static {
+                    position: [100.0, 0.0],
+                },
+            )
+        };
+        let mut one = RadioModel::new(&cfg(vec![cell.clone()], vec![at(0)]), 1).unwrap();
+        let single = up_rate(&one.advance(1_000_000_000), 0);
+        let mut two = RadioModel::new(&cfg(vec![cell], vec![at(0), at(1)]), 1).unwrap();
+        let out = two.advance(1_000_000_000);
+        let (a, b) = (up_rate(&out, 0), up_rate(&out, 1));
+        assert!(single > 100_000_000, "{single}");
+        assert_eq!(a, b);
+        assert!(
+            (a as f64 / single as f64 - 0.5).abs() < 1e-6,
+            "{a} vs {single}"
+        );
+        assert_eq!(two.path_state(1, 0).unwrap().dl_bps, b);
+    }
+
+    #[test]
+    fn static_ue_has_constant_rate_and_closer_is_faster() {
+        let cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+        let mut m = RadioModel::new(
+            &cfg(
+                vec![cell.clone()],
+                vec![ue(
+                    0,
+                    MobilityConfig::Static {
+                        position: [50.0, 0.0],
+                    },
+                )],
+            ),
+            1,
+        )
+        .unwrap();
+        let out = m.advance(2_000_000_000);
+        let changes = out
+            .iter()
+            .filter(|o| matches!(o, RadioOutput::Link(c) if matches!(c.action, LinkAction::Rate { .. })))
+            .count();
+        assert_eq!(changes, 0);
+        let near = up_rate(&out, 0);
+        let mut far = RadioModel::new(
+            &cfg(
+                vec![cell],
+                vec![ue(
+                    0,
+                    MobilityConfig::Static {
+                        position: [600.0, 0.0],
+                    },
+                )],
+            ),
+            1,
+        )
+        .unwrap();
+        assert!(up_rate(&far.advance(1_000_000_000), 0) < near);
+    }
+
+    #[test]
+    fn coverage_loss_and_return() {
+        let cell = CellConfig::new(1, RadioType::NrFr2, [0.0, 0.0]);
+        let mut c = cfg(
+            vec![cell],
+            vec![ue(
+                0,
+                MobilityConfig::Waypoints {
+                    points: vec![[20.0, 0.0], [3000.0, 0.0]],
+                    speed_mps: 100.0,
+                    repeat: true,
+                },
+            )],
+        );
+        c.measurement.detect_threshold_dbm = -120.0;
+        // NLOS at 28 GHz: undetectable (RSRP < -120 dBm) beyond about 600 m.
+        c.channel.los = channel::LosMode::Nlos;
+        let mut m = RadioModel::new(&c, 1).unwrap();
+        let out = m.advance(70_000_000_000);
+        let kinds: Vec<&LinkEventKind> = out
+            .iter()
+            .filter_map(|o| match o {
+                RadioOutput::Event(e) => Some(&e.event),
+                _ => None,
+            })
+            .filter(|k| {
+                matches!(
+                    k,
+                    LinkEventKind::LinkUp { .. } | LinkEventKind::LinkDown { .. }
+                )
+            })
+            .collect();
+        assert!(matches!(kinds[0], LinkEventKind::LinkUp { .. }));
+        assert!(matches!(
+            kinds[1],
+            LinkEventKind::LinkDown {
+                reason: DownReason::NoCoverage,
+                ..
+            }
+        ));
+        assert!(
+            matches!(kinds[2], LinkEventKind::LinkUp { .. }),
+            "{kinds:?}"
+        );
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let mut cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+        cell.bandwidth_mhz = Some(33.0);
+        let e = RadioModel::new(&cfg(vec![cell], vec![]), 1).unwrap_err();
+        assert!(
+            e.to_string().contains("radio.cells[0].bandwidth_mhz"),
+            "{e}"
+        );
+        let mut c = cfg(
+            vec![CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0])],
+            vec![],
+        );
+        c.rrc.events[0].event = polypath_link::MeasEvent::A4;
+        let e = RadioModel::new(&c, 1).unwrap_err();
+        assert!(
+            e.to_string().contains("radio.rrc.events[0].threshold"),
+            "{e}"
+        );
+        let mut u = ue(
+            0,
+            MobilityConfig::Static {
+                position: [0.0, 0.0],
+            },
+        );
+        u.interfaces[0].initial_cell = Some(9);
+        let e = RadioModel::new(
+            &cfg(
+                vec![CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0])],
+                vec![u],
+            ),
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("ues[0].interfaces[0].initial_cell"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_toml_keys_are_rejected() {
+        let text = r#"{"cells": [{"id": 1, "type": "nr_fr1", "position": [0, 0], "colour": 1}], "ues": []}"#;
+        let e = serde_json::from_str::<RadioConfig>(text).unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+    }
+}
