@@ -1925,4 +1925,41 @@ mod tests {
         let e = serde_json::from_str::<RadioConfig>(text).unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+        /// Whatever the seed and route: outputs are time-ordered, JSON-safe, and every
+        /// interruption ends (up or down) before the run does.
+        #[test]
+        fn outputs_are_ordered_finite_and_interruptions_end(
+            seed in proptest::prelude::any::<u64>(),
+            y in -200.0f64..200.0,
+            speed in 5.0f64..30.0,
+        ) {
+            let cells = vec![
+                CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]),
+                CellConfig::new(2, RadioType::NrFr2, [150.0, 30.0]),
+                CellConfig::new(3, RadioType::NrFr1, [400.0, 0.0]),
+            ];
+            let mut c = cfg(cells, vec![ue(0, MobilityConfig::Line { from: [-100.0, y], to: [500.0, y], speed_mps: speed, start_s: 0.0 })]);
+            c.channel.shadowing = true;
+            c.channel.los = channel::LosMode::Stochastic;
+            let mut m = RadioModel::new(&c, seed).unwrap();
+            let end = 600.0 / speed + 2.0;
+            let out = m.advance((end * 1e9) as u64);
+            proptest::prop_assert!(out.windows(2).all(|w| w[0].t_ns() <= w[1].t_ns()));
+            let mut interrupted = false;
+            for o in &out {
+                match o {
+                    RadioOutput::Event(e) => proptest::prop_assert!(e.event.is_finite()),
+                    RadioOutput::Link(ch) => match ch.action {
+                        LinkAction::Interrupt { .. } => interrupted = true,
+                        LinkAction::Up { .. } | LinkAction::Down { .. } => interrupted = false,
+                        _ => {}
+                    },
+                }
+            }
+            proptest::prop_assert!(!interrupted);
+        }
+    }
 }
