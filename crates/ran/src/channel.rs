@@ -1,0 +1,375 @@
+//! Large-scale channel: TR 38.901 UMi-Street Canyon path loss, LOS probability and spatially
+//! correlated shadow fading for the 3GPP cells; a log-distance model for Wi-Fi; a Lambertian
+//! line-of-sight model for LiFi; thermal noise.
+
+use crate::dist::{GaussMarkov, normal_cdf};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Propagation velocity used by TR 38.901 (Table 7.4.1-1 note 1: c = 3.0×10^8 m/s).
+pub const C: f64 = 3.0e8;
+
+/// Shadow-fading standard deviation of UMi-Street Canyon LOS (Table 7.4.1-1): σ_SF = 4 dB.
+pub const UMI_SF_STD_LOS_DB: f64 = 4.0;
+/// Shadow-fading standard deviation of UMi-Street Canyon NLOS (Table 7.4.1-1): σ_SF = 7.82 dB.
+pub const UMI_SF_STD_NLOS_DB: f64 = 7.82;
+/// Shadow-fading decorrelation distance, UMi LOS (TR 38.901 Table 7.5-6 part 1): 10 m.
+pub const UMI_SF_CORR_LOS_M: f64 = 10.0;
+/// Shadow-fading decorrelation distance, UMi NLOS (TR 38.901 Table 7.5-6 part 1): 13 m.
+pub const UMI_SF_CORR_NLOS_M: f64 = 13.0;
+/// Correlation distance of the LOS/NLOS state, UMi (TR 38.901 Table 7.6.3.1-2): 50 m.
+pub const UMI_LOS_CORR_M: f64 = 50.0;
+/// The effective environment height h_E of UMi (Table 7.4.1-1 note 1): 1 m.
+pub const UMI_H_E: f64 = 1.0;
+
+/// 3D distance between a base station at height `h_bs` and a UE at height `h_ut`, `d2d`
+/// apart horizontally.
+pub fn d3d(d2d: f64, h_bs: f64, h_ut: f64) -> f64 {
+    (d2d * d2d + (h_bs - h_ut) * (h_bs - h_ut)).sqrt()
+}
+
+//= 3GPP TR 38.901 V17 Table 7.4.1-1 note 1
+//# d'BP = 4 h'BS h'UT fc / c, where fc is the centre frequency in Hz, c = 3.0×10^8 m/s,
+//# h'BS = hBS − hE and h'UT = hUT − hE, hE = 1.0 m (UMi)
+/// Breakpoint distance d'_BP in metres for carrier `fc_ghz`.
+pub fn umi_breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
+    4.0 * (h_bs - UMI_H_E) * (h_ut - UMI_H_E) * fc_ghz * 1e9 / C
+}
+
+//= 3GPP TR 38.901 V17 Table 7.4.1-1, UMi-Street Canyon, LOS
+//# PL_UMi-LOS = PL1 for 10 m ≤ d2D ≤ d'BP, PL2 for d'BP ≤ d2D ≤ 5 km
+//# PL1 = 32.4 + 21 log10(d3D) + 20 log10(fc)
+//# PL2 = 32.4 + 40 log10(d3D) + 20 log10(fc) − 9.5 log10((d'BP)^2 + (hBS − hUT)^2)
+/// UMi-Street Canyon LOS path loss in dB. `d2d` is clamped to the model's validity range
+/// [10 m, 5 km]; `fc_ghz` in GHz, heights in metres.
+pub fn umi_los_path_loss_db(d2d: f64, fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
+    let d2d = d2d.clamp(10.0, 5000.0);
+    let d3 = d3d(d2d, h_bs, h_ut);
+    let bp = umi_breakpoint_m(fc_ghz, h_bs, h_ut);
+    if d2d <= bp {
+        32.4 + 21.0 * d3.log10() + 20.0 * fc_ghz.log10()
+    } else {
+        32.4 + 40.0 * d3.log10() + 20.0 * fc_ghz.log10()
+            - 9.5 * (bp * bp + (h_bs - h_ut) * (h_bs - h_ut)).log10()
+    }
+}
+
+//= 3GPP TR 38.901 V17 Table 7.4.1-1, UMi-Street Canyon, NLOS
+//# PL_UMi-NLOS = max(PL_UMi-LOS, PL'_UMi-NLOS) for 10 m ≤ d2D ≤ 5 km
+//# PL'_UMi-NLOS = 35.3 log10(d3D) + 22.4 + 21.3 log10(fc) − 0.3 (hUT − 1.5)
+/// UMi-Street Canyon NLOS path loss in dB (same clamping as the LOS formula).
+pub fn umi_nlos_path_loss_db(d2d: f64, fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
+    let d2c = d2d.clamp(10.0, 5000.0);
+    let d3 = d3d(d2c, h_bs, h_ut);
+    let nlos = 35.3 * d3.log10() + 22.4 + 21.3 * fc_ghz.log10() - 0.3 * (h_ut - 1.5);
+    nlos.max(umi_los_path_loss_db(d2d, fc_ghz, h_bs, h_ut))
+}
+
+//= 3GPP TR 38.901 V17 Table 7.4.2-1, UMi-Street Canyon
+//# Pr_LOS = 1 for d2D-out ≤ 18 m;
+//# Pr_LOS = 18/d2D-out + exp(−d2D-out/36) (1 − 18/d2D-out) for 18 m < d2D-out
+/// Probability that a UE at horizontal distance `d2d` has line of sight to a UMi cell.
+pub fn umi_los_probability(d2d: f64) -> f64 {
+    if d2d <= 18.0 {
+        1.0
+    } else {
+        18.0 / d2d + (-d2d / 36.0).exp() * (1.0 - 18.0 / d2d)
+    }
+}
+
+/// Thermal noise power in dBm over `bandwidth_hz` with receiver noise figure `nf_db`
+/// (−174 dBm/Hz at 290 K).
+pub fn thermal_noise_dbm(bandwidth_hz: f64, nf_db: f64) -> f64 {
+    -174.0 + 10.0 * bandwidth_hz.max(1.0).log10() + nf_db
+}
+
+/// Log-distance path loss for Wi-Fi: free-space loss at 1 m plus `10·n·log10(d)`,
+/// `PL(d) = 20·log10(4π·f/c) + 10·n·log10(max(d, 1 m))`. A simple indoor/outdoor
+/// model (n = 2 free space, about 3 indoors through walls); shadowing is added separately.
+pub fn wifi_path_loss_db(d3d_m: f64, fc_ghz: f64, exponent: f64) -> f64 {
+    let fspl_1m = 20.0 * (4.0 * std::f64::consts::PI * fc_ghz * 1e9 / C).log10();
+    fspl_1m + 10.0 * exponent * d3d_m.max(1.0).log10()
+}
+
+/// Parameters of a LiFi access point (a downward-facing LED luminaire) and its receiver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifiParams {
+    /// Transmitted optical power in watts.
+    #[serde(default = "LifiParams::default_power")]
+    pub optical_power_w: f64,
+    /// LED semi-angle at half power Φ½ in degrees (Lambertian order m = −ln 2 / ln cos Φ½).
+    #[serde(default = "LifiParams::default_semi_angle")]
+    pub semi_angle_deg: f64,
+    /// Receiver field of view (half angle) in degrees: the light cone. Outside it there is no
+    /// link at all.
+    #[serde(default = "LifiParams::default_fov")]
+    pub fov_deg: f64,
+    /// Photodetector area in cm².
+    #[serde(default = "LifiParams::default_area")]
+    pub detector_area_cm2: f64,
+    /// Photodetector responsivity in A/W.
+    #[serde(default = "LifiParams::default_responsivity")]
+    pub responsivity_a_per_w: f64,
+    /// Receiver noise power spectral density in A²/Hz (shot plus thermal noise).
+    #[serde(default = "LifiParams::default_noise")]
+    pub noise_a2_per_hz: f64,
+}
+
+impl LifiParams {
+    fn default_power() -> f64 {
+        1.0
+    }
+    fn default_semi_angle() -> f64 {
+        60.0
+    }
+    fn default_fov() -> f64 {
+        60.0
+    }
+    fn default_area() -> f64 {
+        1.0
+    }
+    fn default_responsivity() -> f64 {
+        0.53
+    }
+    fn default_noise() -> f64 {
+        1e-21
+    }
+
+    /// Received optical power (dBm) and electrical SNR (dB) of a receiver at horizontal
+    /// distance `r_m` from the luminaire, `dh_m` below it, over `bandwidth_hz`; `None`
+    /// outside the light cone.
+    ///
+    /// Lambertian line-of-sight gain (Kahn & Barry 1997; Komine & Nakagawa 2004):
+    /// `H = (m+1)·A / (2π·d²) · cos^m(φ) · cos(ψ)` for `ψ ≤ FOV`, 0 otherwise, where φ is
+    /// the emission angle and ψ the incidence angle (equal for a downward LED and an
+    /// upward receiver); `SNR = (R·H·P)² / (N0·B)`.
+    pub fn receive(&self, r_m: f64, dh_m: f64, bandwidth_hz: f64) -> Option<(f64, f64)> {
+        if dh_m <= 0.0 {
+            return None;
+        }
+        let d = (r_m * r_m + dh_m * dh_m).sqrt();
+        let cos_psi = dh_m / d;
+        if cos_psi < self.fov_deg.to_radians().cos() {
+            return None;
+        }
+        let m = -(2f64.ln()) / self.semi_angle_deg.to_radians().cos().ln();
+        let area = self.detector_area_cm2 * 1e-4;
+        let h = (m + 1.0) * area / (2.0 * std::f64::consts::PI * d * d) * cos_psi.powf(m) * cos_psi;
+        let p_rx = h * self.optical_power_w;
+        let i = self.responsivity_a_per_w * p_rx;
+        let snr = i * i / (self.noise_a2_per_hz * bandwidth_hz.max(1.0));
+        (snr > 0.0).then(|| (10.0 * (p_rx * 1e3).log10(), 10.0 * snr.log10()))
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |v: f64| v.is_finite() && v > 0.0;
+        if !(pos(self.optical_power_w)
+            && pos(self.detector_area_cm2)
+            && pos(self.responsivity_a_per_w)
+            && pos(self.noise_a2_per_hz))
+        {
+            return Err("LiFi powers, area, responsivity and noise must be positive".into());
+        }
+        if !(self.semi_angle_deg > 0.0 && self.semi_angle_deg < 90.0) {
+            return Err("semi_angle_deg must be in (0, 90)".into());
+        }
+        if !(self.fov_deg > 0.0 && self.fov_deg < 90.0) {
+            return Err("fov_deg must be in (0, 90)".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for LifiParams {
+    fn default() -> Self {
+        LifiParams {
+            optical_power_w: Self::default_power(),
+            semi_angle_deg: Self::default_semi_angle(),
+            fov_deg: Self::default_fov(),
+            detector_area_cm2: Self::default_area(),
+            responsivity_a_per_w: Self::default_responsivity(),
+            noise_a2_per_hz: Self::default_noise(),
+        }
+    }
+}
+
+/// How the LOS state of 3GPP links is chosen.
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LosMode {
+    /// Drawn from the TR 38.901 LOS probability with a spatially consistent (50 m correlated)
+    /// random variable, as in TR 38.901 §7.6.3.1.
+    #[default]
+    Stochastic,
+    /// Always line of sight.
+    Los,
+    /// Never line of sight.
+    Nlos,
+}
+
+/// The slowly varying, spatially correlated part of one UE–cell channel: the LOS state
+/// variable and the LOS and NLOS shadow-fading processes, all driven by the distance the UE
+/// travels.
+#[derive(Debug, Clone)]
+pub struct LargeScale {
+    los_state: GaussMarkov,
+    sf_los: GaussMarkov,
+    sf_nlos: GaussMarkov,
+}
+
+impl LargeScale {
+    /// Draws a fresh channel. `sf_corr_m` overrides both shadow-fading correlation distances
+    /// (used for Wi-Fi); `None` uses the UMi values.
+    pub fn new<R: Rng + ?Sized>(sf_corr_m: Option<f64>, rng: &mut R) -> Self {
+        LargeScale {
+            los_state: GaussMarkov::new(UMI_LOS_CORR_M, rng),
+            sf_los: GaussMarkov::new(sf_corr_m.unwrap_or(UMI_SF_CORR_LOS_M), rng),
+            sf_nlos: GaussMarkov::new(sf_corr_m.unwrap_or(UMI_SF_CORR_NLOS_M), rng),
+        }
+    }
+
+    /// The UE moved `delta_m` metres.
+    pub fn advance<R: Rng + ?Sized>(&mut self, delta_m: f64, rng: &mut R) {
+        self.los_state.advance(delta_m, rng);
+        self.sf_los.advance(delta_m, rng);
+        self.sf_nlos.advance(delta_m, rng);
+    }
+
+    //= 3GPP TR 38.901 V17 §7.6.3.1
+    //# the LOS state is determined by comparing a spatially consistent uniform random
+    //# variable with the LOS probability
+    /// Whether the link is LOS at horizontal distance `d2d` under `mode`.
+    pub fn is_los(&self, d2d: f64, mode: LosMode) -> bool {
+        match mode {
+            LosMode::Los => true,
+            LosMode::Nlos => false,
+            LosMode::Stochastic => normal_cdf(self.los_state.value()) < umi_los_probability(d2d),
+        }
+    }
+
+    /// The unit-variance shadow-fading variable of the given state.
+    pub fn shadow_unit(&self, los: bool) -> f64 {
+        if los {
+            self.sf_los.value()
+        } else {
+            self.sf_nlos.value()
+        }
+    }
+
+    /// Shadow fading in dB for the given state: σ · (√ρ · common + √(1 − ρ) · own), where
+    /// `common` is the UE's site-independent component and ρ the inter-site correlation
+    /// (0.5 in 3GPP system-level calibrations, e.g. TR 36.814 Table A.2.1.1.2-3). σ is the
+    /// UMi value of the state, or `sigma_override_db`.
+    pub fn shadow_db(
+        &self,
+        los: bool,
+        sigma_override_db: Option<f64>,
+        common: &LargeScale,
+        rho: f64,
+    ) -> f64 {
+        let sigma = sigma_override_db.unwrap_or(if los {
+            UMI_SF_STD_LOS_DB
+        } else {
+            UMI_SF_STD_NLOS_DB
+        });
+        let rho = rho.clamp(0.0, 1.0);
+        sigma * (rho.sqrt() * common.shadow_unit(los) + (1.0 - rho).sqrt() * self.shadow_unit(los))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) {
+        assert!((a - b).abs() < 0.01, "{a} vs {b}");
+    }
+
+    // Hand computations from TR 38.901 Table 7.4.1-1, hBS = 10 m, hUT = 1.5 m (so
+    // hBS − hUT = 8.5 m, h'BS = 9 m, h'UT = 0.5 m).
+    #[test]
+    fn umi_breakpoint_by_hand() {
+        // d'BP = 4 · 9 · 0.5 · 3.5e9 / 3e8 = 210 m; at 28 GHz: 1680 m.
+        close(umi_breakpoint_m(3.5, 10.0, 1.5), 210.0);
+        close(umi_breakpoint_m(28.0, 10.0, 1.5), 1680.0);
+    }
+
+    #[test]
+    fn umi_los_by_hand() {
+        // d2D = 100 m, 3.5 GHz: d3D = sqrt(100² + 8.5²) = 100.3606;
+        // PL1 = 32.4 + 21·log10(100.3606) + 20·log10(3.5) = 32.4 + 42.0329 + 10.8814 = 85.3142.
+        close(umi_los_path_loss_db(100.0, 3.5, 10.0, 1.5), 85.3142);
+        // d2D = 250 m > d'BP = 210 m, 3.5 GHz: d3D = 250.1445;
+        // PL2 = 32.4 + 40·log10(250.1445) + 10.8814 − 9.5·log10(210² + 8.5²)
+        //     = 32.4 + 95.9292 + 10.8814 − 9.5·4.64515 (= 44.1289) = 95.0817 (to rounding).
+        close(umi_los_path_loss_db(250.0, 3.5, 10.0, 1.5), 95.0801);
+        // d2D = 100 m, 28 GHz (d'BP = 1680 m, so PL1): 32.4 + 42.0329 + 20·log10(28)
+        //     = 32.4 + 42.0329 + 28.9432 = 103.3761.
+        close(umi_los_path_loss_db(100.0, 28.0, 10.0, 1.5), 103.376);
+        // d2D = 400 m, 28 GHz: d3D = 400.0903; 32.4 + 21·2.602158 + 28.9432 = 115.9885.
+        close(umi_los_path_loss_db(400.0, 28.0, 10.0, 1.5), 115.9885);
+    }
+
+    #[test]
+    fn umi_nlos_by_hand() {
+        // d2D = 200 m, 3.5 GHz: d3D = 200.1805;
+        // PL' = 35.3·log10(200.1805) + 22.4 + 21.3·log10(3.5) − 0
+        //     = 35.3·2.301422 + 22.4 + 21.3·0.544068 = 81.2402 + 22.4 + 11.5887 = 115.2289;
+        // PL_LOS(200) = 91.6112 < PL', so PL_NLOS = 115.2289.
+        close(umi_nlos_path_loss_db(200.0, 3.5, 10.0, 1.5), 115.2288);
+        // d2D = 50 m, 28 GHz: d3D = 50.7174;
+        // PL' = 35.3·1.705157 + 22.4 + 21.3·1.447158 = 60.1920 + 22.4 + 30.8245 = 113.4165.
+        close(umi_nlos_path_loss_db(50.0, 28.0, 10.0, 1.5), 113.4165);
+        // d2D = 100 m, 3.5 GHz: 35.3·2.001563 + 22.4 + 11.5887 = 104.6438.
+        close(umi_nlos_path_loss_db(100.0, 3.5, 10.0, 1.5), 104.6438);
+        // hUT correction: −0.3·(hUT − 1.5): a 11.5 m UE loses 3 dB less (before the max).
+        let a = 35.3 * d3d(300.0, 10.0, 11.5).log10() + 22.4 + 21.3 * 3.5f64.log10() - 3.0;
+        close(umi_nlos_path_loss_db(300.0, 3.5, 10.0, 11.5), a);
+    }
+
+    #[test]
+    fn nlos_never_below_los() {
+        for d in [10.0, 30.0, 100.0, 300.0, 1000.0, 4000.0] {
+            for f in [0.7, 3.5, 28.0, 60.0] {
+                assert!(
+                    umi_nlos_path_loss_db(d, f, 10.0, 1.5) >= umi_los_path_loss_db(d, f, 10.0, 1.5)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn umi_los_probability_by_hand() {
+        close(umi_los_probability(10.0), 1.0);
+        close(umi_los_probability(18.0), 1.0);
+        // 18/100 + exp(−100/36)·(1 − 0.18) = 0.18 + 0.062210·0.82 = 0.23098.
+        assert!((umi_los_probability(100.0) - 0.230_985).abs() < 1e-5);
+        // 18/200 + exp(−200/36)·0.91 = 0.09 + 0.003866·0.91 = 0.093518.
+        assert!((umi_los_probability(200.0) - 0.093_518).abs() < 1e-5);
+    }
+
+    #[test]
+    fn noise_and_wifi() {
+        // −174 + 10·log10(100e6) + 9 = −174 + 80 + 9.
+        close(thermal_noise_dbm(100e6, 9.0), -85.0);
+        // 5 GHz, 1 m: 20·log10(4π·5e9/3e8) = 46.4205; 10 m at n = 3: +30.
+        close(wifi_path_loss_db(1.0, 5.0, 3.0), 46.4205);
+        close(wifi_path_loss_db(10.0, 5.0, 3.0), 76.4205);
+    }
+
+    #[test]
+    fn lifi_cone() {
+        let p = LifiParams::default();
+        // Directly below at 2.25 m: m = 1, H = 2·1e-4/(2π·2.25²) = 6.288e-6,
+        // I = 0.53·6.288e-6 = 3.333e-6 A, SNR = I²/(1e-21·20e6) = 555.4 -> 27.45 dB.
+        let (rx_dbm, snr) = p.receive(0.0, 2.25, 20e6).unwrap();
+        // P_rx = 6.288e-6 W = -22.01 dBm.
+        assert!((rx_dbm + 22.01).abs() < 0.02, "{rx_dbm}");
+        assert!((snr - 27.45).abs() < 0.02, "{snr}");
+        // At the cone edge (60°) r = 2.25·tan 60° = 3.897 m; just outside there is nothing.
+        assert!(p.receive(3.89, 2.25, 20e6).is_some());
+        assert!(p.receive(3.91, 2.25, 20e6).is_none());
+    }
+}
