@@ -1,8 +1,8 @@
 //! Configuration of endpoints and connections.
 
-use crate::cc::{ControllerFactory, CubicFactory};
+use crate::cc::{ControllerFactory, CubicConfig};
 use crate::qlog::QlogFactory;
-use crate::sched::{SchedulerFactory, MinRttFactory};
+use crate::sched::{MinRttFactory, SchedulerFactory};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +100,7 @@ impl Default for TransportConfig {
             max_gso_segments: 10,
             key_update_interval: None,
             initial_max_path_id: None,
-            congestion_controller: Arc::new(CubicFactory::default()),
+            congestion_controller: Arc::new(CubicConfig::default()),
             scheduler: Arc::new(MinRttFactory),
             persistent_congestion_threshold: 3,
         }

@@ -6,7 +6,7 @@
 use crate::config::{ClientConfig, EndpointConfig, ServerConfig};
 use crate::connection::{Connection, ConnectionParams, EndpointEvent, Event, TlsSessionBuilder, Transmit};
 use crate::crypto::{ResetKey, TokenKey};
-use crate::packet::{self, HeaderForm, LongType};
+use crate::packet::{self, Header, LongType};
 use crate::qlog::QlogStream;
 use crate::shared::{ConnectionId, PathId, Side};
 use bytes::BytesMut;
@@ -144,28 +144,31 @@ impl Endpoint {
         let header = match packet::decode_header(&data, self.config.local_cid_len) {
             Ok(h) => h,
             Err(packet::PacketDecodeError::UnsupportedVersion { dcid, scid, .. }) => {
+                let (Some(dcid), Some(scid)) = (data.get(dcid), data.get(scid)) else { return None };
+                let (dcid, scid) = (dcid.to_vec(), scid.to_vec());
                 self.send_version_negotiation(local, remote, &dcid, &scid, data.len());
                 return None;
             }
             Err(_) => return None,
         };
-        if let Some(&handle) = self.cid_map.get(&header.dcid).or_else(|| match &header.form {
-            HeaderForm::Long { ty: LongType::Initial | LongType::ZeroRtt, .. } => self.initial_map.get(&header.dcid),
+        let routed = self.cid_map.get(&header.dcid).or_else(|| match &header.header {
+            Header::Long { ty: LongType::Initial | LongType::ZeroRtt, .. } => self.initial_map.get(&header.dcid),
             _ => None,
-        }) {
+        });
+        if let Some(&handle) = routed {
             if let Some(conn) = self.connections.get_mut(&handle) {
                 conn.handle_datagram(now, local, remote, data);
                 self.drain_endpoint_events(handle);
                 return Some(handle);
             }
         }
-        match &header.form {
-            HeaderForm::Long { ty: LongType::Initial, version, scid, token } => {
+        match &header.header {
+            Header::Long { ty: LongType::Initial, version, scid, token, .. } => {
                 let (version, scid, token) = (*version, *scid, token.clone());
                 let token_bytes = data.get(token).map(|t| t.to_vec()).unwrap_or_default();
                 self.on_new_initial(now, local, remote, data, header.dcid, scid, version, &token_bytes)
             }
-            HeaderForm::Short => {
+            Header::Short { .. } => {
                 self.send_stateless_reset(local, remote, &header.dcid, data.len());
                 None
             }
@@ -212,7 +215,7 @@ impl Endpoint {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
             //# A server MAY send a Retry packet in response to an Initial packet with
             //# an invalid token.
-            match self.token_key.open(token, remote, since_epoch, RETRY_TOKEN_LIFETIME) {
+            match self.token_key.open_retry_token(token, remote, since_epoch, RETRY_TOKEN_LIFETIME) {
                 Ok(t) if t.retry_scid == dcid => (t.original_dcid, Some(dcid)),
                 _ => {
                     self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
@@ -425,7 +428,7 @@ impl Endpoint {
     //# If the version selected by the client is not acceptable to the
     //# server, the server responds with a Version Negotiation packet; see
     //# Section 17.2.1.
-    fn send_version_negotiation(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &ConnectionId, scid: &ConnectionId, len: usize) {
+    fn send_version_negotiation(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &[u8], scid: &[u8], len: usize) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-6.1
         //# A server MAY limit the number of Version Negotiation packets it sends.
         //
@@ -437,7 +440,11 @@ impl Endpoint {
         }
         let mut buf = Vec::new();
         let first: u8 = self.rng.random();
-        packet::encode_version_negotiation(&mut buf, first, scid, dcid, &[packet::VERSION_1]);
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-17.2.1
+        //# The server MUST include the value from the Source Connection ID field
+        //# of the packet it receives in the Destination Connection ID field.
+        let grease = packet::grease_version(self.rng.random());
+        packet::write_version_negotiation(&mut buf, first, scid, dcid, packet::SUPPORTED_VERSIONS, Some(grease));
         self.queue_stateless(local, remote, buf);
     }
 
@@ -451,10 +458,11 @@ impl Endpoint {
         since_epoch: Duration,
     ) {
         let retry_scid = self.new_local_cid();
-        let token = self.token_key.seal(remote, client_dcid, &retry_scid, since_epoch, &mut self.rng);
+        let token = self.token_key.seal_retry_token(&mut self.rng, remote, client_dcid, &retry_scid, since_epoch);
         let mut buf = Vec::new();
-        packet::encode_retry(&mut buf, version, client_scid, &retry_scid, &token);
-        let tag = crate::crypto::retry_integrity_tag(version, client_dcid, &buf);
+        let unused: u8 = self.rng.random();
+        packet::write_retry(&mut buf, unused, version, client_scid, &retry_scid, &token);
+        let Some(tag) = crate::crypto::retry_integrity_tag(version, client_dcid, &buf) else { return };
         buf.extend_from_slice(&tag);
         self.queue_stateless(local, remote, buf);
     }

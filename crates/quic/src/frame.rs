@@ -871,14 +871,7 @@ impl Datagram {
     }
 }
 
-/// The two path statuses of draft-ietf-quic-multipath-21 section 3.3.
-#[derive(Debug, Copy, Clone, Eq, PartialEq, Hash)]
-pub enum PathStatus {
-    /// PATH_STATUS_AVAILABLE: the path may be used for sending.
-    Available,
-    /// PATH_STATUS_BACKUP: the peer prefers the path not be used while others work.
-    Backup,
-}
+pub use crate::sched::PathStatus;
 
 /// A QUIC frame.
 #[derive(Debug, Clone, Eq, PartialEq)]

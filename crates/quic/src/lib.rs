@@ -16,7 +16,11 @@
 
 pub mod cc;
 pub mod coding;
+pub mod config;
+pub mod connection;
 pub mod crypto;
+pub mod datagrams;
+pub mod endpoint;
 pub mod error;
 pub mod frame;
 pub mod packet;
@@ -29,6 +33,9 @@ pub mod streams;
 pub mod transport_parameters;
 pub mod varint;
 
+pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
+pub use connection::{Connection, ConnectionError, ConnectionStats, Event, PathInfo, PathStats, Transmit};
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
 pub use error::{TransportError, TransportErrorCode};
 pub use shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
 pub use varint::VarInt;

@@ -63,11 +63,6 @@ impl LocalCids {
         self.paths.get(&path_id).map_or(0, |p| p.next_sequence)
     }
 
-    /// The active IDs of a path, oldest first.
-    pub fn active(&self, path_id: PathId) -> impl Iterator<Item = &IssuedCid> {
-        self.paths.get(&path_id).into_iter().flat_map(|p| p.active.values())
-    }
-
     /// Looks up an issued ID that is still active.
     pub fn get(&self, path_id: PathId, sequence: u64) -> Option<&IssuedCid> {
         self.paths.get(&path_id)?.active.get(&sequence)
@@ -356,10 +351,6 @@ impl PeerCids {
         })
     }
 
-    /// Paths for which the peer has issued at least one ID.
-    pub fn paths(&self) -> impl Iterator<Item = PathId> + '_ {
-        self.paths.keys().copied()
-    }
 }
 
 #[cfg(test)]

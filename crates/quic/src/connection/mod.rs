@@ -14,12 +14,13 @@ mod cids;
 mod handshake;
 mod loss;
 mod paths;
+mod qlog_frames;
 mod recv;
 mod send;
 mod spaces;
 mod timers;
 
-pub use paths::PathStats;
+pub use paths::{OpenPathError, PathStats};
 
 use crate::config::TransportConfig;
 use crate::crypto::{OneRttKeys, ResetKey, TlsSession};

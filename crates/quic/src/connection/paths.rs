@@ -1,18 +1,16 @@
-//! Per-path state: addresses, validation, the path's 1-RTT packet-number space, RTT
-//! estimation, congestion control, pacing and statistics.
+//! Per-path state — addresses, validation, the path's 1-RTT packet-number space, RTT
+//! estimation, congestion control, pacing, statistics — and the path lifecycle: opening,
+//! validating, changing status, abandoning and discarding paths.
 //!
 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-5.3
 //# With the multipath extension, multiple paths can be used simultaneously,
 //# therefore separate congestion control state is maintained for each path.
 
-use super::spaces::PacketSpace;
+use super::loss::Requeue;
+use super::spaces::{PacketSpace, SentFrames};
+use super::*;
 use crate::cc::CongestionController;
-use crate::recovery::{Pacer, RttEstimator};
-use crate::sched::{PathSnapshot, PathState, PathStatus};
-use crate::shared::PathId;
-use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use crate::recovery::{DeliveryRateEstimator, Pacer, PacerConfig, RttEstimator, SpaceKind};
 
 /// Statistics of one path, reported in summaries.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -39,24 +37,28 @@ pub struct PathStats {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Challenge {
     pub token: [u8; 8],
-    /// When the current challenge was (or is to be) sent; `None` while a new one is owed.
+    /// When the current challenge was sent; `None` while one is owed.
     pub sent_at: Option<Instant>,
     /// When validation gives up.
     pub give_up_at: Instant,
-    /// Challenges sent so far.
-    pub attempts: u32,
 }
 
-/// State of PMTU discovery on a path (a single probe up to the configured maximum).
+/// State of path MTU discovery (a single probe up to the configured maximum).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MtuDiscovery {
-    /// Nothing to probe (already at the maximum, or discovery disabled).
+    /// Nothing to probe (at the maximum already, or discovery disabled).
     Done,
-    /// A probe of this size should be sent when the path is idle enough.
+    /// A probe of this size should be sent.
     Pending { size: u16, attempts: u8 },
     /// A probe of this size is in flight.
     InFlight { size: u16, attempts: u8 },
 }
+
+/// Probes of one size before path MTU discovery gives up.
+const MTU_PROBE_ATTEMPTS: u8 = 3;
+
+/// Weight of a new sample in the loss-rate average (about the last 100 packets).
+const LOSS_RATE_GAIN: f64 = 0.01;
 
 /// Everything a connection knows about one path.
 pub(crate) struct Path {
@@ -65,23 +67,23 @@ pub(crate) struct Path {
     pub remote: SocketAddr,
     pub state: PathState,
     pub local_status: PathStatus,
+    /// Sequence number of the last PATH_STATUS_* frame we sent (or are about to send).
     pub local_status_sequence: u64,
     pub status_frame_pending: bool,
     pub peer_status: Option<PathStatus>,
     pub peer_status_sequence: Option<u64>,
-    /// The path's 1-RTT packet-number space (for path 0 this is the Application Data space).
+    /// The path's 1-RTT packet-number space (for path 0 the Application Data space).
     pub space: PacketSpace,
     pub rtt: RttEstimator,
     pub cc: Box<dyn CongestionController>,
     pub pacer: Pacer,
+    pub delivery: DeliveryRateEstimator,
     pub mtu: u16,
     pub mtu_discovery: MtuDiscovery,
     /// Consecutive PTO expirations (RFC 9002 pto_count).
     pub pto_count: u32,
     /// Bytes counted in flight on this path, all spaces together.
     pub bytes_in_flight: u64,
-    /// When the first RTT sample was taken (for persistent congestion, RFC 9002 7.6.2).
-    pub first_rtt_sample: Option<Instant>,
     /// Our challenge, while validating.
     pub challenge: Option<Challenge>,
     /// PATH_RESPONSE payloads owed to the peer on this path.
@@ -92,20 +94,20 @@ pub(crate) struct Path {
     pub unvalidated_received: u64,
     /// Bytes sent on the path before its address was validated.
     pub unvalidated_sent: u64,
-    /// PATH_ABANDON frame owed to the peer.
+    /// PATH_ABANDON frame owed to the peer, with its error code.
     pub abandon_pending: Option<u64>,
-    /// Both sides are done with the path; its state is dropped at this time.
+    /// When the path's state is dropped after abandonment.
     pub discard_at: Option<Instant>,
     /// Last time an ack-eliciting packet was sent on the path.
     pub last_ack_eliciting_sent: Option<Instant>,
-    /// Last time anything was received on the path.
-    pub last_received: Option<Instant>,
     /// Exponentially weighted fraction of packets lost.
     pub loss_rate: f64,
-    /// Latest delivery rate estimate in bytes per second.
+    /// Latest delivery-rate estimate in bytes per second.
     pub delivery_rate: Option<u64>,
     /// Latest link-layer throughput prediction in bit/s.
     pub predicted_throughput: Option<u64>,
+    /// When the pacer next allows a packet, as of the last check.
+    pub pacing_release: Option<Instant>,
     pub stats: PathStats,
 }
 
@@ -120,17 +122,13 @@ impl std::fmt::Debug for Path {
     }
 }
 
-/// Weight of a new sample in the loss-rate average (about the last 100 packets).
-const LOSS_RATE_GAIN: f64 = 0.01;
-
 impl Path {
     pub fn new(
         id: PathId,
         local: SocketAddr,
         remote: SocketAddr,
-        initial_rtt: Duration,
+        config: &TransportConfig,
         cc: Box<dyn CongestionController>,
-        mtu: u16,
         validated: bool,
     ) -> Self {
         Path {
@@ -143,15 +141,15 @@ impl Path {
             status_frame_pending: false,
             peer_status: None,
             peer_status_sequence: None,
-            space: PacketSpace::new(),
-            rtt: RttEstimator::new(initial_rtt),
+            space: PacketSpace::new(SpaceKind::ApplicationData),
+            rtt: RttEstimator::new(config.initial_rtt),
             cc,
-            pacer: Pacer::default(),
-            mtu,
+            pacer: Pacer::new(PacerConfig::default()),
+            delivery: DeliveryRateEstimator::new(),
+            mtu: config.initial_mtu,
             mtu_discovery: MtuDiscovery::Done,
             pto_count: 0,
             bytes_in_flight: 0,
-            first_rtt_sample: None,
             challenge: None,
             responses: VecDeque::new(),
             address_validated: validated,
@@ -160,10 +158,10 @@ impl Path {
             abandon_pending: None,
             discard_at: None,
             last_ack_eliciting_sent: None,
-            last_received: None,
             loss_rate: 0.0,
             delivery_rate: None,
             predicted_throughput: None,
+            pacing_release: None,
             stats: PathStats::default(),
         }
     }
@@ -181,7 +179,7 @@ impl Path {
         }
     }
 
-    /// Records `bytes` sent on the path for anti-amplification accounting.
+    /// Records a datagram sent on the path.
     pub fn on_datagram_sent(&mut self, bytes: u64) {
         if !self.address_validated {
             self.unvalidated_sent += bytes;
@@ -189,27 +187,21 @@ impl Path {
         self.stats.udp_bytes_sent += bytes;
     }
 
-    /// Records `bytes` received on the path.
-    pub fn on_datagram_received(&mut self, now: Instant, bytes: u64) {
+    /// Records a datagram received on the path.
+    pub fn on_datagram_received(&mut self, bytes: u64) {
         if !self.address_validated {
             self.unvalidated_received += bytes;
         }
         self.stats.udp_bytes_received += bytes;
-        self.last_received = Some(now);
+        self.stats.packets_received += 1;
     }
 
-    /// Room in the congestion window.
-    pub fn window_room(&self) -> u64 {
-        self.cc.window().saturating_sub(self.bytes_in_flight)
-    }
-
-    /// Folds the outcome of `packets` packets into the loss-rate average.
+    /// Folds acknowledged and lost packets into the loss-rate average.
     pub fn record_loss_samples(&mut self, delivered: u64, lost: u64) {
-        for _ in 0..delivered.min(256) {
-            self.loss_rate *= 1.0 - LOSS_RATE_GAIN;
-        }
+        let keep = 1.0 - LOSS_RATE_GAIN;
+        self.loss_rate *= keep.powi(i32::try_from(delivered.min(10_000)).unwrap_or(10_000));
         for _ in 0..lost.min(256) {
-            self.loss_rate = self.loss_rate * (1.0 - LOSS_RATE_GAIN) + LOSS_RATE_GAIN;
+            self.loss_rate = self.loss_rate * keep + LOSS_RATE_GAIN;
         }
     }
 
@@ -218,8 +210,48 @@ impl Path {
         self.state == PathState::Validated && self.abandon_pending.is_none()
     }
 
-    /// Builds the read-only view handed to schedulers and path managers.
-    pub fn snapshot(&self, can_send: bool, pacing_release: Option<Instant>) -> PathSnapshot {
+    /// True if congestion control and pacing let a full-sized packet leave now; updates
+    /// the cached pacing release time.
+    pub fn can_send_data(&mut self, now: Instant, pacing: bool) -> bool {
+        let mtu = u64::from(self.mtu);
+        if self.bytes_in_flight + mtu > self.cc.window() {
+            self.pacing_release = None;
+            return false;
+        }
+        if !pacing {
+            return true;
+        }
+        let release = self.pacer.delay_until(now, mtu, self.mtu, self.cc.window(), self.rtt.smoothed(), self.cc.pacing_rate());
+        self.pacing_release = release;
+        release.is_none()
+    }
+
+    /// Plans path MTU discovery up to `target` bytes.
+    pub fn plan_mtu_discovery(&mut self, target: u16) {
+        if target > self.mtu {
+            self.mtu_discovery = MtuDiscovery::Pending { size: target, attempts: 0 };
+        }
+    }
+
+    pub fn on_mtu_probe_acked(&mut self, size: u16) {
+        if size > self.mtu {
+            self.mtu = size;
+            self.cc.on_mtu_update(size);
+        }
+        self.mtu_discovery = MtuDiscovery::Done;
+    }
+
+    pub fn on_mtu_probe_lost(&mut self) {
+        self.mtu_discovery = match self.mtu_discovery {
+            MtuDiscovery::InFlight { size, attempts } if attempts < MTU_PROBE_ATTEMPTS => {
+                MtuDiscovery::Pending { size, attempts }
+            }
+            _ => MtuDiscovery::Done,
+        };
+    }
+
+    /// Builds the read-only view handed to schedulers.
+    pub fn snapshot(&self, can_send: bool) -> PathSnapshot {
         PathSnapshot {
             id: self.id,
             local: self.local,
@@ -231,18 +263,247 @@ impl Path {
             rttvar: self.rtt.rttvar(),
             min_rtt: self.rtt.min(),
             latest_rtt: self.rtt.latest(),
-            has_rtt_sample: self.first_rtt_sample.is_some(),
+            has_rtt_sample: self.rtt.has_sample(),
             cwnd: self.cc.window(),
             bytes_in_flight: self.bytes_in_flight,
             mtu: self.mtu,
             loss_rate: self.loss_rate,
             delivery_rate: self.delivery_rate,
             can_send,
-            pacing_release,
+            pacing_release: self.pacing_release,
             packets_sent: self.stats.packets_sent,
             packets_lost: self.stats.packets_lost,
             bytes_sent: self.stats.payload_bytes_sent,
             predicted_throughput: self.predicted_throughput,
         }
+    }
+}
+
+/// Why a path could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenPathError {
+    /// Multipath QUIC was not negotiated (or the handshake is not confirmed yet).
+    #[error("multipath is not negotiated (or the handshake is not confirmed yet)")]
+    MultipathNotNegotiated,
+    /// Only clients open paths (draft-ietf-quic-multipath-21 section 3).
+    #[error("only the client opens paths")]
+    NotClient,
+    /// No path ID below both sides' limits is free and has connection IDs on both sides.
+    #[error("no usable path ID: limits reached or the peer has not issued connection IDs")]
+    NoPathId,
+    /// The connection is closing.
+    #[error("the connection is closed")]
+    Closed,
+}
+
+impl Connection {
+    /// Opens a new path from `local` to `remote` (Multipath QUIC, client only) and starts
+    /// validating it. Returns the path ID.
+    //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
+    //# To open a new path, an endpoint MUST use a new connection ID associated
+    //# with an unused path ID.
+    pub fn open_path(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, status: PathStatus) -> Result<PathId, OpenPathError> {
+        if self.is_closed() {
+            return Err(OpenPathError::Closed);
+        }
+        if self.side.is_server() {
+            return Err(OpenPathError::NotClient);
+        }
+        let Some(mp) = self.multipath.filter(|_| self.handshake_confirmed) else {
+            return Err(OpenPathError::MultipathNotNegotiated);
+        };
+        let limit = mp.peer_max_path_id.min(mp.local_max_path_id);
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.2.1
+        //# Similarly, endpoints SHOULD consume path IDs in a continuous way, i.e., when
+        //# creating paths.
+        let candidate = (1..=limit).map(PathId).find(|id| {
+            !self.paths.contains_key(id)
+                && !self.retired_paths.contains(id)
+                && self.peer_cids.has_spare(*id)
+                && self.local_cids.active_count(*id) > 0
+        });
+        let Some(id) = candidate else {
+            if (1..=limit).all(|i| self.paths.contains_key(&PathId(i)) || self.retired_paths.contains(&PathId(i))) {
+                //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.2.1
+                //# When an endpoint cannot open a path because there are no unused path IDs,
+                //# it SHOULD either send a MAX_PATH_ID frame to increase the maximum path ID limit
+                //# (when limited by the sender) or a PATHS_BLOCKED frame
+                self.pending.paths_blocked = true;
+            }
+            return Err(OpenPathError::NoPathId);
+        };
+        self.peer_cids.activate(id);
+        let cc = self.config.congestion_controller.build(now, id, self.config.initial_mtu);
+        let mut path = Path::new(id, local, remote, &self.config, cc, false);
+        // The client trusts the server's address (it chose it); validation is still needed
+        // to know the path works in both directions.
+        path.address_validated = true;
+        path.challenge = Some(Challenge { token: self.random_token(), sent_at: None, give_up_at: now + self.path_validation_timeout() });
+        if status == PathStatus::Backup {
+            path.local_status = PathStatus::Backup;
+            path.status_frame_pending = true;
+        }
+        if let Some(peer) = self.peer_params.as_ref() {
+            let target = self.config.max_mtu.min(u16::try_from(peer.max_udp_payload_size).unwrap_or(u16::MAX));
+            path.plan_mtu_discovery(target);
+        }
+        self.paths.insert(id, path);
+        self.scheduler.on_path_event(now, &PathEvent::Opened(id));
+        self.events.push_back(Event::Path(PathEvent::Opened(id)));
+        self.qlog_event(now, "path_assigned", json!({"path_id": id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "local"}));
+        Ok(id)
+    }
+
+    /// Abandons a path (PATH_ABANDON), for example because its interface went away.
+    pub fn abandon_path(&mut self, now: Instant, id: PathId, code: TransportErrorCode) -> bool {
+        if self.multipath.is_none() || !self.paths.contains_key(&id) {
+            return false;
+        }
+        self.abandon_path_internal(now, id, code.0);
+        true
+    }
+
+    /// Changes our status for a path and tells the peer (PATH_STATUS_AVAILABLE / _BACKUP).
+    pub fn set_path_status(&mut self, now: Instant, id: PathId, status: PathStatus) -> bool {
+        if self.multipath.is_none() {
+            return false;
+        }
+        let Some(path) = self.paths.get_mut(&id) else { return false };
+        if path.local_status == status && path.local_status_sequence > 0 {
+            return true;
+        }
+        path.local_status = status;
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-4.3
+        //# The sequence number space is common to the two frame types,
+        //# and monotonically increasing values MUST be used when sending PATH_STATUS_AVAILABLE or
+        //# PATH_STATUS_BACKUP frames for a given path ID.
+        path.local_status_sequence += 1;
+        path.status_frame_pending = true;
+        let event = PathEvent::StatusChanged { path: id, local: status, peer: path.peer_status };
+        self.scheduler.on_path_event(now, &event);
+        self.events.push_back(Event::Path(event));
+        true
+    }
+
+    /// Records a link-layer throughput prediction for a path (bits per second), which
+    /// schedulers see in [`PathSnapshot::predicted_throughput`].
+    pub fn set_predicted_throughput(&mut self, now: Instant, id: PathId, bits_per_second: Option<u64>) {
+        let Some(path) = self.paths.get_mut(&id) else { return };
+        path.predicted_throughput = bits_per_second;
+        if let Some(bps) = bits_per_second {
+            self.scheduler.on_path_event(now, &PathEvent::PredictedThroughput { path: id, bits_per_second: bps });
+        }
+    }
+
+    /// Sets a path's congestion window (for path managers that split a window between an
+    /// old and a new path, LAMP5G section V-C).
+    pub fn set_path_window(&mut self, id: PathId, bytes: u64) {
+        if let Some(path) = self.paths.get_mut(&id) {
+            path.cc.set_window(bytes);
+        }
+    }
+
+    pub(super) fn random_token(&mut self) -> [u8; 8] {
+        use rand::Rng;
+        self.rng.random()
+    }
+
+    /// Validation gives up after three PTOs (at least six initial RTTs).
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.4
+    //# Endpoints SHOULD abandon path validation based on a timer.  When
+    //# setting this timer, implementations are cautioned that the new path
+    //# could have a longer round-trip time than the original.  A value of
+    //# three times the larger of the current PTO or the PTO for the new path
+    //# (using kInitialRtt, as defined in [QUIC-RECOVERY]) is RECOMMENDED.
+    pub(super) fn path_validation_timeout(&self) -> Duration {
+        let new_path = RttEstimator::new(self.config.initial_rtt).pto_base();
+        3 * self.largest_pto().max(new_path)
+    }
+
+    pub(super) fn on_path_validated(&mut self, now: Instant, id: PathId) {
+        let Some(path) = self.paths.get_mut(&id) else { return };
+        path.challenge = None;
+        path.address_validated = true;
+        if path.state != PathState::Validating {
+            return;
+        }
+        path.state = PathState::Validated;
+        self.scheduler.on_path_event(now, &PathEvent::Validated(id));
+        self.events.push_back(Event::Path(PathEvent::Validated(id)));
+        self.qlog_event(now, "path_validated", json!({"path_id": id.0}));
+    }
+
+    pub(super) fn on_path_validation_failed(&mut self, now: Instant, id: PathId) {
+        tracing::debug!(?id, "path validation failed");
+        let Some(path) = self.paths.get_mut(&id) else { return };
+        path.challenge = None;
+        if self.multipath.is_none() {
+            // A failed migration leaves the path as it was; with one path there is nothing
+            // else to fall back to.
+            return;
+        }
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
+        //# If validation fails, the client MUST NOT use the path and can
+        //# remove any status associated to the path initiation attempt.
+        //# As the used path ID is consumed either way,
+        //# the endpoint MUST explicitly close the path, as specified in
+        //# {{path-close}}.
+        self.abandon_path_internal(now, id, TransportErrorCode::PATH_UNSTABLE_OR_POOR.0);
+    }
+
+    pub(super) fn abandon_path_internal(&mut self, now: Instant, id: PathId, code: u64) {
+        let discard_at = now + 3 * self.largest_pto();
+        let Some(path) = self.paths.get_mut(&id) else { return };
+        if path.state == PathState::Abandoned {
+            return;
+        }
+        path.state = PathState::Abandoned;
+        path.challenge = None;
+        path.responses.clear();
+        path.abandon_pending = Some(code);
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
+        //# Therefore, knowledge of the
+        //# connection IDs issued to the peer and of the state
+        //# of the number space associated to the path SHOULD be retained for
+        //# 3 PTO after the PATH_ABANDON frame has been received.
+        path.discard_at = Some(discard_at);
+        // Data in flight on the path goes back to the queues at once, so the other paths
+        // carry it without waiting for loss detection.
+        let in_flight: Vec<SentFrames> = path.space.recovery.outstanding().map(|(_, p)| p.payload.clone()).collect();
+        self.retired_paths.insert(id);
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
+        //# Endpoints that send a PATH_ABANDON frame MUST treat all connection
+        //# IDs received from the peer for the path ID indicated in the PATH_ABANDON as immediately
+        //# retired, and subsequently cannot send any packet on that path anymore.
+        for seq in self.peer_cids.retire_path(id) {
+            self.pending.retire_cids.insert((id, seq));
+        }
+        for frames in &in_flight {
+            self.requeue_frames(AckSpace::Path(id), frames, Requeue::Probe);
+        }
+        self.scheduler.on_path_event(now, &PathEvent::Abandoned(id));
+        self.events.push_back(Event::Path(PathEvent::Abandoned(id)));
+        self.qlog_event(now, "path_abandoned", json!({"path_id": id.0, "error_code": code}));
+        if self.paths.values().all(|p| p.state == PathState::Abandoned) {
+            //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
+            //# If a PATH_ABANDON frame is received for the only open path of a QUIC
+            //# connection, the receiving peer SHOULD send a CONNECTION_CLOSE frame
+            //# and enter the closing state.
+            self.close_on_error(now, TransportError::new(TransportErrorCode::NO_VIABLE_PATH, "no open path left"));
+        }
+    }
+
+    pub(super) fn discard_path(&mut self, now: Instant, id: PathId) {
+        let Some(mut path) = self.paths.remove(&id) else { return };
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4.3
+        //# When an endpoint finally deletes all state associated with the path,
+        //# the packets sent over the path and not yet acknowledged MUST be considered lost.
+        for (_, p) in path.space.recovery.discard() {
+            self.requeue_frames(AckSpace::Path(id), &p.payload, Requeue::Lost);
+        }
+        for issued in self.local_cids.remove_path(id) {
+            self.endpoint_events.push_back(EndpointEvent::RetiredLocalCid(issued.cid));
+        }
+        self.qlog_event(now, "path_discarded", json!({"path_id": id.0}));
     }
 }

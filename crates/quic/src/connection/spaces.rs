@@ -2,7 +2,7 @@
 //! (for loss recovery), plus what each sent packet carried so it can be retransmitted.
 
 use crate::range_set::RangeSet;
-use crate::recovery::SpaceRecovery;
+use crate::recovery::{SpaceKind, SpaceRecovery};
 use crate::shared::{PathId, StreamId};
 use crate::streams::ControlFrame;
 use std::time::{Duration, Instant};
@@ -143,7 +143,7 @@ pub(crate) enum ConnFrame {
     HandshakeDone,
     NewConnectionId { path: PathId, sequence: u64 },
     RetireConnectionId { path: PathId, sequence: u64 },
-    PathAbandon { path: PathId },
+    PathAbandon { path: PathId, code: u64 },
     PathStatus { path: PathId, sequence: u64 },
     MaxPathId,
     PathsBlocked,
@@ -168,26 +168,29 @@ pub(crate) struct SentFrames {
 }
 
 impl SentFrames {
-    /// True if the packet carried nothing that needs retransmitting.
-    pub fn is_empty(&self) -> bool {
-        self.stream.is_empty()
-            && self.crypto.is_empty()
-            && self.stream_control.is_empty()
-            && self.conn.is_empty()
-    }
-
     /// Stream and datagram payload bytes, the "application bytes" of the packet.
     pub fn payload_bytes(&self) -> u64 {
         self.stream.iter().map(|s| s.len).sum::<u64>() + self.datagram_bytes
     }
 }
 
-/// Which packet-number space an ACK frame acknowledged.
+/// A packet-number space: Initial, Handshake, or the 1-RTT space of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum AckSpace {
     Initial,
     Handshake,
     Path(PathId),
+}
+
+impl AckSpace {
+    /// The path whose RTT estimator and congestion controller the space's packets count
+    /// against (Initial and Handshake belong to path 0).
+    pub fn path(self) -> PathId {
+        match self {
+            AckSpace::Path(id) => id,
+            _ => PathId::ZERO,
+        }
+    }
 }
 
 /// Sending and receiving state of one packet-number space.
@@ -206,10 +209,10 @@ pub(crate) struct PacketSpace {
 }
 
 impl PacketSpace {
-    pub fn new() -> Self {
+    pub fn new(kind: SpaceKind) -> Self {
         PacketSpace {
             next_pn: 0,
-            recovery: SpaceRecovery::new(),
+            recovery: SpaceRecovery::new(kind),
             acks: AckTracker::default(),
             probes_owed: 0,
             ping_pending: false,

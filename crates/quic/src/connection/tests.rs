@@ -1,0 +1,1 @@
+//! Connection tests driving a client and a server endpoint against each other in memory.
