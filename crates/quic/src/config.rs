@@ -186,7 +186,12 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// A server configuration with default transport settings.
     pub fn new(tls: Arc<rustls::ServerConfig>) -> Self {
-        ServerConfig { transport: Arc::new(TransportConfig::default()), tls, retry: false, max_incoming: 1 << 16 }
+        ServerConfig {
+            transport: Arc::new(TransportConfig::default()),
+            tls,
+            retry: false,
+            max_incoming: 1 << 16,
+        }
     }
 }
 
@@ -204,6 +209,10 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// A client configuration with default transport settings.
     pub fn new(tls: Arc<rustls::ClientConfig>) -> Self {
-        ClientConfig { transport: Arc::new(TransportConfig::default()), tls, version: crate::packet::VERSION_1 }
+        ClientConfig {
+            transport: Arc::new(TransportConfig::default()),
+            tls,
+            version: crate::packet::VERSION_1,
+        }
     }
 }

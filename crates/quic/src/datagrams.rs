@@ -63,10 +63,17 @@ impl DatagramQueues {
     /// Queues a datagram for sending; `max_size` is the largest payload that currently fits
     /// in one DATAGRAM frame (None if the peer does not accept datagrams). When the send
     /// buffer is full the oldest queued datagrams are dropped to make room.
-    pub fn push_outgoing(&mut self, data: Bytes, max_size: Option<usize>) -> Result<(), SendDatagramError> {
+    pub fn push_outgoing(
+        &mut self,
+        data: Bytes,
+        max_size: Option<usize>,
+    ) -> Result<(), SendDatagramError> {
         let max = max_size.ok_or(SendDatagramError::UnsupportedByPeer)?;
         if data.len() > max {
-            return Err(SendDatagramError::TooLarge { size: data.len(), max });
+            return Err(SendDatagramError::TooLarge {
+                size: data.len(),
+                max,
+            });
         }
         while self.outgoing_bytes + data.len() > self.send_buffer {
             match self.outgoing.pop_front() {
@@ -133,7 +140,9 @@ impl DatagramQueues {
         local_max_frame_size: Option<u64>,
     ) -> Result<bool, TransportError> {
         let Some(limit) = local_max_frame_size.filter(|l| *l > 0) else {
-            return Err(TransportError::protocol_violation("DATAGRAM frame received but not negotiated"));
+            return Err(TransportError::protocol_violation(
+                "DATAGRAM frame received but not negotiated",
+            ));
         };
         if frame_len as u64 > limit {
             return Err(TransportError::protocol_violation(format!(
@@ -192,26 +201,42 @@ mod tests {
     #[test]
     fn unsolicited_and_oversized_frames_are_violations() {
         let mut q = DatagramQueues::new(Some(1000), 1000);
-        let err = q.on_datagram_frame(Bytes::from_static(b"x"), 3, None).unwrap_err();
+        let err = q
+            .on_datagram_frame(Bytes::from_static(b"x"), 3, None)
+            .unwrap_err();
         assert_eq!(err.code, TransportErrorCode::PROTOCOL_VIOLATION);
-        let err = q.on_datagram_frame(Bytes::from_static(b"xyz"), 5, Some(4)).unwrap_err();
+        let err = q
+            .on_datagram_frame(Bytes::from_static(b"xyz"), 5, Some(4))
+            .unwrap_err();
         assert_eq!(err.code, TransportErrorCode::PROTOCOL_VIOLATION);
-        assert!(q.on_datagram_frame(Bytes::from_static(b"xy"), 4, Some(4)).unwrap());
+        assert!(
+            q.on_datagram_frame(Bytes::from_static(b"xy"), 4, Some(4))
+                .unwrap()
+        );
         assert_eq!(q.recv().unwrap(), Bytes::from_static(b"xy"));
     }
 
     #[test]
     fn full_queues_drop_oldest() {
         let mut q = DatagramQueues::new(Some(4), 4);
-        q.push_outgoing(Bytes::from_static(b"ab"), Some(100)).unwrap();
-        q.push_outgoing(Bytes::from_static(b"cd"), Some(100)).unwrap();
-        q.push_outgoing(Bytes::from_static(b"ef"), Some(100)).unwrap();
+        q.push_outgoing(Bytes::from_static(b"ab"), Some(100))
+            .unwrap();
+        q.push_outgoing(Bytes::from_static(b"cd"), Some(100))
+            .unwrap();
+        q.push_outgoing(Bytes::from_static(b"ef"), Some(100))
+            .unwrap();
         assert_eq!(q.dropped_outgoing, 1);
-        assert_eq!(q.pop_outgoing_if_fits(100).unwrap(), Bytes::from_static(b"cd"));
+        assert_eq!(
+            q.pop_outgoing_if_fits(100).unwrap(),
+            Bytes::from_static(b"cd")
+        );
         assert!(matches!(
             q.push_outgoing(Bytes::from_static(b"toolong"), Some(3)),
             Err(SendDatagramError::TooLarge { size: 7, max: 3 })
         ));
-        assert_eq!(q.push_outgoing(Bytes::new(), None), Err(SendDatagramError::UnsupportedByPeer));
+        assert_eq!(
+            q.push_outgoing(Bytes::new(), None),
+            Err(SendDatagramError::UnsupportedByPeer)
+        );
     }
 }

@@ -4,7 +4,9 @@
 //! resets.
 
 use crate::config::{ClientConfig, EndpointConfig, ServerConfig};
-use crate::connection::{Connection, ConnectionParams, EndpointEvent, Event, TlsSessionBuilder, Transmit};
+use crate::connection::{
+    Connection, ConnectionParams, EndpointEvent, Event, TlsSessionBuilder, Transmit,
+};
 use crate::crypto::{ResetKey, TokenKey};
 use crate::packet::{self, Header, LongType};
 use crate::qlog::QlogStream;
@@ -13,8 +15,8 @@ use bytes::BytesMut;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
 use std::net::SocketAddr;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,7 +62,9 @@ pub struct Endpoint {
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint").field("connections", &self.connections.len()).finish_non_exhaustive()
+        f.debug_struct("Endpoint")
+            .field("connections", &self.connections.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -122,7 +126,10 @@ impl Endpoint {
             now,
             local,
             remote,
-            tls: TlsSessionBuilder::Client { config: config.tls.clone(), server_name: server_name.to_owned() },
+            tls: TlsSessionBuilder::Client {
+                config: config.tls.clone(),
+                server_name: server_name.to_owned(),
+            },
             rng_seed: self.rng.next_u64(),
             reset_key: self.reset_key.clone(),
             local_cid_len: self.config.local_cid_len,
@@ -140,21 +147,35 @@ impl Endpoint {
 
     /// Processes a datagram received on `local` from `remote`. Returns the connection it was
     /// delivered to, if any.
-    pub fn handle(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, data: BytesMut) -> Option<ConnectionHandle> {
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        data: BytesMut,
+    ) -> Option<ConnectionHandle> {
         let header = match packet::decode_header(&data, self.config.local_cid_len) {
             Ok(h) => h,
             Err(packet::PacketDecodeError::UnsupportedVersion { dcid, scid, .. }) => {
-                let (Some(dcid), Some(scid)) = (data.get(dcid), data.get(scid)) else { return None };
+                let (Some(dcid), Some(scid)) = (data.get(dcid), data.get(scid)) else {
+                    return None;
+                };
                 let (dcid, scid) = (dcid.to_vec(), scid.to_vec());
                 self.send_version_negotiation(local, remote, &dcid, &scid, data.len());
                 return None;
             }
             Err(_) => return None,
         };
-        let routed = self.cid_map.get(&header.dcid).or_else(|| match &header.header {
-            Header::Long { ty: LongType::Initial | LongType::ZeroRtt, .. } => self.initial_map.get(&header.dcid),
-            _ => None,
-        });
+        let routed = self
+            .cid_map
+            .get(&header.dcid)
+            .or_else(|| match &header.header {
+                Header::Long {
+                    ty: LongType::Initial | LongType::ZeroRtt,
+                    ..
+                } => self.initial_map.get(&header.dcid),
+                _ => None,
+            });
         if let Some(&handle) = routed {
             if let Some(conn) = self.connections.get_mut(&handle) {
                 conn.handle_datagram(now, local, remote, data);
@@ -163,10 +184,25 @@ impl Endpoint {
             }
         }
         match &header.header {
-            Header::Long { ty: LongType::Initial, version, scid, token, .. } => {
+            Header::Long {
+                ty: LongType::Initial,
+                version,
+                scid,
+                token,
+                ..
+            } => {
                 let (version, scid, token) = (*version, *scid, token.clone());
                 let token_bytes = data.get(token).map(|t| t.to_vec()).unwrap_or_default();
-                self.on_new_initial(now, local, remote, data, header.dcid, scid, version, &token_bytes)
+                self.on_new_initial(
+                    now,
+                    local,
+                    remote,
+                    data,
+                    header.dcid,
+                    scid,
+                    version,
+                    &token_bytes,
+                )
             }
             Header::Short { .. } => {
                 self.send_stateless_reset(local, remote, &header.dcid, data.len());
@@ -215,7 +251,10 @@ impl Endpoint {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
             //# A server MAY send a Retry packet in response to an Initial packet with
             //# an invalid token.
-            match self.token_key.open_retry_token(token, remote, since_epoch, RETRY_TOKEN_LIFETIME) {
+            match self
+                .token_key
+                .open_retry_token(token, remote, since_epoch, RETRY_TOKEN_LIFETIME)
+            {
                 Ok(t) if t.retry_scid == dcid => (t.original_dcid, Some(dcid)),
                 _ => {
                     self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
@@ -235,7 +274,9 @@ impl Endpoint {
             now,
             local,
             remote,
-            tls: TlsSessionBuilder::Server { config: server.tls.clone() },
+            tls: TlsSessionBuilder::Server {
+                config: server.tls.clone(),
+            },
             rng_seed: self.rng.next_u64(),
             reset_key: self.reset_key.clone(),
             local_cid_len: self.config.local_cid_len,
@@ -262,7 +303,10 @@ impl Endpoint {
     }
 
     fn handshaking_count(&self) -> usize {
-        self.connections.values().filter(|c| c.is_handshaking() && !c.is_closed()).count()
+        self.connections
+            .values()
+            .filter(|c| c.is_handshaking() && !c.is_closed())
+            .count()
     }
 
     /// Takes the next connection a client opened to this server.
@@ -340,7 +384,9 @@ impl Endpoint {
             None => self.connections.keys().copied().collect(),
         };
         for h in order {
-            let Some(conn) = self.connections.get_mut(&h) else { continue };
+            let Some(conn) = self.connections.get_mut(&h) else {
+                continue;
+            };
             if let Some(t) = conn.poll_transmit(now, buf) {
                 self.last_served = Some(h);
                 self.drain_endpoint_events(h);
@@ -353,7 +399,10 @@ impl Endpoint {
 
     /// The earliest deadline of any connection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.connections.values().filter_map(Connection::poll_timeout).min()
+        self.connections
+            .values()
+            .filter_map(Connection::poll_timeout)
+            .min()
     }
 
     /// Runs every connection's expired timers.
@@ -373,7 +422,9 @@ impl Endpoint {
     }
 
     fn drain_endpoint_events(&mut self, handle: ConnectionHandle) {
-        let Some(conn) = self.connections.get_mut(&handle) else { return };
+        let Some(conn) = self.connections.get_mut(&handle) else {
+            return;
+        };
         let mut handshake_done = !conn.is_handshaking();
         let mut events = Vec::new();
         while let Some(e) = conn.poll_endpoint_event() {
@@ -428,7 +479,14 @@ impl Endpoint {
     //# If the version selected by the client is not acceptable to the
     //# server, the server responds with a Version Negotiation packet; see
     //# Section 17.2.1.
-    fn send_version_negotiation(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &[u8], scid: &[u8], len: usize) {
+    fn send_version_negotiation(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        dcid: &[u8],
+        scid: &[u8],
+        len: usize,
+    ) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-6.1
         //# A server MAY limit the number of Version Negotiation packets it sends.
         //
@@ -444,7 +502,14 @@ impl Endpoint {
         //# The server MUST include the value from the Source Connection ID field
         //# of the packet it receives in the Destination Connection ID field.
         let grease = packet::grease_version(self.rng.random());
-        packet::write_version_negotiation(&mut buf, first, scid, dcid, packet::SUPPORTED_VERSIONS, Some(grease));
+        packet::write_version_negotiation(
+            &mut buf,
+            first,
+            scid,
+            dcid,
+            packet::SUPPORTED_VERSIONS,
+            Some(grease),
+        );
         self.queue_stateless(local, remote, buf);
     }
 
@@ -458,11 +523,19 @@ impl Endpoint {
         since_epoch: Duration,
     ) {
         let retry_scid = self.new_local_cid();
-        let token = self.token_key.seal_retry_token(&mut self.rng, remote, client_dcid, &retry_scid, since_epoch);
+        let token = self.token_key.seal_retry_token(
+            &mut self.rng,
+            remote,
+            client_dcid,
+            &retry_scid,
+            since_epoch,
+        );
         let mut buf = Vec::new();
         let unused: u8 = self.rng.random();
         packet::write_retry(&mut buf, unused, version, client_scid, &retry_scid, &token);
-        let Some(tag) = crate::crypto::retry_integrity_tag(version, client_dcid, &buf) else { return };
+        let Some(tag) = crate::crypto::retry_integrity_tag(version, client_dcid, &buf) else {
+            return;
+        };
         buf.extend_from_slice(&tag);
         self.queue_stateless(local, remote, buf);
     }
@@ -470,7 +543,13 @@ impl Endpoint {
     //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3
     //# An endpoint that receives packets that it cannot process sends a
     //# packet in the following layout (see Section 17.2):
-    fn send_stateless_reset(&mut self, local: SocketAddr, remote: SocketAddr, dcid: &ConnectionId, received_len: usize) {
+    fn send_stateless_reset(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        dcid: &ConnectionId,
+        received_len: usize,
+    ) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.3
         //# An endpoint MUST ensure that every Stateless Reset that it sends is
         //# smaller than the packet that triggered it, unless it maintains other
@@ -494,7 +573,13 @@ impl Endpoint {
         if self.stateless.len() >= 64 {
             return;
         }
-        let t = Transmit { destination: remote, source: local, size: data.len(), segment_size: None, path: PathId::ZERO };
+        let t = Transmit {
+            destination: remote,
+            source: local,
+            size: data.len(),
+            segment_size: None,
+            path: PathId::ZERO,
+        };
         self.stateless.push_back((t, data));
     }
 }

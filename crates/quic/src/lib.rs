@@ -34,7 +34,9 @@ pub mod transport_parameters;
 pub mod varint;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
-pub use connection::{Connection, ConnectionError, ConnectionStats, Event, PathInfo, PathStats, Transmit};
+pub use connection::{
+    Connection, ConnectionError, ConnectionStats, Event, PathInfo, PathStats, Transmit,
+};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
 pub use error::{TransportError, TransportErrorCode};
 pub use shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};

@@ -10,8 +10,8 @@
 //
 // So both sets are keyed by path ID; without multipath everything lives under path 0.
 
-use crate::shared::{ConnectionId, PathId, ResetToken};
 use crate::TransportError;
+use crate::shared::{ConnectionId, PathId, ResetToken};
 use std::collections::BTreeMap;
 
 /// A connection ID this endpoint issued, with what the peer needs to know about it.
@@ -45,9 +45,19 @@ struct LocalPathCids {
 
 impl LocalCids {
     /// Records a newly issued ID for `path_id` and returns it with its sequence number.
-    pub fn issue(&mut self, path_id: PathId, cid: ConnectionId, reset_token: ResetToken) -> IssuedCid {
+    pub fn issue(
+        &mut self,
+        path_id: PathId,
+        cid: ConnectionId,
+        reset_token: ResetToken,
+    ) -> IssuedCid {
         let path = self.paths.entry(path_id).or_default();
-        let issued = IssuedCid { path_id, sequence: path.next_sequence, cid, reset_token };
+        let issued = IssuedCid {
+            path_id,
+            sequence: path.next_sequence,
+            cid,
+            reset_token,
+        };
         path.active.insert(issued.sequence, issued);
         path.next_sequence += 1;
         issued
@@ -114,7 +124,10 @@ impl LocalCids {
 
     /// Forgets every ID of a path (when the path's state is finally discarded), returning them.
     pub fn remove_path(&mut self, path_id: PathId) -> Vec<IssuedCid> {
-        self.paths.remove(&path_id).map(|p| p.active.into_values().collect()).unwrap_or_default()
+        self.paths
+            .remove(&path_id)
+            .map(|p| p.active.into_values().collect())
+            .unwrap_or_default()
     }
 
     /// The path an active local ID belongs to.
@@ -180,13 +193,20 @@ impl PeerCids {
     /// Creates the set with the local active_connection_id_limit (the most IDs we accept
     /// per path).
     pub fn new(active_connection_id_limit: u64) -> Self {
-        PeerCids { limit: active_connection_id_limit.max(2), paths: BTreeMap::new() }
+        PeerCids {
+            limit: active_connection_id_limit.max(2),
+            paths: BTreeMap::new(),
+        }
     }
 
     /// Installs the ID used during the handshake (sequence 0 of path 0).
     pub fn set_handshake_cid(&mut self, cid: ConnectionId, reset_token: Option<ResetToken>) {
         let path = self.paths.entry(PathId::ZERO).or_default();
-        path.active = Some(PeerCid { sequence: 0, cid, reset_token });
+        path.active = Some(PeerCid {
+            sequence: 0,
+            cid,
+            reset_token,
+        });
         path.highest_sequence = Some(path.highest_sequence.unwrap_or(0));
     }
 
@@ -208,12 +228,17 @@ impl PeerCids {
 
     /// True if the path has an unused ID to start using (opening a path needs one).
     pub fn has_spare(&self, path_id: PathId) -> bool {
-        self.paths.get(&path_id).is_some_and(|p| !p.spare.is_empty())
+        self.paths
+            .get(&path_id)
+            .is_some_and(|p| !p.spare.is_empty())
     }
 
     /// Highest sequence number received for a path, plus one.
     pub fn next_expected_sequence(&self, path_id: PathId) -> u64 {
-        self.paths.get(&path_id).and_then(|p| p.highest_sequence).map_or(0, |s| s + 1)
+        self.paths
+            .get(&path_id)
+            .and_then(|p| p.highest_sequence)
+            .map_or(0, |s| s + 1)
     }
 
     /// Handles NEW_CONNECTION_ID / PATH_NEW_CONNECTION_ID.
@@ -235,9 +260,17 @@ impl PeerCids {
         let limit = self.limit;
         let path = self.paths.entry(path_id).or_default();
         let mut outcome = NewCidOutcome::default();
-        let new = PeerCid { sequence, cid, reset_token: Some(reset_token) };
+        let new = PeerCid {
+            sequence,
+            cid,
+            reset_token: Some(reset_token),
+        };
 
-        let known = path.active.iter().chain(path.spare.values()).find(|c| c.sequence == sequence);
+        let known = path
+            .active
+            .iter()
+            .chain(path.spare.values())
+            .find(|c| c.sequence == sequence);
         if let Some(existing) = known {
             if existing.cid != cid || existing.reset_token != Some(reset_token) {
                 return Err(TransportError::protocol_violation(
@@ -270,7 +303,11 @@ impl PeerCids {
 
         if retire_prior_to > path.retire_prior_to {
             path.retire_prior_to = retire_prior_to;
-            let stale: Vec<u64> = path.spare.range(..retire_prior_to).map(|(s, _)| *s).collect();
+            let stale: Vec<u64> = path
+                .spare
+                .range(..retire_prior_to)
+                .map(|(s, _)| *s)
+                .collect();
             for s in stale {
                 path.spare.remove(&s);
                 outcome.to_retire.push(s);
@@ -336,7 +373,13 @@ impl PeerCids {
     pub fn retire_path(&mut self, path_id: PathId) -> Vec<u64> {
         self.paths
             .remove(&path_id)
-            .map(|p| p.active.into_iter().chain(p.spare.into_values()).map(|c| c.sequence).collect())
+            .map(|p| {
+                p.active
+                    .into_iter()
+                    .chain(p.spare.into_values())
+                    .map(|c| c.sequence)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -346,11 +389,11 @@ impl PeerCids {
     //# with connection IDs it has not used or for connection IDs that have
     //# been retired.
     pub fn is_reset_token(&self, token: &[u8]) -> bool {
-        self.paths.values().filter_map(|p| p.active.as_ref()).any(|c| {
-            c.reset_token.is_some_and(|t| t.ct_eq(token))
-        })
+        self.paths
+            .values()
+            .filter_map(|p| p.active.as_ref())
+            .any(|c| c.reset_token.is_some_and(|t| t.ct_eq(token)))
     }
-
 }
 
 #[cfg(test)]
@@ -366,13 +409,18 @@ mod tests {
     fn retire_prior_to_retires_active_and_spares() {
         let mut peer = PeerCids::new(4);
         peer.set_handshake_cid(cid(0), None);
-        peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([1; 16])).unwrap();
-        let out = peer.on_new_cid(PathId::ZERO, 2, 2, cid(2), ResetToken([2; 16])).unwrap();
+        peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([1; 16]))
+            .unwrap();
+        let out = peer
+            .on_new_cid(PathId::ZERO, 2, 2, cid(2), ResetToken([2; 16]))
+            .unwrap();
         assert_eq!(out.to_retire, vec![1, 0]);
         assert!(out.active_retired);
         assert_eq!(peer.active(PathId::ZERO).unwrap().sequence, 2);
         // A late frame below the floor is retired at once.
-        let late = peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([1; 16])).unwrap();
+        let late = peer
+            .on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([1; 16]))
+            .unwrap();
         assert_eq!(late.to_retire, vec![1]);
     }
 
@@ -380,19 +428,26 @@ mod tests {
     fn exceeding_the_limit_is_an_error() {
         let mut peer = PeerCids::new(2);
         peer.set_handshake_cid(cid(0), None);
-        peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([1; 16])).unwrap();
-        let err = peer.on_new_cid(PathId::ZERO, 2, 0, cid(2), ResetToken([2; 16])).unwrap_err();
+        peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([1; 16]))
+            .unwrap();
+        let err = peer
+            .on_new_cid(PathId::ZERO, 2, 0, cid(2), ResetToken([2; 16]))
+            .unwrap_err();
         assert_eq!(err.code, TransportErrorCode::CONNECTION_ID_LIMIT_ERROR);
     }
 
     #[test]
     fn reused_sequence_is_a_violation() {
         let mut peer = PeerCids::new(4);
-        peer.on_new_cid(PathId(1), 0, 0, cid(1), ResetToken([1; 16])).unwrap();
-        let err = peer.on_new_cid(PathId(1), 0, 0, cid(9), ResetToken([1; 16])).unwrap_err();
+        peer.on_new_cid(PathId(1), 0, 0, cid(1), ResetToken([1; 16]))
+            .unwrap();
+        let err = peer
+            .on_new_cid(PathId(1), 0, 0, cid(9), ResetToken([1; 16]))
+            .unwrap_err();
         assert_eq!(err.code, TransportErrorCode::PROTOCOL_VIOLATION);
         // The identical frame again is fine.
-        peer.on_new_cid(PathId(1), 0, 0, cid(1), ResetToken([1; 16])).unwrap();
+        peer.on_new_cid(PathId(1), 0, 0, cid(1), ResetToken([1; 16]))
+            .unwrap();
     }
 
     #[test]
@@ -404,7 +459,14 @@ mod tests {
         assert_eq!(err.code, TransportErrorCode::PROTOCOL_VIOLATION);
         let err = local.on_retire(PathId::ZERO, 0, &cid(0)).unwrap_err();
         assert_eq!(err.code, TransportErrorCode::PROTOCOL_VIOLATION);
-        assert_eq!(local.on_retire(PathId::ZERO, 0, &cid(1)).unwrap().unwrap().cid, cid(0));
+        assert_eq!(
+            local
+                .on_retire(PathId::ZERO, 0, &cid(1))
+                .unwrap()
+                .unwrap()
+                .cid,
+            cid(0)
+        );
         assert_eq!(local.active_count(PathId::ZERO), 1);
         assert_eq!(local.path_of(&cid(1)), Some(PathId::ZERO));
     }
@@ -413,8 +475,12 @@ mod tests {
     fn reset_tokens_only_for_active_ids() {
         let mut peer = PeerCids::new(4);
         peer.set_handshake_cid(cid(0), Some(ResetToken([7; 16])));
-        peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([8; 16])).unwrap();
+        peer.on_new_cid(PathId::ZERO, 1, 0, cid(1), ResetToken([8; 16]))
+            .unwrap();
         assert!(peer.is_reset_token(&[7; 16]));
-        assert!(!peer.is_reset_token(&[8; 16]), "spare IDs not yet used must not match");
+        assert!(
+            !peer.is_reset_token(&[8; 16]),
+            "spare IDs not yet used must not match"
+        );
     }
 }

@@ -62,11 +62,19 @@ impl Connection {
                     if let Some(h) = self.handshake.as_mut() {
                         h.keys = Some(keys);
                     }
-                    self.qlog_event(now, "key_updated", json!({"key_type": "handshake", "trigger": "tls"}));
+                    self.qlog_event(
+                        now,
+                        "key_updated",
+                        json!({"key_type": "handshake", "trigger": "tls"}),
+                    );
                 }
                 Some(KeyChange::OneRtt(keys)) => {
                     self.one_rtt = Some(*keys);
-                    self.qlog_event(now, "key_updated", json!({"key_type": "1rtt", "trigger": "tls"}));
+                    self.qlog_event(
+                        now,
+                        "key_updated",
+                        json!({"key_type": "1rtt", "trigger": "tls"}),
+                    );
                 }
                 None if !wrote => break,
                 None => {}
@@ -85,7 +93,13 @@ impl Connection {
     }
 
     /// Feeds received CRYPTO data of `level` to TLS.
-    pub(super) fn on_crypto_frame(&mut self, now: Instant, level: Level, offset: u64, data: Bytes) -> Result<(), TransportError> {
+    pub(super) fn on_crypto_frame(
+        &mut self,
+        now: Instant,
+        level: Level,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), TransportError> {
         let stream = match level {
             Level::Initial => self.initial.as_mut().map(|h| &mut h.crypto),
             Level::Handshake => self.handshake.as_mut().map(|h| &mut h.crypto),
@@ -105,7 +119,11 @@ impl Connection {
         self.drive_tls(now)
     }
 
-    fn on_peer_transport_parameters(&mut self, now: Instant, raw: &[u8]) -> Result<(), TransportError> {
+    fn on_peer_transport_parameters(
+        &mut self,
+        now: Instant,
+        raw: &[u8],
+    ) -> Result<(), TransportError> {
         let params = TransportParameters::decode(self.side.peer(), raw)?;
         //= https://www.rfc-editor.org/rfc/rfc9000#section-7.3
         //# An endpoint MUST treat the absence of the
@@ -127,8 +145,12 @@ impl Connection {
         //# *  a mismatch between values received from a peer in these transport
         //#    parameters and the value sent in the corresponding Destination or
         //#    Source Connection ID fields of Initial packets.
-        if params.initial_source_connection_id.is_none() || params.initial_source_connection_id != self.peer_initial_scid {
-            return Err(TransportError::transport_parameter("initial_source_connection_id missing or mismatched"));
+        if params.initial_source_connection_id.is_none()
+            || params.initial_source_connection_id != self.peer_initial_scid
+        {
+            return Err(TransportError::transport_parameter(
+                "initial_source_connection_id missing or mismatched",
+            ));
         }
         if self.side.is_client() {
             if params.original_destination_connection_id != Some(self.original_dcid) {
@@ -137,7 +159,9 @@ impl Connection {
                 ));
             }
             if params.retry_source_connection_id != self.retry_scid {
-                return Err(TransportError::transport_parameter("retry_source_connection_id mismatch"));
+                return Err(TransportError::transport_parameter(
+                    "retry_source_connection_id mismatch",
+                ));
             }
             if let Some(token) = params.stateless_reset_token {
                 self.peer_cids.set_handshake_reset_token(token);
@@ -148,7 +172,8 @@ impl Connection {
         //# at an endpoint is computed as the minimum of the two advertised
         //# values (or the sole advertised value, if only one endpoint advertises
         //# a non-zero value).
-        let peer_idle = (params.max_idle_timeout > 0).then(|| Duration::from_millis(params.max_idle_timeout));
+        let peer_idle =
+            (params.max_idle_timeout > 0).then(|| Duration::from_millis(params.max_idle_timeout));
         self.idle_timeout = match (self.config.max_idle_timeout, peer_idle) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -166,16 +191,23 @@ impl Connection {
         //# If both endpoints advertise the initial_max_path_id transport parameter, once the handshake is completed
         //# a new AEAD usage applies to all 1-RTT packets, as specified in {{nonce}},
         //# and new paths can be used, as specified in {{path-management}}.
-        if let (Some(local), Some(peer)) = (self.config.initial_max_path_id, params.initial_max_path_id) {
+        if let (Some(local), Some(peer)) =
+            (self.config.initial_max_path_id, params.initial_max_path_id)
+        {
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
             //# If an initial_max_path_id transport
             //# parameter is received and the carrying packet contains a zero-length
             //# connection ID, the receiver MUST treat this as a connection error of type
             //# PROTOCOL_VIOLATION and close the connection.
             if self.peer_initial_scid.is_some_and(|c| c.is_empty()) {
-                return Err(TransportError::protocol_violation("initial_max_path_id with a zero-length connection ID"));
+                return Err(TransportError::protocol_violation(
+                    "initial_max_path_id with a zero-length connection ID",
+                ));
             }
-            self.multipath = Some(Multipath { peer_max_path_id: peer.0, local_max_path_id: local });
+            self.multipath = Some(Multipath {
+                peer_max_path_id: peer.0,
+                local_max_path_id: local,
+            });
         }
         let peer_mtu = u16::try_from(params.max_udp_payload_size).unwrap_or(u16::MAX);
         for path in self.paths.values_mut() {
@@ -188,13 +220,19 @@ impl Connection {
 
     fn on_handshake_complete(&mut self, now: Instant) -> Result<(), TransportError> {
         if self.peer_params.is_none() {
-            return Err(TransportError::transport_parameter("peer sent no transport parameters"));
+            return Err(TransportError::transport_parameter(
+                "peer sent no transport parameters",
+            ));
         }
         self.handshake_complete = true;
         self.state = State::Established;
         self.stats.handshake_duration = Some(now.saturating_duration_since(self.created));
         self.events.push_back(Event::Connected);
-        self.qlog_event(now, "connection_state_updated", json!({"new": "handshake_complete"}));
+        self.qlog_event(
+            now,
+            "connection_state_updated",
+            json!({"new": "handshake_complete"}),
+        );
         if self.side.is_server() {
             //= https://www.rfc-editor.org/rfc/rfc9001#section-4.1.2
             //# the TLS handshake is considered confirmed at the
@@ -221,7 +259,11 @@ impl Connection {
         self.discard_space(now, AckSpace::Initial);
         self.discard_space(now, AckSpace::Handshake);
         self.events.push_back(Event::HandshakeConfirmed);
-        self.qlog_event(now, "connection_state_updated", json!({"new": "handshake_confirmed"}));
+        self.qlog_event(
+            now,
+            "connection_state_updated",
+            json!({"new": "handshake_confirmed"}),
+        );
         self.issue_connection_ids();
     }
 
@@ -249,7 +291,11 @@ impl Connection {
             path.bytes_in_flight = path.bytes_in_flight.saturating_sub(bytes);
             path.pto_count = 0;
         }
-        let key_type = if space == AckSpace::Initial { "initial" } else { "handshake" };
+        let key_type = if space == AckSpace::Initial {
+            "initial"
+        } else {
+            "handshake"
+        };
         self.qlog_event(now, "key_discarded", json!({ "key_type": key_type }));
     }
 
@@ -258,7 +304,9 @@ impl Connection {
     //# An endpoint SHOULD ensure that its peer has a sufficient number of
     //# available and unused connection IDs.
     pub(super) fn issue_connection_ids(&mut self) {
-        let Some(peer) = self.peer_params.as_ref() else { return };
+        let Some(peer) = self.peer_params.as_ref() else {
+            return;
+        };
         let limit = peer.active_connection_id_limit.clamp(2, 8) as usize;
         let mut path_ids = vec![PathId::ZERO];
         if let Some(mp) = self.multipath
@@ -268,17 +316,29 @@ impl Connection {
             //# In order to let the peer open new paths, it is RECOMMENDED to proactively
             //# issue at least one Connection ID for each unused path ID up to the
             //# minimum of the peer's and the local maximum path ID limits.
-            let max = mp.peer_max_path_id.min(mp.local_max_path_id).min(MAX_PROACTIVE_PATHS);
-            path_ids.extend((1..=max).map(PathId).filter(|id| !self.retired_paths.contains(id)));
+            let max = mp
+                .peer_max_path_id
+                .min(mp.local_max_path_id)
+                .min(MAX_PROACTIVE_PATHS);
+            path_ids.extend(
+                (1..=max)
+                    .map(PathId)
+                    .filter(|id| !self.retired_paths.contains(id)),
+            );
         }
         for path_id in path_ids {
-            let want = if path_id == PathId::ZERO { limit } else { limit.min(2) };
+            let want = if path_id == PathId::ZERO {
+                limit
+            } else {
+                limit.min(2)
+            };
             while self.local_cids.active_count(path_id) < want {
                 let cid = ConnectionId::random(&mut self.rng, self.local_cid_len);
                 let token = self.reset_key.token(&cid);
                 let issued = self.local_cids.issue(path_id, cid, token);
                 self.pending.new_cids.insert((path_id, issued.sequence));
-                self.endpoint_events.push_back(EndpointEvent::NewLocalCid(cid));
+                self.endpoint_events
+                    .push_back(EndpointEvent::NewLocalCid(cid));
             }
         }
     }

@@ -11,22 +11,56 @@ impl Connection {
     /// Processes an ACK or PATH_ACK frame acknowledging packets of `space`.
     //= https://www.rfc-editor.org/rfc/rfc9002#appendix-A.7
     //# OnAckReceived(ack, pn_space):
-    pub(super) fn on_ack_frame(&mut self, now: Instant, space: AckSpace, ack: &Ack) -> Result<(), TransportError> {
+    pub(super) fn on_ack_frame(
+        &mut self,
+        now: Instant,
+        space: AckSpace,
+        ack: &Ack,
+    ) -> Result<(), TransportError> {
         let path_id = space.path();
-        let exponent = self.peer_params.as_ref().map_or(3, |p| p.ack_delay_exponent);
-        let delay_us = ack.delay.checked_shl(u32::from(exponent)).filter(|d| d >> exponent == ack.delay).unwrap_or(u64::MAX);
+        let exponent = self
+            .peer_params
+            .as_ref()
+            .map_or(3, |p| p.ack_delay_exponent);
+        let delay_us = ack
+            .delay
+            .checked_shl(u32::from(exponent))
+            .filter(|d| d >> exponent == ack.delay)
+            .unwrap_or(u64::MAX);
         let ack_delay = Duration::from_micros(delay_us);
         let max_ack_delay = self.peer_max_ack_delay();
         let confirmed = self.handshake_confirmed;
         let result = match space {
             AckSpace::Initial | AckSpace::Handshake => {
-                let hs = if space == AckSpace::Initial { self.initial.as_mut() } else { self.handshake.as_mut() };
-                let (Some(hs), Some(path)) = (hs, self.paths.get_mut(&PathId::ZERO)) else { return Ok(()) };
-                hs.space.recovery.on_ack_received(now, ack.ranges(), ack_delay, &mut path.rtt, max_ack_delay, confirmed)
+                let hs = if space == AckSpace::Initial {
+                    self.initial.as_mut()
+                } else {
+                    self.handshake.as_mut()
+                };
+                let (Some(hs), Some(path)) = (hs, self.paths.get_mut(&PathId::ZERO)) else {
+                    return Ok(());
+                };
+                hs.space.recovery.on_ack_received(
+                    now,
+                    ack.ranges(),
+                    ack_delay,
+                    &mut path.rtt,
+                    max_ack_delay,
+                    confirmed,
+                )
             }
             AckSpace::Path(id) => {
-                let Some(path) = self.paths.get_mut(&id) else { return Ok(()) };
-                path.space.recovery.on_ack_received(now, ack.ranges(), ack_delay, &mut path.rtt, max_ack_delay, confirmed)
+                let Some(path) = self.paths.get_mut(&id) else {
+                    return Ok(());
+                };
+                path.space.recovery.on_ack_received(
+                    now,
+                    ack.ranges(),
+                    ack_delay,
+                    &mut path.rtt,
+                    max_ack_delay,
+                    confirmed,
+                )
             }
         };
         let outcome = result.map_err(TransportError::from)?;
@@ -51,7 +85,13 @@ impl Connection {
                 }
                 path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(packet.size));
                 path.delivery.on_packet_acked(now, packet);
-                path.cc.on_ack(now, packet.time_sent, u64::from(packet.size), app_limited, &path.rtt);
+                path.cc.on_ack(
+                    now,
+                    packet.time_sent,
+                    u64::from(packet.size),
+                    app_limited,
+                    &path.rtt,
+                );
             }
             path.record_loss_samples(acked_packets, 0);
             //= https://www.rfc-editor.org/rfc/rfc9002#appendix-A.7
@@ -59,14 +99,19 @@ impl Connection {
             //#   // the server has validated the client's address.
             //#   if (PeerCompletedAddressValidation()):
             //#     pto_count = 0
-            if self.side.is_server() || confirmed || space == AckSpace::Handshake || matches!(space, AckSpace::Path(_)) {
+            if self.side.is_server()
+                || confirmed
+                || space == AckSpace::Handshake
+                || matches!(space, AckSpace::Path(_))
+            {
                 path.pto_count = 0;
             }
         }
         self.on_packets_lost(now, path_id, space, outcome.lost);
         if let Some(path) = self.paths.get_mut(&path_id) {
             let sample = path.delivery.generate_sample(path.rtt.min());
-            path.cc.on_ack_batch_end(now, path.bytes_in_flight, &path.rtt, sample.as_ref());
+            path.cc
+                .on_ack_batch_end(now, path.bytes_in_flight, &path.rtt, sample.as_ref());
             path.delivery_rate = path.delivery.delivery_rate();
         }
         self.qlog_metrics(now, path_id);
@@ -74,7 +119,13 @@ impl Connection {
     }
 
     /// Applies the acknowledgment of one packet's content.
-    fn on_frames_acked(&mut self, now: Instant, path_id: PathId, space: AckSpace, frames: &SentFrames) {
+    fn on_frames_acked(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        space: AckSpace,
+        frames: &SentFrames,
+    ) {
         for s in &frames.stream {
             self.streams.on_stream_acked(s.id, s.offset, s.len, s.fin);
         }
@@ -95,7 +146,11 @@ impl Connection {
             path.stats.payload_bytes_acked += frames.payload_bytes();
             if let Some(size) = frames.mtu_probe {
                 path.on_mtu_probe_acked(size);
-                self.qlog_event(now, "mtu_updated", json!({ "new": size, "done": true, "path_id": path_id.0 }));
+                self.qlog_event(
+                    now,
+                    "mtu_updated",
+                    json!({ "new": size, "done": true, "path_id": path_id.0 }),
+                );
             }
         }
     }
@@ -103,12 +158,21 @@ impl Connection {
     /// Reacts to packets declared lost: statistics, congestion control, retransmission.
     //= https://www.rfc-editor.org/rfc/rfc9002#appendix-B.8
     //# OnPacketsLost(lost_packets):
-    pub(super) fn on_packets_lost(&mut self, now: Instant, path_id: PathId, space: AckSpace, lost: LostPackets<SentFrames>) {
+    pub(super) fn on_packets_lost(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        space: AckSpace,
+        lost: LostPackets<SentFrames>,
+    ) {
         if lost.is_empty() {
             return;
         }
         let max_ack_delay = self.peer_max_ack_delay();
-        let persistent = self.paths.get(&path_id).is_some_and(|p| lost.in_persistent_congestion(&p.rtt, max_ack_delay));
+        let persistent = self
+            .paths
+            .get(&path_id)
+            .is_some_and(|p| lost.in_persistent_congestion(&p.rtt, max_ack_delay));
         let mut congestion_bytes = 0u64;
         let mut newest_sent: Option<Instant> = None;
         let mut mtu_probe_lost = false;
@@ -118,7 +182,9 @@ impl Connection {
             if let Some(path) = self.paths.get_mut(&path_id) {
                 path.delivery.on_packet_lost(&l.packet);
                 if l.packet.in_flight {
-                    path.bytes_in_flight = path.bytes_in_flight.saturating_sub(u64::from(l.packet.size));
+                    path.bytes_in_flight = path
+                        .bytes_in_flight
+                        .saturating_sub(u64::from(l.packet.size));
                 }
             }
             if l.packet.payload.mtu_probe.is_some() {
@@ -141,7 +207,9 @@ impl Connection {
             }
             self.requeue_frames(space, &l.packet.payload, Requeue::Lost);
         }
-        let Some(path) = self.paths.get_mut(&path_id) else { return };
+        let Some(path) = self.paths.get_mut(&path_id) else {
+            return;
+        };
         path.stats.packets_lost += count;
         path.record_loss_samples(0, count);
         if mtu_probe_lost {
@@ -150,16 +218,29 @@ impl Connection {
         let Some(sent_time) = newest_sent else { return };
         let before = path.cc.metrics().congestion_events;
         let cwnd_before = path.cc.window();
-        let event = CongestionEvent { sent_time, lost_bytes: congestion_bytes, persistent_congestion: persistent, ecn: false };
+        let event = CongestionEvent {
+            sent_time,
+            lost_bytes: congestion_bytes,
+            persistent_congestion: persistent,
+            ecn: false,
+        };
         path.cc.on_congestion_event(now, &event);
         if persistent {
             path.rtt.on_persistent_congestion();
         }
         if path.cc.metrics().congestion_events > before {
             path.stats.congestion_events += 1;
-            let event = PathEvent::CongestionEvent { path: path_id, cwnd_before, cwnd_after: path.cc.window() };
+            let event = PathEvent::CongestionEvent {
+                path: path_id,
+                cwnd_before,
+                cwnd_after: path.cc.window(),
+            };
             self.scheduler.on_path_event(now, &event);
-            self.qlog_event(now, "congestion_state_updated", json!({"new": "recovery", "path_id": path_id.0}));
+            self.qlog_event(
+                now,
+                "congestion_state_updated",
+                json!({"new": "recovery", "path_id": path_id.0}),
+            );
         }
         self.qlog_metrics(now, path_id);
     }
@@ -245,17 +326,29 @@ impl Connection {
     }
 
     /// Records a packet just sent, for loss detection and congestion control.
-    pub(super) fn on_packet_sent(&mut self, now: Instant, space: AckSpace, pn: u64, size: u16, ack_eliciting: bool, in_flight: bool, frames: SentFrames) {
+    pub(super) fn on_packet_sent(
+        &mut self,
+        now: Instant,
+        space: AckSpace,
+        pn: u64,
+        size: u16,
+        ack_eliciting: bool,
+        in_flight: bool,
+        frames: SentFrames,
+    ) {
         let path_id = space.path();
         let app_limited = !self.has_scheduled_work();
         let pacing = self.config.pacing;
-        let Some(path) = self.paths.get_mut(&path_id) else { return };
+        let Some(path) = self.paths.get_mut(&path_id) else {
+            return;
+        };
         path.stats.packets_sent += 1;
         let mut delivery = None;
         if in_flight {
             delivery = Some(path.delivery.on_packet_sent(now, path.bytes_in_flight));
             path.bytes_in_flight += u64::from(size);
-            path.cc.on_packet_sent(now, u64::from(size), path.bytes_in_flight);
+            path.cc
+                .on_packet_sent(now, u64::from(size), path.bytes_in_flight);
             if pacing {
                 path.pacer.on_sent(now, u64::from(size));
             }
@@ -266,7 +359,14 @@ impl Connection {
         if ack_eliciting {
             path.last_ack_eliciting_sent = Some(now);
         }
-        let packet = SentPacket { time_sent: now, size, ack_eliciting, in_flight, delivery, payload: frames };
+        let packet = SentPacket {
+            time_sent: now,
+            size,
+            ack_eliciting,
+            in_flight,
+            delivery,
+            payload: frames,
+        };
         match space {
             AckSpace::Initial | AckSpace::Handshake => {
                 if let Some(s) = self.space_mut(space) {
@@ -303,7 +403,9 @@ impl Connection {
 
     /// True if stream data or datagrams wait to be sent.
     pub(super) fn has_scheduled_work(&self) -> bool {
-        self.streams.has_stream_data() || self.datagrams.has_outgoing() || !self.duplicate_on.is_empty()
+        self.streams.has_stream_data()
+            || self.datagrams.has_outgoing()
+            || !self.duplicate_on.is_empty()
     }
 }
 

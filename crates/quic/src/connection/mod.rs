@@ -152,9 +152,13 @@ enum State {
     Handshake,
     Established,
     /// We sent CONNECTION_CLOSE; we answer further packets with it until the deadline.
-    Closing { deadline: Instant },
+    Closing {
+        deadline: Instant,
+    },
     /// The peer closed; we send nothing until the deadline.
-    Draining { deadline: Instant },
+    Draining {
+        deadline: Instant,
+    },
     Drained,
 }
 
@@ -174,7 +178,11 @@ struct HandshakeSpace {
 
 impl HandshakeSpace {
     fn new(kind: crate::recovery::SpaceKind, keys: Option<rustls::quic::Keys>) -> Self {
-        HandshakeSpace { space: PacketSpace::new(kind), crypto: CryptoStream::new(), keys }
+        HandshakeSpace {
+            space: PacketSpace::new(kind),
+            crypto: CryptoStream::new(),
+            keys,
+        }
     }
 }
 
@@ -305,8 +313,13 @@ pub(crate) struct ConnectionParams {
 
 /// How to build the TLS session once the transport parameters are known.
 pub(crate) enum TlsSessionBuilder {
-    Client { config: Arc<rustls::ClientConfig>, server_name: String },
-    Server { config: Arc<rustls::ServerConfig> },
+    Client {
+        config: Arc<rustls::ClientConfig>,
+        server_name: String,
+    },
+    Server {
+        config: Arc<rustls::ServerConfig>,
+    },
 }
 
 impl Connection {
@@ -324,7 +337,10 @@ impl Connection {
         let mut encoded = Vec::new();
         params.encode(&mut encoded);
         let tls = match p.tls {
-            TlsSessionBuilder::Client { config, server_name } => TlsSession::client(config, &server_name, encoded),
+            TlsSessionBuilder::Client {
+                config,
+                server_name,
+            } => TlsSession::client(config, &server_name, encoded),
             TlsSessionBuilder::Server { config } => TlsSession::server(config, encoded),
         }
         .map_err(|e| TransportError::internal(format!("TLS setup: {e}")))?;
@@ -332,13 +348,25 @@ impl Connection {
         // SCID (RFC 9001 section 5.2).
         let initial_secret_cid = p.retry_scid.unwrap_or(p.original_dcid);
         let initial_keys = crate::crypto::initial_keys(p.version, &initial_secret_cid, p.side)
-            .ok_or_else(|| TransportError::internal(format!("unsupported version {:#x}", p.version)))?;
+            .ok_or_else(|| {
+                TransportError::internal(format!("unsupported version {:#x}", p.version))
+            })?;
 
-        let cc = config.congestion_controller.build(p.now, PathId::ZERO, config.initial_mtu);
-        let mut path0 = Path::new(PathId::ZERO, p.local, p.remote, &config, cc, p.side.is_client());
+        let cc = config
+            .congestion_controller
+            .build(p.now, PathId::ZERO, config.initial_mtu);
+        let mut path0 = Path::new(
+            PathId::ZERO,
+            p.local,
+            p.remote,
+            &config,
+            cc,
+            p.side.is_client(),
+        );
         // A server that sent a Retry already validated the client's address.
         if p.side.is_server() && p.retry_scid.is_some() {
             path0.address_validated = true;
+            path0.state = PathState::Validated;
         }
         let mut paths = BTreeMap::new();
         paths.insert(PathId::ZERO, path0);
@@ -351,7 +379,9 @@ impl Connection {
         let mut streams = Streams::new(p.side, stream_limits(&config));
         streams.set_send_window(config.send_window);
         let datagrams = DatagramQueues::new(
-            config.max_datagram_frame_size.map(|_| config.datagram_receive_buffer),
+            config
+                .max_datagram_frame_size
+                .map(|_| config.datagram_receive_buffer),
             config.datagram_send_buffer,
         );
         let scheduler = config.scheduler.build();
@@ -406,7 +436,8 @@ impl Connection {
             stats: ConnectionStats::default(),
             config,
         };
-        conn.endpoint_events.push_back(EndpointEvent::NewLocalCid(p.local_cid));
+        conn.endpoint_events
+            .push_back(EndpointEvent::NewLocalCid(p.local_cid));
         conn.qlog_event(
             p.now,
             "connection_started",
@@ -438,7 +469,10 @@ impl Connection {
 
     /// True once the connection is closing, draining or gone.
     pub fn is_closed(&self) -> bool {
-        matches!(self.state, State::Closing { .. } | State::Draining { .. } | State::Drained)
+        matches!(
+            self.state,
+            State::Closing { .. } | State::Draining { .. } | State::Drained
+        )
     }
 
     /// True once the connection has no state left to keep.
@@ -473,7 +507,13 @@ impl Connection {
 
     /// The state and counters of every path (open ones and those being closed).
     pub fn paths(&self) -> Vec<PathInfo> {
-        self.paths.values().map(|p| PathInfo { snapshot: p.snapshot(false), stats: p.stats }).collect()
+        self.paths
+            .values()
+            .map(|p| PathInfo {
+                snapshot: p.snapshot(false),
+                stats: p.stats,
+            })
+            .collect()
     }
 
     /// Takes the next event for the application.
@@ -560,13 +600,25 @@ impl Connection {
     /// Largest datagram payload that fits in one packet on every usable path, or `None` if
     /// the peer does not accept datagrams.
     pub fn max_datagram_size(&self) -> Option<usize> {
-        let peer_max = self.peer_params.as_ref()?.max_datagram_frame_size.filter(|v| *v > 0)?;
-        let mtu = self.paths.values().filter(|p| p.is_usable()).map(|p| p.mtu).min().unwrap_or(self.config.initial_mtu);
+        let peer_max = self
+            .peer_params
+            .as_ref()?
+            .max_datagram_frame_size
+            .filter(|v| *v > 0)?;
+        let mtu = self
+            .paths
+            .values()
+            .filter(|p| p.is_usable())
+            .map(|p| p.mtu)
+            .min()
+            .unwrap_or(self.config.initial_mtu);
         // Short header with the longest connection ID, 4-byte packet number, AEAD tag,
         // and the DATAGRAM frame's type and length fields.
         let overhead = 1 + crate::shared::MAX_CID_SIZE + 4 + 16 + 1 + 2;
         let by_packet = usize::from(mtu).saturating_sub(overhead);
-        let by_frame = usize::try_from(peer_max).unwrap_or(usize::MAX).saturating_sub(1 + 8);
+        let by_frame = usize::try_from(peer_max)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(1 + 8);
         Some(by_packet.min(by_frame))
     }
 
@@ -580,7 +632,13 @@ impl Connection {
             return;
         }
         self.error = Some(ConnectionError::LocallyClosed);
-        self.enter_closing(now, CloseFrame::Application { code, reason: Bytes::copy_from_slice(reason) });
+        self.enter_closing(
+            now,
+            CloseFrame::Application {
+                code,
+                reason: Bytes::copy_from_slice(reason),
+            },
+        );
     }
 
     /// Starts a 1-RTT key update now, if one is allowed (the handshake is confirmed and the
@@ -590,13 +648,19 @@ impl Connection {
             return false;
         }
         let three_pto = 3 * self.largest_pto();
-        let Some(keys) = self.one_rtt.as_mut() else { return false };
+        let Some(keys) = self.one_rtt.as_mut() else {
+            return false;
+        };
         if keys.initiate_update(now, three_pto).is_err() {
             return false;
         }
         self.packets_since_key_update = 0;
         self.stats.key_updates += 1;
-        self.qlog_event(now, "key_updated", json!({"key_type": "client_1rtt_secret", "trigger": "local_update"}));
+        self.qlog_event(
+            now,
+            "key_updated",
+            json!({"key_type": "client_1rtt_secret", "trigger": "local_update"}),
+        );
         true
     }
 
@@ -644,7 +708,10 @@ impl Connection {
             return;
         }
         let deadline = now + 3 * self.largest_pto();
-        if self.error.is_none() || matches!(self.state, State::Closing { .. }) && self.error == Some(ConnectionError::LocallyClosed) {
+        if self.error.is_none()
+            || matches!(self.state, State::Closing { .. })
+                && self.error == Some(ConnectionError::LocallyClosed)
+        {
             if self.error.is_none() {
                 self.events.push_back(Event::ConnectionLost(reason.clone()));
             }
@@ -672,7 +739,11 @@ impl Connection {
     }
 
     fn peer_max_ack_delay(&self) -> Duration {
-        self.peer_params.as_ref().map_or(Duration::from_millis(25), |p| Duration::from_millis(p.max_ack_delay))
+        self.peer_params
+            .as_ref()
+            .map_or(Duration::from_millis(25), |p| {
+                Duration::from_millis(p.max_ack_delay)
+            })
     }
 
     // ----------------------------------------------------------------------------------
@@ -689,7 +760,9 @@ impl Connection {
         if self.qlog.is_none() {
             return;
         }
-        let Some(path) = self.paths.get(&path_id) else { return };
+        let Some(path) = self.paths.get(&path_id) else {
+            return;
+        };
         let data = json!({
             "path_id": path_id.0,
             "min_rtt": ms(path.rtt.min()),

@@ -135,7 +135,11 @@ impl Path {
             id,
             local,
             remote,
-            state: if validated { PathState::Validated } else { PathState::Validating },
+            state: if validated {
+                PathState::Validated
+            } else {
+                PathState::Validating
+            },
             local_status: PathStatus::Available,
             local_status_sequence: 0,
             status_frame_pending: false,
@@ -221,7 +225,14 @@ impl Path {
         if !pacing {
             return true;
         }
-        let release = self.pacer.delay_until(now, mtu, self.mtu, self.cc.window(), self.rtt.smoothed(), self.cc.pacing_rate());
+        let release = self.pacer.delay_until(
+            now,
+            mtu,
+            self.mtu,
+            self.cc.window(),
+            self.rtt.smoothed(),
+            self.cc.pacing_rate(),
+        );
         self.pacing_release = release;
         release.is_none()
     }
@@ -229,7 +240,10 @@ impl Path {
     /// Plans path MTU discovery up to `target` bytes.
     pub fn plan_mtu_discovery(&mut self, target: u16) {
         if target > self.mtu {
-            self.mtu_discovery = MtuDiscovery::Pending { size: target, attempts: 0 };
+            self.mtu_discovery = MtuDiscovery::Pending {
+                size: target,
+                attempts: 0,
+            };
         }
     }
 
@@ -302,7 +316,13 @@ impl Connection {
     //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
     //# To open a new path, an endpoint MUST use a new connection ID associated
     //# with an unused path ID.
-    pub fn open_path(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, status: PathStatus) -> Result<PathId, OpenPathError> {
+    pub fn open_path(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        status: PathStatus,
+    ) -> Result<PathId, OpenPathError> {
         if self.is_closed() {
             return Err(OpenPathError::Closed);
         }
@@ -323,7 +343,9 @@ impl Connection {
                 && self.local_cids.active_count(*id) > 0
         });
         let Some(id) = candidate else {
-            if (1..=limit).all(|i| self.paths.contains_key(&PathId(i)) || self.retired_paths.contains(&PathId(i))) {
+            if (1..=limit).all(|i| {
+                self.paths.contains_key(&PathId(i)) || self.retired_paths.contains(&PathId(i))
+            }) {
                 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.2.1
                 //# When an endpoint cannot open a path because there are no unused path IDs,
                 //# it SHOULD either send a MAX_PATH_ID frame to increase the maximum path ID limit
@@ -333,18 +355,28 @@ impl Connection {
             return Err(OpenPathError::NoPathId);
         };
         self.peer_cids.activate(id);
-        let cc = self.config.congestion_controller.build(now, id, self.config.initial_mtu);
+        let cc = self
+            .config
+            .congestion_controller
+            .build(now, id, self.config.initial_mtu);
         let mut path = Path::new(id, local, remote, &self.config, cc, false);
         // The client trusts the server's address (it chose it); validation is still needed
         // to know the path works in both directions.
         path.address_validated = true;
-        path.challenge = Some(Challenge { token: self.random_token(), sent_at: None, give_up_at: now + self.path_validation_timeout() });
+        path.challenge = Some(Challenge {
+            token: self.random_token(),
+            sent_at: None,
+            give_up_at: now + self.path_validation_timeout(),
+        });
         if status == PathStatus::Backup {
             path.local_status = PathStatus::Backup;
             path.status_frame_pending = true;
         }
         if let Some(peer) = self.peer_params.as_ref() {
-            let target = self.config.max_mtu.min(u16::try_from(peer.max_udp_payload_size).unwrap_or(u16::MAX));
+            let target = self
+                .config
+                .max_mtu
+                .min(u16::try_from(peer.max_udp_payload_size).unwrap_or(u16::MAX));
             path.plan_mtu_discovery(target);
         }
         self.paths.insert(id, path);
@@ -368,7 +400,9 @@ impl Connection {
         if self.multipath.is_none() {
             return false;
         }
-        let Some(path) = self.paths.get_mut(&id) else { return false };
+        let Some(path) = self.paths.get_mut(&id) else {
+            return false;
+        };
         if path.local_status == status && path.local_status_sequence > 0 {
             return true;
         }
@@ -379,7 +413,11 @@ impl Connection {
         //# PATH_STATUS_BACKUP frames for a given path ID.
         path.local_status_sequence += 1;
         path.status_frame_pending = true;
-        let event = PathEvent::StatusChanged { path: id, local: status, peer: path.peer_status };
+        let event = PathEvent::StatusChanged {
+            path: id,
+            local: status,
+            peer: path.peer_status,
+        };
         self.scheduler.on_path_event(now, &event);
         self.events.push_back(Event::Path(event));
         true
@@ -387,11 +425,24 @@ impl Connection {
 
     /// Records a link-layer throughput prediction for a path (bits per second), which
     /// schedulers see in [`PathSnapshot::predicted_throughput`].
-    pub fn set_predicted_throughput(&mut self, now: Instant, id: PathId, bits_per_second: Option<u64>) {
-        let Some(path) = self.paths.get_mut(&id) else { return };
+    pub fn set_predicted_throughput(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        bits_per_second: Option<u64>,
+    ) {
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
         path.predicted_throughput = bits_per_second;
         if let Some(bps) = bits_per_second {
-            self.scheduler.on_path_event(now, &PathEvent::PredictedThroughput { path: id, bits_per_second: bps });
+            self.scheduler.on_path_event(
+                now,
+                &PathEvent::PredictedThroughput {
+                    path: id,
+                    bits_per_second: bps,
+                },
+            );
         }
     }
 
@@ -421,7 +472,9 @@ impl Connection {
     }
 
     pub(super) fn on_path_validated(&mut self, now: Instant, id: PathId) {
-        let Some(path) = self.paths.get_mut(&id) else { return };
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
         path.challenge = None;
         path.address_validated = true;
         if path.state != PathState::Validating {
@@ -435,7 +488,9 @@ impl Connection {
 
     pub(super) fn on_path_validation_failed(&mut self, now: Instant, id: PathId) {
         tracing::debug!(?id, "path validation failed");
-        let Some(path) = self.paths.get_mut(&id) else { return };
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
         path.challenge = None;
         if self.multipath.is_none() {
             // A failed migration leaves the path as it was; with one path there is nothing
@@ -453,7 +508,9 @@ impl Connection {
 
     pub(super) fn abandon_path_internal(&mut self, now: Instant, id: PathId, code: u64) {
         let discard_at = now + 3 * self.largest_pto();
-        let Some(path) = self.paths.get_mut(&id) else { return };
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
         if path.state == PathState::Abandoned {
             return;
         }
@@ -469,7 +526,12 @@ impl Connection {
         path.discard_at = Some(discard_at);
         // Data in flight on the path goes back to the queues at once, so the other paths
         // carry it without waiting for loss detection.
-        let in_flight: Vec<SentFrames> = path.space.recovery.outstanding().map(|(_, p)| p.payload.clone()).collect();
+        let in_flight: Vec<SentFrames> = path
+            .space
+            .recovery
+            .outstanding()
+            .map(|(_, p)| p.payload.clone())
+            .collect();
         self.retired_paths.insert(id);
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
         //# Endpoints that send a PATH_ABANDON frame MUST treat all connection
@@ -483,18 +545,27 @@ impl Connection {
         }
         self.scheduler.on_path_event(now, &PathEvent::Abandoned(id));
         self.events.push_back(Event::Path(PathEvent::Abandoned(id)));
-        self.qlog_event(now, "path_abandoned", json!({"path_id": id.0, "error_code": code}));
+        self.qlog_event(
+            now,
+            "path_abandoned",
+            json!({"path_id": id.0, "error_code": code}),
+        );
         if self.paths.values().all(|p| p.state == PathState::Abandoned) {
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
             //# If a PATH_ABANDON frame is received for the only open path of a QUIC
             //# connection, the receiving peer SHOULD send a CONNECTION_CLOSE frame
             //# and enter the closing state.
-            self.close_on_error(now, TransportError::new(TransportErrorCode::NO_VIABLE_PATH, "no open path left"));
+            self.close_on_error(
+                now,
+                TransportError::new(TransportErrorCode::NO_VIABLE_PATH, "no open path left"),
+            );
         }
     }
 
     pub(super) fn discard_path(&mut self, now: Instant, id: PathId) {
-        let Some(mut path) = self.paths.remove(&id) else { return };
+        let Some(mut path) = self.paths.remove(&id) else {
+            return;
+        };
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4.3
         //# When an endpoint finally deletes all state associated with the path,
         //# the packets sent over the path and not yet acknowledged MUST be considered lost.
@@ -502,7 +573,8 @@ impl Connection {
             self.requeue_frames(AckSpace::Path(id), &p.payload, Requeue::Lost);
         }
         for issued in self.local_cids.remove_path(id) {
-            self.endpoint_events.push_back(EndpointEvent::RetiredLocalCid(issued.cid));
+            self.endpoint_events
+                .push_back(EndpointEvent::RetiredLocalCid(issued.cid));
         }
         self.qlog_event(now, "path_discarded", json!({"path_id": id.0}));
     }

@@ -12,24 +12,43 @@ pub(super) fn frame_json(frame: &Frame) -> Value {
         Frame::Ping => json!({"frame_type": "ping"}),
         Frame::Ack(ack) => {
             let ranges: Vec<Value> = ack.ranges().map(|r| json!([r.start(), r.end()])).collect();
-            let mut v = json!({"frame_type": "ack", "ack_delay_raw": ack.delay, "acked_ranges": ranges});
+            let mut v =
+                json!({"frame_type": "ack", "ack_delay_raw": ack.delay, "acked_ranges": ranges});
             if let Some(path) = ack.path_id {
                 v["frame_type"] = json!("path_ack");
                 v["path_id"] = json!(path.0);
             }
             v
         }
-        Frame::ResetStream(r) => json!({"frame_type": "reset_stream", "stream_id": r.id.0, "error_code": r.error_code.into_inner(), "final_size": r.final_size}),
-        Frame::StopSending(s) => json!({"frame_type": "stop_sending", "stream_id": s.id.0, "error_code": s.error_code.into_inner()}),
-        Frame::Crypto(c) => json!({"frame_type": "crypto", "offset": c.offset, "length": c.data.len()}),
-        Frame::NewToken(t) => json!({"frame_type": "new_token", "token": {"raw": {"length": t.len()}}}),
-        Frame::Stream(s) => json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.data.len(), "fin": s.fin}),
+        Frame::ResetStream(r) => {
+            json!({"frame_type": "reset_stream", "stream_id": r.id.0, "error_code": r.error_code.into_inner(), "final_size": r.final_size})
+        }
+        Frame::StopSending(s) => {
+            json!({"frame_type": "stop_sending", "stream_id": s.id.0, "error_code": s.error_code.into_inner()})
+        }
+        Frame::Crypto(c) => {
+            json!({"frame_type": "crypto", "offset": c.offset, "length": c.data.len()})
+        }
+        Frame::NewToken(t) => {
+            json!({"frame_type": "new_token", "token": {"raw": {"length": t.len()}}})
+        }
+        Frame::Stream(s) => {
+            json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.data.len(), "fin": s.fin})
+        }
         Frame::MaxData(m) => json!({"frame_type": "max_data", "maximum": m}),
-        Frame::MaxStreamData { id, max } => json!({"frame_type": "max_stream_data", "stream_id": id.0, "maximum": max}),
-        Frame::MaxStreams { dir, count } => json!({"frame_type": "max_streams", "stream_type": dir_name(*dir), "maximum": count}),
+        Frame::MaxStreamData { id, max } => {
+            json!({"frame_type": "max_stream_data", "stream_id": id.0, "maximum": max})
+        }
+        Frame::MaxStreams { dir, count } => {
+            json!({"frame_type": "max_streams", "stream_type": dir_name(*dir), "maximum": count})
+        }
         Frame::DataBlocked(l) => json!({"frame_type": "data_blocked", "limit": l}),
-        Frame::StreamDataBlocked { id, limit } => json!({"frame_type": "stream_data_blocked", "stream_id": id.0, "limit": limit}),
-        Frame::StreamsBlocked { dir, limit } => json!({"frame_type": "streams_blocked", "stream_type": dir_name(*dir), "limit": limit}),
+        Frame::StreamDataBlocked { id, limit } => {
+            json!({"frame_type": "stream_data_blocked", "stream_id": id.0, "limit": limit})
+        }
+        Frame::StreamsBlocked { dir, limit } => {
+            json!({"frame_type": "streams_blocked", "stream_type": dir_name(*dir), "limit": limit})
+        }
         Frame::NewConnectionId(f) => json!({
             "frame_type": if f.path_id.is_some() { "path_new_connection_id" } else { "new_connection_id" },
             "path_id": f.path_id.map(|p| p.0),
@@ -58,15 +77,29 @@ pub(super) fn frame_json(frame: &Frame) -> Value {
         }),
         Frame::HandshakeDone => json!({"frame_type": "handshake_done"}),
         Frame::Datagram(d) => json!({"frame_type": "datagram", "length": d.data.len()}),
-        Frame::PathAbandon { path_id, error_code } => json!({"frame_type": "path_abandon", "path_id": path_id.0, "error_code": error_code.0}),
-        Frame::PathStatus { path_id, status, sequence } => json!({
+        Frame::PathAbandon {
+            path_id,
+            error_code,
+        } => {
+            json!({"frame_type": "path_abandon", "path_id": path_id.0, "error_code": error_code.0})
+        }
+        Frame::PathStatus {
+            path_id,
+            status,
+            sequence,
+        } => json!({
             "frame_type": match status { crate::sched::PathStatus::Backup => "path_status_backup", crate::sched::PathStatus::Available => "path_status_available" },
             "path_id": path_id.0,
             "sequence_number": sequence,
         }),
         Frame::MaxPathId(p) => json!({"frame_type": "max_path_id", "maximum_path_id": p.0}),
         Frame::PathsBlocked(p) => json!({"frame_type": "paths_blocked", "maximum_path_id": p.0}),
-        Frame::PathCidsBlocked { path_id, next_sequence } => json!({"frame_type": "path_cids_blocked", "path_id": path_id.0, "next_sequence_number": next_sequence}),
+        Frame::PathCidsBlocked {
+            path_id,
+            next_sequence,
+        } => {
+            json!({"frame_type": "path_cids_blocked", "path_id": path_id.0, "next_sequence_number": next_sequence})
+        }
     }
 }
 

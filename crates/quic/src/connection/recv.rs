@@ -18,7 +18,13 @@ struct FrameSummary {
 
 impl Connection {
     /// Processes one received UDP datagram that the endpoint routed to this connection.
-    pub(crate) fn handle_datagram(&mut self, now: Instant, local: SocketAddr, remote: SocketAddr, mut data: BytesMut) {
+    pub(crate) fn handle_datagram(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        mut data: BytesMut,
+    ) {
         match self.state {
             State::Draining { .. } | State::Drained => return,
             State::Closing { .. } => {
@@ -51,7 +57,8 @@ impl Connection {
                 self.stats.packets_dropped += 1;
                 continue;
             }
-            let result = self.handle_packet(now, local, remote, header, packet, &datagram, &mut counted);
+            let result =
+                self.handle_packet(now, local, remote, header, packet, &datagram, &mut counted);
             if let Err(error) = result {
                 self.close_on_error(now, error);
                 return;
@@ -82,7 +89,12 @@ impl Connection {
                 self.on_retry(now, scid, token.clone(), &packet);
                 return Ok(());
             }
-            Header::Long { ty, version, pn_offset, .. } => {
+            Header::Long {
+                ty,
+                version,
+                pn_offset,
+                ..
+            } => {
                 if *version != self.version {
                     self.stats.packets_dropped += 1;
                     return Ok(());
@@ -126,8 +138,16 @@ impl Connection {
 
         // Remove header protection.
         let hp: Option<&dyn rustls::quic::HeaderProtectionKey> = match space {
-            AckSpace::Initial => self.initial.as_ref().and_then(|h| h.keys.as_ref()).map(|k| k.remote.header.as_ref()),
-            AckSpace::Handshake => self.handshake.as_ref().and_then(|h| h.keys.as_ref()).map(|k| k.remote.header.as_ref()),
+            AckSpace::Initial => self
+                .initial
+                .as_ref()
+                .and_then(|h| h.keys.as_ref())
+                .map(|k| k.remote.header.as_ref()),
+            AckSpace::Handshake => self
+                .handshake
+                .as_ref()
+                .and_then(|h| h.keys.as_ref())
+                .map(|k| k.remote.header.as_ref()),
             //= https://www.rfc-editor.org/rfc/rfc9001#section-5.7
             //# Even though 1-RTT keys are available to a server after receiving the first
             //# handshake messages from a client, it is missing assurances on the client
@@ -143,27 +163,49 @@ impl Connection {
             self.stats.packets_dropped += 1;
             return Ok(());
         };
-        let largest_received = self.space_ref(space).and_then(|s| s.acks.largest.map(|(pn, _)| pn));
-        let pn = packet::decode_packet_number(largest_received, u64::from(unprotected.truncated_pn), unprotected.pn_nbits());
+        let largest_received = self
+            .space_ref(space)
+            .and_then(|s| s.acks.largest.map(|(pn, _)| pn));
+        let pn = packet::decode_packet_number(
+            largest_received,
+            u64::from(unprotected.truncated_pn),
+            unprotected.pn_nbits(),
+        );
         let header_len = pn_offset + unprotected.pn_len;
 
         // Remove packet protection.
         let opened = match space {
             AckSpace::Initial | AckSpace::Handshake => {
-                let hs = if space == AckSpace::Initial { self.initial.as_ref() } else { self.handshake.as_ref() };
+                let hs = if space == AckSpace::Initial {
+                    self.initial.as_ref()
+                } else {
+                    self.handshake.as_ref()
+                };
                 match hs.and_then(|h| h.keys.as_ref()) {
-                    Some(keys) => crate::crypto::open_packet(keys.remote.packet.as_ref(), None, pn, &mut packet, header_len),
+                    Some(keys) => crate::crypto::open_packet(
+                        keys.remote.packet.as_ref(),
+                        None,
+                        pn,
+                        &mut packet,
+                        header_len,
+                    ),
                     None => return Ok(()),
                 }
             }
             AckSpace::Path(_) => {
                 let path_nonce = self.multipath.map(|_| path_id);
-                let Some(keys) = self.one_rtt.as_mut() else { return Ok(()) };
+                let Some(keys) = self.one_rtt.as_mut() else {
+                    return Ok(());
+                };
                 match keys.open(now, path_nonce, pn, &mut packet, header_len) {
                     Ok(o) => {
                         if o.keys == KeyPhaseMatch::Next {
                             self.stats.key_updates += 1;
-                            self.qlog_event(now, "key_updated", json!({"key_type": "1rtt", "trigger": "remote_update"}));
+                            self.qlog_event(
+                                now,
+                                "key_updated",
+                                json!({"key_type": "1rtt", "trigger": "remote_update"}),
+                            );
                         }
                         Ok(o.payload_len)
                     }
@@ -186,7 +228,11 @@ impl Connection {
                     && let Some(token) = packet::stateless_reset_token_candidate(datagram)
                     && self.peer_cids.is_reset_token(token)
                 {
-                    self.qlog_event(now, "packet_received", json!({"header": {"packet_type": "stateless_reset"}}));
+                    self.qlog_event(
+                        now,
+                        "packet_received",
+                        json!({"header": {"packet_type": "stateless_reset"}}),
+                    );
                     self.enter_draining(now, ConnectionError::Reset);
                     self.drain_now();
                     return Ok(());
@@ -201,9 +247,14 @@ impl Connection {
         //# bits after removing both packet and header protection as a connection error
         //# of type PROTOCOL_VIOLATION.
         if unprotected.reserved_bits_set() {
-            return Err(TransportError::protocol_violation("reserved header bits set"));
+            return Err(TransportError::protocol_violation(
+                "reserved header bits set",
+            ));
         }
-        if self.space_ref(space).is_some_and(|s| s.acks.is_duplicate(pn)) {
+        if self
+            .space_ref(space)
+            .is_some_and(|s| s.acks.is_duplicate(pn))
+        {
             self.stats.packets_dropped += 1;
             return Ok(());
         }
@@ -241,6 +292,9 @@ impl Connection {
             //# confirms that the peer successfully processed an Initial packet.
             if let Some(p) = self.paths.get_mut(&PathId::ZERO) {
                 p.address_validated = true;
+                if p.state == PathState::Validating {
+                    p.state = PathState::Validated;
+                }
             }
         }
 
@@ -253,7 +307,14 @@ impl Connection {
         let threshold = self.config.ack_eliciting_threshold;
         if let Some(s) = self.space_mut(space) {
             let immediate = !matches!(space, AckSpace::Path(_));
-            s.acks.on_packet(now, pn, summary.ack_eliciting, immediate, max_ack_delay, threshold);
+            s.acks.on_packet(
+                now,
+                pn,
+                summary.ack_eliciting,
+                immediate,
+                max_ack_delay,
+                threshold,
+            );
         }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.1
         //# An endpoint restarts its idle timer when a packet from its peer is
@@ -267,13 +328,23 @@ impl Connection {
     }
 
     /// A 1-RTT packet on a path ID we have no state for opens that path (multipath).
-    fn on_path_packet(&mut self, now: Instant, path_id: PathId, local: SocketAddr, remote: SocketAddr) -> Result<(), TransportError> {
+    fn on_path_packet(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Result<(), TransportError> {
         if self.paths.contains_key(&path_id) {
             return Ok(());
         }
-        let Some(mp) = self.multipath else { return Ok(()) };
+        let Some(mp) = self.multipath else {
+            return Ok(());
+        };
         if path_id.0 > mp.local_max_path_id {
-            return Err(TransportError::protocol_violation("packet on a path ID above our limit"));
+            return Err(TransportError::protocol_violation(
+                "packet on a path ID above our limit",
+            ));
         }
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
         //# After receiving packets from the
@@ -281,7 +352,10 @@ impl Connection {
         //# the server MUST validate the peer's address before sending any data
         //# as described in ({{Section 8.2 of QUIC-TRANSPORT}}),
         //# unless it has previously validated the 4-tuple used for that path.
-        let cc = self.config.congestion_controller.build(now, path_id, self.config.initial_mtu);
+        let cc = self
+            .config
+            .congestion_controller
+            .build(now, path_id, self.config.initial_mtu);
         let mut path = Path::new(path_id, local, remote, &self.config, cc, false);
         if self.peer_cids.activate(path_id).is_none() {
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
@@ -296,15 +370,21 @@ impl Connection {
             give_up_at: now + self.path_validation_timeout(),
         });
         if let Some(peer) = self.peer_params.as_ref() {
-            path.plan_mtu_discovery(self.config.max_mtu.min(u16::try_from(peer.max_udp_payload_size).unwrap_or(u16::MAX)));
+            path.plan_mtu_discovery(
+                self.config
+                    .max_mtu
+                    .min(u16::try_from(peer.max_udp_payload_size).unwrap_or(u16::MAX)),
+            );
         }
         if let Some((sequence, status)) = self.early_peer_status.remove(&path_id) {
             path.peer_status_sequence = Some(sequence);
             path.peer_status = Some(status);
         }
         self.paths.insert(path_id, path);
-        self.scheduler.on_path_event(now, &PathEvent::Opened(path_id));
-        self.events.push_back(Event::Path(PathEvent::Opened(path_id)));
+        self.scheduler
+            .on_path_event(now, &PathEvent::Opened(path_id));
+        self.events
+            .push_back(Event::Path(PathEvent::Opened(path_id)));
         self.qlog_event(now, "path_assigned", json!({"path_id": path_id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "remote"}));
         Ok(())
     }
@@ -313,12 +393,21 @@ impl Connection {
     //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3
     //# Receiving a packet from a new peer address containing a non-probing
     //# frame indicates that the peer has migrated to that address.
-    fn maybe_migrate(&mut self, now: Instant, path_id: PathId, local: SocketAddr, remote: SocketAddr, pn: u64) {
+    fn maybe_migrate(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        local: SocketAddr,
+        remote: SocketAddr,
+        pn: u64,
+    ) {
         if self.side.is_client() || !self.handshake_confirmed {
             return;
         }
         let timeout = self.path_validation_timeout();
-        let Some(path) = self.paths.get(&path_id) else { return };
+        let Some(path) = self.paths.get(&path_id) else {
+            return;
+        };
         if path.remote == remote && path.local == local {
             return;
         }
@@ -330,9 +419,15 @@ impl Connection {
         }
         let port_only = path.remote.ip() == remote.ip();
         let token = self.random_token();
-        let cc = (!port_only).then(|| self.config.congestion_controller.build(now, path_id, self.config.initial_mtu));
+        let cc = (!port_only).then(|| {
+            self.config
+                .congestion_controller
+                .build(now, path_id, self.config.initial_mtu)
+        });
         let initial_rtt = self.config.initial_rtt;
-        let Some(path) = self.paths.get_mut(&path_id) else { return };
+        let Some(path) = self.paths.get_mut(&path_id) else {
+            return;
+        };
         path.remote = remote;
         path.local = local;
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.4
@@ -351,14 +446,22 @@ impl Connection {
             path.cc = cc;
             path.rtt = crate::recovery::RttEstimator::new(initial_rtt);
         }
-        path.challenge = Some(paths::Challenge { token, sent_at: None, give_up_at: now + timeout });
+        path.challenge = Some(paths::Challenge {
+            token,
+            sent_at: None,
+            give_up_at: now + timeout,
+        });
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.5
         //# An endpoint MUST NOT reuse a connection ID when sending to
         //# more than one destination address.
         if let Some(Some(retired)) = self.peer_cids.rotate(path_id) {
             self.pending.retire_cids.insert((path_id, retired));
         }
-        self.qlog_event(now, "migration_state_updated", json!({"new": "probing_started", "path_id": path_id.0, "remote": remote.to_string()}));
+        self.qlog_event(
+            now,
+            "migration_state_updated",
+            json!({"new": "probing_started", "path_id": path_id.0, "remote": remote.to_string()}),
+        );
     }
 
     fn on_version_negotiation(&mut self, now: Instant, versions: &[u32]) {
@@ -374,12 +477,19 @@ impl Connection {
         self.received_any = true;
         self.qlog_event(now, "packet_received", json!({"header": {"packet_type": "version_negotiation"}, "supported_versions": versions}));
         self.error = Some(ConnectionError::VersionMismatch);
-        self.events.push_back(Event::ConnectionLost(ConnectionError::VersionMismatch));
+        self.events
+            .push_back(Event::ConnectionLost(ConnectionError::VersionMismatch));
         self.drain_now();
     }
 
     /// Client handling of a Retry packet.
-    fn on_retry(&mut self, now: Instant, scid: &ConnectionId, token: std::ops::Range<usize>, packet: &[u8]) {
+    fn on_retry(
+        &mut self,
+        now: Instant,
+        scid: &ConnectionId,
+        token: std::ops::Range<usize>,
+        packet: &[u8],
+    ) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-17.2.5.2
         //# A client MUST accept and process at most one Retry packet for each
         //# connection attempt.  After the client has received and processed an
@@ -395,9 +505,17 @@ impl Connection {
             self.stats.packets_dropped += 1;
             return;
         }
-        let Some(token) = packet.get(token).filter(|t| !t.is_empty()) else { return };
-        let Some(keys) = crate::crypto::initial_keys(self.version, scid, self.side) else { return };
-        self.qlog_event(now, "packet_received", json!({"header": {"packet_type": "retry", "scid": scid.to_string()}}));
+        let Some(token) = packet.get(token).filter(|t| !t.is_empty()) else {
+            return;
+        };
+        let Some(keys) = crate::crypto::initial_keys(self.version, scid, self.side) else {
+            return;
+        };
+        self.qlog_event(
+            now,
+            "packet_received",
+            json!({"header": {"packet_type": "retry", "scid": scid.to_string()}}),
+        );
         self.retry_scid = Some(*scid);
         self.retry_token = Bytes::copy_from_slice(token);
         self.peer_cids.set_handshake_cid(*scid, None);
@@ -405,7 +523,9 @@ impl Connection {
         //# The Destination Connection ID field used is the value of the Destination
         //# Connection ID field in the client's first Initial packet.
         // (after a Retry, the Initial secrets derive from the Retry's SCID: RFC 9000 7.2)
-        let Some(initial) = self.initial.as_mut() else { return };
+        let Some(initial) = self.initial.as_mut() else {
+            return;
+        };
         initial.keys = Some(keys);
         //= https://www.rfc-editor.org/rfc/rfc9002#section-6.3
         //# Clients that receive a Retry packet reset congestion control and loss
@@ -427,7 +547,14 @@ impl Connection {
     }
 
     /// Handles the frames of one packet.
-    fn handle_frames(&mut self, now: Instant, kind: PacketKind, space: AckSpace, pn: u64, payload: Bytes) -> Result<FrameSummary, TransportError> {
+    fn handle_frames(
+        &mut self,
+        now: Instant,
+        kind: PacketKind,
+        space: AckSpace,
+        pn: u64,
+        payload: Bytes,
+    ) -> Result<FrameSummary, TransportError> {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-12.4
         //# An endpoint MUST treat receipt of a packet containing no frames as a
         //# connection error of type PROTOCOL_VIOLATION.
@@ -444,14 +571,24 @@ impl Connection {
             //# a frame in a packet type that is not permitted as a connection error of type
             //# PROTOCOL_VIOLATION.
             if !ty.allowed_in(kind) {
-                return Err(TransportError::protocol_violation(format!("{} frame not allowed in {kind:?} packets", ty.name().unwrap_or("unknown"))).in_frame(ty.0));
+                return Err(TransportError::protocol_violation(format!(
+                    "{} frame not allowed in {kind:?} packets",
+                    ty.name().unwrap_or("unknown")
+                ))
+                .in_frame(ty.0));
             }
             summary.ack_eliciting |= ty.is_ack_eliciting();
             summary.non_probing |= !ty.is_probing();
             if let Some(list) = qlog_frames.as_mut() {
                 list.push(qlog_frames::frame_json(&frame));
             }
-            self.handle_frame(now, space, frame).map_err(|e| if e.frame_type.is_none() { e.in_frame(ty.0) } else { e })?;
+            self.handle_frame(now, space, frame).map_err(|e| {
+                if e.frame_type.is_none() {
+                    e.in_frame(ty.0)
+                } else {
+                    e
+                }
+            })?;
             if self.is_closed() {
                 break;
             }
@@ -466,7 +603,12 @@ impl Connection {
         Ok(summary)
     }
 
-    fn handle_frame(&mut self, now: Instant, space: AckSpace, frame: Frame) -> Result<(), TransportError> {
+    fn handle_frame(
+        &mut self,
+        now: Instant,
+        space: AckSpace,
+        frame: Frame,
+    ) -> Result<(), TransportError> {
         let path_id = space.path();
         match frame {
             Frame::Padding(_) | Frame::Ping => {}
@@ -482,7 +624,9 @@ impl Connection {
                             if self.retired_paths.contains(&id) {
                                 return Ok(());
                             }
-                            return Err(TransportError::protocol_violation("PATH_ACK for a path without a packet number space"));
+                            return Err(TransportError::protocol_violation(
+                                "PATH_ACK for a path without a packet number space",
+                            ));
                         }
                         AckSpace::Path(id)
                     }
@@ -509,7 +653,9 @@ impl Connection {
                 //# treat receipt of a HANDSHAKE_DONE frame as a connection error of type
                 //# PROTOCOL_VIOLATION.
                 if self.side.is_server() {
-                    return Err(TransportError::protocol_violation("HANDSHAKE_DONE sent by a client"));
+                    return Err(TransportError::protocol_violation(
+                        "HANDSHAKE_DONE sent by a client",
+                    ));
                 }
                 //= https://www.rfc-editor.org/rfc/rfc9001#section-4.1.2
                 //# At the client, the handshake is
@@ -517,13 +663,18 @@ impl Connection {
                 self.on_handshake_confirmed(now);
             }
             Frame::Stream(s) => self.streams.on_stream(s.id, s.offset, s.data, s.fin)?,
-            Frame::ResetStream(r) => self.streams.on_reset_stream(r.id, r.error_code, r.final_size)?,
+            Frame::ResetStream(r) => {
+                self.streams
+                    .on_reset_stream(r.id, r.error_code, r.final_size)?
+            }
             Frame::StopSending(s) => self.streams.on_stop_sending(s.id, s.error_code)?,
             Frame::MaxData(max) => self.streams.on_max_data(max),
             Frame::MaxStreamData { id, max } => self.streams.on_max_stream_data(id, max)?,
             Frame::MaxStreams { dir, count } => self.streams.on_max_streams(dir, count)?,
             Frame::DataBlocked(limit) => self.streams.on_data_blocked(limit),
-            Frame::StreamDataBlocked { id, limit } => self.streams.on_stream_data_blocked(id, limit)?,
+            Frame::StreamDataBlocked { id, limit } => {
+                self.streams.on_stream_data_blocked(id, limit)?
+            }
             Frame::StreamsBlocked { dir, limit } => self.streams.on_streams_blocked(dir, limit)?,
             Frame::NewToken(_) => {
                 //= https://www.rfc-editor.org/rfc/rfc9000#section-19.7
@@ -531,7 +682,9 @@ impl Connection {
                 //# of a NEW_TOKEN frame as a connection error of type
                 //# PROTOCOL_VIOLATION.
                 if self.side.is_server() {
-                    return Err(TransportError::protocol_violation("NEW_TOKEN sent by a client"));
+                    return Err(TransportError::protocol_violation(
+                        "NEW_TOKEN sent by a client",
+                    ));
                 }
             }
             Frame::NewConnectionId(f) => {
@@ -546,9 +699,18 @@ impl Connection {
                         return Ok(());
                     }
                 }
-                self.on_new_connection_id(target, f.sequence, f.retire_prior_to, f.id, f.reset_token)?;
+                self.on_new_connection_id(
+                    target,
+                    f.sequence,
+                    f.retire_prior_to,
+                    f.id,
+                    f.reset_token,
+                )?;
             }
-            Frame::RetireConnectionId { path_id: target, sequence } => {
+            Frame::RetireConnectionId {
+                path_id: target,
+                sequence,
+            } => {
                 let target = match target {
                     Some(id) => {
                         self.require_path_id(id)?;
@@ -574,7 +736,11 @@ impl Connection {
                 //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.2
                 //# A PATH_RESPONSE frame received on any network path validates the path
                 //# on which the PATH_CHALLENGE was sent.
-                let validated = self.paths.iter().find(|(_, p)| p.challenge.is_some_and(|c| c.token == token)).map(|(id, _)| *id);
+                let validated = self
+                    .paths
+                    .iter()
+                    .find(|(_, p)| p.challenge.is_some_and(|c| c.token == token))
+                    .map(|(id, _)| *id);
                 if let Some(id) = validated {
                     self.on_path_validated(now, id);
                 }
@@ -585,19 +751,35 @@ impl Connection {
             }
             Frame::ApplicationClose(close) => {
                 let reason = close.reason_lossy().into_owned();
-                self.enter_draining(now, ConnectionError::ApplicationClosed { code: close.error_code.into_inner(), reason });
+                self.enter_draining(
+                    now,
+                    ConnectionError::ApplicationClosed {
+                        code: close.error_code.into_inner(),
+                        reason,
+                    },
+                );
             }
             Frame::Datagram(d) => {
                 let len = crate::datagrams::datagram_frame_len(d.data.len());
-                if self.datagrams.on_datagram_frame(d.data, len, self.config.max_datagram_frame_size)? {
+                if self.datagrams.on_datagram_frame(
+                    d.data,
+                    len,
+                    self.config.max_datagram_frame_size,
+                )? {
                     self.events.push_back(Event::DatagramReceived);
                 }
             }
-            Frame::PathAbandon { path_id: target, .. } => {
+            Frame::PathAbandon {
+                path_id: target, ..
+            } => {
                 self.require_path_id(target)?;
                 self.on_path_abandon(now, target);
             }
-            Frame::PathStatus { path_id: target, status, sequence } => {
+            Frame::PathStatus {
+                path_id: target,
+                status,
+                sequence,
+            } => {
                 self.require_path_id(target)?;
                 self.on_path_status(now, target, sequence, status);
             }
@@ -618,17 +800,24 @@ impl Connection {
                 //# Receipt of a value of Maximum Path Identifier or Path Identifier that is higher than
                 //# the local maximum value MUST be treated as a connection error of type PROTOCOL_VIOLATION.
                 if max.0 > mp.local_max_path_id {
-                    return Err(TransportError::protocol_violation("PATHS_BLOCKED above our maximum path ID"));
+                    return Err(TransportError::protocol_violation(
+                        "PATHS_BLOCKED above our maximum path ID",
+                    ));
                 }
             }
-            Frame::PathCidsBlocked { path_id: target, next_sequence } => {
+            Frame::PathCidsBlocked {
+                path_id: target,
+                next_sequence,
+            } => {
                 self.require_path_id(target)?;
                 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-4.7
                 //# Receipt of a value of Next Sequence Number that is higher than
                 //# the sequence number of the next expected to be issued connection ID for this path
                 //# MUST be treated as a connection error of type PROTOCOL_VIOLATION.
                 if next_sequence > self.local_cids.next_sequence(target) {
-                    return Err(TransportError::protocol_violation("PATH_CIDS_BLOCKED with a sequence number never issued"));
+                    return Err(TransportError::protocol_violation(
+                        "PATH_CIDS_BLOCKED with a sequence number never issued",
+                    ));
                 }
             }
         }
@@ -640,7 +829,9 @@ impl Connection {
     //# If an endpoint receives a multipath-specific frame in a different packet type,
     //# it MUST close the connection with an error of type PROTOCOL_VIOLATION.
     fn require_multipath(&self) -> Result<Multipath, TransportError> {
-        self.multipath.ok_or_else(|| TransportError::protocol_violation("multipath frame without multipath negotiated"))
+        self.multipath.ok_or_else(|| {
+            TransportError::protocol_violation("multipath frame without multipath negotiated")
+        })
     }
 
     //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-4
@@ -672,10 +863,18 @@ impl Connection {
         //# An endpoint that is sending packets with a zero-length Destination
         //# Connection ID MUST treat receipt of a NEW_CONNECTION_ID frame as a
         //# connection error of type PROTOCOL_VIOLATION.
-        if self.peer_cids.active(PathId::ZERO).is_some_and(|c| c.cid.is_empty()) {
-            return Err(TransportError::protocol_violation("NEW_CONNECTION_ID while using zero-length connection IDs"));
+        if self
+            .peer_cids
+            .active(PathId::ZERO)
+            .is_some_and(|c| c.cid.is_empty())
+        {
+            return Err(TransportError::protocol_violation(
+                "NEW_CONNECTION_ID while using zero-length connection IDs",
+            ));
         }
-        let outcome = self.peer_cids.on_new_cid(path_id, sequence, retire_prior_to, cid, reset_token)?;
+        let outcome =
+            self.peer_cids
+                .on_new_cid(path_id, sequence, retire_prior_to, cid, reset_token)?;
         for seq in outcome.to_retire {
             self.pending.retire_cids.insert((path_id, seq));
         }
@@ -685,10 +884,15 @@ impl Connection {
         Ok(())
     }
 
-    fn on_retire_connection_id(&mut self, path_id: PathId, sequence: u64) -> Result<(), TransportError> {
+    fn on_retire_connection_id(
+        &mut self,
+        path_id: PathId,
+        sequence: u64,
+    ) -> Result<(), TransportError> {
         let dcid = self.current_packet_dcid;
         if let Some(retired) = self.local_cids.on_retire(path_id, sequence, &dcid)? {
-            self.endpoint_events.push_back(EndpointEvent::RetiredLocalCid(retired.cid));
+            self.endpoint_events
+                .push_back(EndpointEvent::RetiredLocalCid(retired.cid));
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.2.2
             //# As such, when receiving a PATH_RETIRE_CONNECTION_ID frame, an endpoint
             //# SHOULD provide new connection IDs for that path, if still open, using PATH_NEW_CONNECTION_ID frames.
@@ -711,7 +915,10 @@ impl Connection {
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-4.3
             //# All path IDs below the maximum path ID limit can be indicated,
             //# even if the path is not in active use yet.
-            let newer = self.early_peer_status.get(&id).is_none_or(|(s, _)| sequence > *s);
+            let newer = self
+                .early_peer_status
+                .get(&id)
+                .is_none_or(|(s, _)| sequence > *s);
             if newer && !self.retired_paths.contains(&id) {
                 self.early_peer_status.insert(id, (sequence, status));
             }
@@ -722,7 +929,11 @@ impl Connection {
         }
         path.peer_status_sequence = Some(sequence);
         path.peer_status = Some(status);
-        let event = PathEvent::StatusChanged { path: id, local: path.local_status, peer: Some(status) };
+        let event = PathEvent::StatusChanged {
+            path: id,
+            local: path.local_status,
+            peer: Some(status),
+        };
         self.scheduler.on_path_event(now, &event);
         self.events.push_back(Event::Path(event));
     }

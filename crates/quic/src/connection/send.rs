@@ -89,7 +89,10 @@ impl Connection {
         let wants = |h: &Option<HandshakeSpace>| {
             h.as_ref().is_some_and(|h| {
                 h.keys.is_some()
-                    && (h.space.acks.ack_due(now) || h.crypto.has_pending() || h.space.probes_owed > 0 || h.space.ping_pending)
+                    && (h.space.acks.ack_due(now)
+                        || h.crypto.has_pending()
+                        || h.space.probes_owed > 0
+                        || h.space.ping_pending)
             })
         };
         let wants_initial = wants(&self.initial);
@@ -99,8 +102,9 @@ impl Connection {
         }
         // Client datagrams with Initial packets, and server datagrams with ack-eliciting
         // Initial packets, are padded to 1200 bytes.
-        let initial_eliciting =
-            self.initial.as_ref().is_some_and(|h| h.crypto.has_pending() || h.space.probes_owed > 0 || h.space.ping_pending);
+        let initial_eliciting = self.initial.as_ref().is_some_and(|h| {
+            h.crypto.has_pending() || h.space.probes_owed > 0 || h.space.ping_pending
+        });
         let needs_padding = wants_initial && (self.side.is_client() || initial_eliciting);
         if needs_padding && budget < MIN_DATAGRAM {
             return None;
@@ -109,13 +113,24 @@ impl Connection {
         let mut built_any = false;
         if wants_initial {
             let last = !wants_handshake && !wants_1rtt;
-            let opts = BuildOptions { pad_datagram_to: (needs_padding && last).then_some(MIN_DATAGRAM), ..Default::default() };
-            built_any |= self.build_packet(now, AckSpace::Initial, buf, budget, opts).is_some();
+            let opts = BuildOptions {
+                pad_datagram_to: (needs_padding && last).then_some(MIN_DATAGRAM),
+                ..Default::default()
+            };
+            built_any |= self
+                .build_packet(now, AckSpace::Initial, buf, budget, opts)
+                .is_some();
         }
         if wants_handshake && budget.saturating_sub(buf.len()) > MIN_PACKET_ROOM {
             let last = !wants_1rtt;
-            let opts = BuildOptions { pad_datagram_to: (needs_padding && last).then_some(MIN_DATAGRAM), ..Default::default() };
-            if self.build_packet(now, AckSpace::Handshake, buf, budget, opts).is_some() {
+            let opts = BuildOptions {
+                pad_datagram_to: (needs_padding && last).then_some(MIN_DATAGRAM),
+                ..Default::default()
+            };
+            if self
+                .build_packet(now, AckSpace::Handshake, buf, budget, opts)
+                .is_some()
+            {
                 built_any = true;
                 //= https://www.rfc-editor.org/rfc/rfc9001#section-4.9.1
                 //# a client MUST discard Initial keys when it first sends a Handshake packet
@@ -125,8 +140,13 @@ impl Connection {
             }
         }
         if wants_1rtt && budget.saturating_sub(buf.len()) > MIN_PACKET_ROOM {
-            let opts = BuildOptions { pad_datagram_to: needs_padding.then_some(MIN_DATAGRAM), ..Default::default() };
-            built_any |= self.build_packet(now, AckSpace::Path(PathId::ZERO), buf, budget, opts).is_some();
+            let opts = BuildOptions {
+                pad_datagram_to: needs_padding.then_some(MIN_DATAGRAM),
+                ..Default::default()
+            };
+            built_any |= self
+                .build_packet(now, AckSpace::Path(PathId::ZERO), buf, budget, opts)
+                .is_some();
         }
         if !built_any {
             return None;
@@ -136,7 +156,9 @@ impl Connection {
 
     /// Whether a 1-RTT packet on `id` would carry anything apart from scheduled data.
     fn has_1rtt_content(&self, now: Instant, id: PathId) -> bool {
-        let Some(path) = self.paths.get(&id) else { return false };
+        let Some(path) = self.paths.get(&id) else {
+            return false;
+        };
         path.space.acks.ack_due(now)
             || !path.responses.is_empty()
             || path.challenge.is_some_and(|c| c.sent_at.is_none())
@@ -152,14 +174,22 @@ impl Connection {
             || self.pending.max_path_id
             || self.pending.paths_blocked
             || !self.pending.path_cids_blocked.is_empty()
-            || self.paths.values().any(|p| p.abandon_pending.is_some() || p.status_frame_pending)
+            || self
+                .paths
+                .values()
+                .any(|p| p.abandon_pending.is_some() || p.status_frame_pending)
             || self.streams.has_control()
             || self.crypto_1rtt.has_pending()
     }
 
     /// Packets that belong to one path: path validation, PTO probes, PMTU probes, and
     /// acknowledgments or control frames when no data packet will carry them soon.
-    fn poll_path_specific(&mut self, now: Instant, id: PathId, buf: &mut Vec<u8>) -> Option<Transmit> {
+    fn poll_path_specific(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
         self.peer_cids.active(id)?;
         let path = self.paths.get(&id)?;
         let mtu = usize::from(path.mtu);
@@ -167,7 +197,8 @@ impl Connection {
         if budget < MIN_PACKET_ROOM {
             return None;
         }
-        let validating = !path.responses.is_empty() || path.challenge.is_some_and(|c| c.sent_at.is_none());
+        let validating =
+            !path.responses.is_empty() || path.challenge.is_some_and(|c| c.sent_at.is_none());
         if validating {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.1
             //# An endpoint MUST expand datagrams that contain a PATH_CHALLENGE frame
@@ -175,17 +206,30 @@ impl Connection {
             //# unless the anti-amplification limit for the path does not permit
             //# sending a datagram of this size.
             let pad = (budget >= MIN_DATAGRAM).then_some(MIN_DATAGRAM);
-            let opts = BuildOptions { pad_datagram_to: pad, path_only: true, ..Default::default() };
+            let opts = BuildOptions {
+                pad_datagram_to: pad,
+                path_only: true,
+                ..Default::default()
+            };
             self.build_packet(now, AckSpace::Path(id), buf, budget, opts)?;
             return self.finish_transmit(id, buf.len(), None);
         }
         if path.space.probes_owed > 0 && path.state != PathState::Abandoned {
-            let opts = BuildOptions { probe: true, allow_data: path.is_usable(), ..Default::default() };
-            let built = self.build_packet(now, AckSpace::Path(id), buf, budget, opts);
-            if let Some(p) = self.paths.get_mut(&id) {
-                p.space.probes_owed = p.space.probes_owed.saturating_sub(1);
+            let opts = BuildOptions {
+                probe: true,
+                allow_data: path.is_usable(),
+                ..Default::default()
+            };
+            if self
+                .build_packet(now, AckSpace::Path(id), buf, budget, opts)
+                .is_none()
+            {
+                // Nothing could be built (no keys or no room): give up on this probe.
+                if let Some(p) = self.paths.get_mut(&id) {
+                    p.space.probes_owed = 0;
+                }
+                return None;
             }
-            built?;
             return self.finish_transmit(id, buf.len(), None);
         }
         if let MtuDiscovery::Pending { size, attempts } = path.mtu_discovery
@@ -194,10 +238,17 @@ impl Connection {
             && path.bytes_in_flight + u64::from(size) <= path.cc.window()
             && u64::from(size) <= path.amplification_budget()
         {
-            let opts = BuildOptions { mtu_probe: Some(size), path_only: true, ..Default::default() };
+            let opts = BuildOptions {
+                mtu_probe: Some(size),
+                path_only: true,
+                ..Default::default()
+            };
             self.build_packet(now, AckSpace::Path(id), buf, usize::from(size), opts)?;
             if let Some(p) = self.paths.get_mut(&id) {
-                p.mtu_discovery = MtuDiscovery::InFlight { size, attempts: attempts + 1 };
+                p.mtu_discovery = MtuDiscovery::InFlight {
+                    size,
+                    attempts: attempts + 1,
+                };
             }
             return self.finish_transmit(id, buf.len(), None);
         }
@@ -205,12 +256,20 @@ impl Connection {
         let needs_ack = path.space.acks.ack_due(now);
         let needs_ping = path.space.ping_pending;
         let abandoning = path.abandon_pending.is_some();
-        let data_coming = usable && self.has_scheduled_work() && self.paths.get_mut(&id).is_some_and(|p| p.can_send_data(now, self.config.pacing));
+        let data_coming = usable
+            && self.has_scheduled_work()
+            && self
+                .paths
+                .get_mut(&id)
+                .is_some_and(|p| p.can_send_data(now, self.config.pacing));
         let control = usable && self.has_control_frames();
         if data_coming || !(needs_ack || needs_ping || control || abandoning) {
             return None;
         }
-        let opts = BuildOptions { path_only: !(control || abandoning), ..Default::default() };
+        let opts = BuildOptions {
+            path_only: !(control || abandoning),
+            ..Default::default()
+        };
         self.build_packet(now, AckSpace::Path(id), buf, budget, opts)?;
         self.finish_transmit(id, buf.len(), None)
     }
@@ -227,7 +286,10 @@ impl Connection {
                     break;
                 }
                 self.duplicate_on.remove(0);
-                let ready = self.paths.get_mut(&copy_to).is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
+                let ready = self
+                    .paths
+                    .get_mut(&copy_to)
+                    .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
                 if !ready {
                     continue;
                 }
@@ -239,7 +301,9 @@ impl Connection {
                 match self.schedule(now) {
                     Decision::Send(id) => id,
                     Decision::Duplicate(ids) => {
-                        let Some((&first, rest)) = ids.split_first() else { break };
+                        let Some((&first, rest)) = ids.split_first() else {
+                            break;
+                        };
                         if batch.is_some() {
                             break;
                         }
@@ -252,17 +316,31 @@ impl Connection {
             if batch.is_some_and(|(id, _)| id != target) {
                 break;
             }
-            let ready = self.paths.get_mut(&target).is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
+            let ready = self
+                .paths
+                .get_mut(&target)
+                .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
             if !ready {
                 break;
             }
-            let Some(path) = self.paths.get(&target) else { break };
+            let Some(path) = self.paths.get(&target) else {
+                break;
+            };
             let mtu = usize::from(path.mtu);
             let start = buf.len();
             let payload_before = path.stats.payload_bytes_sent;
-            let opts = BuildOptions { allow_data: true, ..Default::default() };
-            let Some(size) = self.build_packet(now, AckSpace::Path(target), buf, start + mtu, opts) else { break };
-            let payload = self.paths.get(&target).map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
+            let opts = BuildOptions {
+                allow_data: true,
+                ..Default::default()
+            };
+            let Some(size) = self.build_packet(now, AckSpace::Path(target), buf, start + mtu, opts)
+            else {
+                break;
+            };
+            let payload = self
+                .paths
+                .get(&target)
+                .map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
             self.scheduler.on_packet_sent(now, target, payload);
             if !self.duplicate_on.is_empty() {
                 // The copy for the other paths: the same stream ranges, queued again as if
@@ -271,7 +349,11 @@ impl Connection {
             }
             count += 1;
             let segment = *batch.get_or_insert((target, size));
-            if size < segment.1 || size < mtu || count >= self.config.max_gso_segments || !self.duplicate_on.is_empty() {
+            if size < segment.1
+                || size < mtu
+                || count >= self.config.max_gso_segments
+                || !self.duplicate_on.is_empty()
+            {
                 break;
             }
         }
@@ -300,7 +382,10 @@ impl Connection {
         }
         if pending.is_empty() {
             // Control frames only: the first path that can send.
-            return snapshots.iter().find(|s| s.can_send).map_or(Decision::Wait, |s| Decision::Send(s.id));
+            return snapshots
+                .iter()
+                .find(|s| s.can_send)
+                .map_or(Decision::Wait, |s| Decision::Send(s.id));
         }
         self.scheduler.schedule(now, &snapshots, &pending)
     }
@@ -308,8 +393,12 @@ impl Connection {
     /// Queues the stream data of the packet just sent on `path` again, so the next packet
     /// (on another path) carries a copy.
     fn requeue_last_packet_data(&mut self, path: PathId) {
-        let Some(p) = self.paths.get(&path) else { return };
-        let Some((_, last)) = p.space.recovery.outstanding().next_back() else { return };
+        let Some(p) = self.paths.get(&path) else {
+            return;
+        };
+        let Some((_, last)) = p.space.recovery.outstanding().next_back() else {
+            return;
+        };
         let ranges = last.payload.stream.clone();
         for s in ranges {
             self.streams.on_stream_lost(s.id, s.offset, s.len, s.fin);
@@ -331,7 +420,8 @@ impl Connection {
             .find(|p| p.is_usable() && self.peer_cids.active(p.id).is_some())
             .map_or(PathId::ZERO, |p| p.id);
         let path = self.paths.get(&id)?;
-        let budget = usize::try_from(path.amplification_budget().min(u64::from(path.mtu))).unwrap_or(MIN_DATAGRAM);
+        let budget = usize::try_from(path.amplification_budget().min(u64::from(path.mtu)))
+            .unwrap_or(MIN_DATAGRAM);
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.2.3
         //# When sending a CONNECTION_CLOSE frame in a connection that is not yet
         //# confirmed, an endpoint might send it in packets of every
@@ -347,7 +437,9 @@ impl Connection {
             spaces.push(AckSpace::Path(id));
         }
         for space in spaces {
-            let Some(layout) = self.write_header(space, buf) else { continue };
+            let Some(layout) = self.write_header(space, buf) else {
+                continue;
+            };
             let room = budget.saturating_sub(buf.len() + TAG_LEN);
             let frame = match (&close, space) {
                 (CloseFrame::Transport(e), _) => {
@@ -356,7 +448,10 @@ impl Connection {
                     Frame::ConnectionClose(c)
                 }
                 (CloseFrame::Application { code, reason }, AckSpace::Path(_)) => {
-                    let mut c = frame::ApplicationClose { error_code: *code, reason: reason.clone() };
+                    let mut c = frame::ApplicationClose {
+                        error_code: *code,
+                        reason: reason.clone(),
+                    };
                     c.truncate_to(room);
                     Frame::ApplicationClose(c)
                 }
@@ -364,11 +459,13 @@ impl Connection {
                 //# A CONNECTION_CLOSE of type 0x1d MUST be replaced by a
                 //# CONNECTION_CLOSE of type 0x1c when sending the frame in Initial or
                 //# Handshake packets.
-                (CloseFrame::Application { .. }, _) => Frame::ConnectionClose(frame::ConnectionClose {
-                    error_code: TransportErrorCode::APPLICATION_ERROR,
-                    frame_type: None,
-                    reason: Bytes::new(),
-                }),
+                (CloseFrame::Application { .. }, _) => {
+                    Frame::ConnectionClose(frame::ConnectionClose {
+                        error_code: TransportErrorCode::APPLICATION_ERROR,
+                        frame_type: None,
+                        reason: Bytes::new(),
+                    })
+                }
             };
             if buf.len() + frame.encoded_len() + TAG_LEN > budget {
                 buf.truncate(layout.start);
@@ -401,14 +498,36 @@ impl Connection {
         let pn_len = packet::packet_number_len(pn, largest_acked);
         match space {
             AckSpace::Initial | AckSpace::Handshake => {
-                let ty = if space == AckSpace::Initial { LongType::Initial } else { LongType::Handshake };
-                let token: &[u8] = if ty == LongType::Initial && side.is_client() { &token } else { &[] };
-                let layout = packet::write_long_header(buf, ty, version, &dcid, &scid, token, pn, pn_len);
-                Some(HeaderLayout { start, pn, pn_offset: layout.pn_offset, pn_len, long: Some(layout) })
+                let ty = if space == AckSpace::Initial {
+                    LongType::Initial
+                } else {
+                    LongType::Handshake
+                };
+                let token: &[u8] = if ty == LongType::Initial && side.is_client() {
+                    &token
+                } else {
+                    &[]
+                };
+                let layout =
+                    packet::write_long_header(buf, ty, version, &dcid, &scid, token, pn, pn_len);
+                Some(HeaderLayout {
+                    start,
+                    pn,
+                    pn_offset: layout.pn_offset,
+                    pn_len,
+                    long: Some(layout),
+                })
             }
             AckSpace::Path(_) => {
-                let pn_offset = packet::write_short_header(buf, false, key_phase, &dcid, pn, pn_len);
-                Some(HeaderLayout { start, pn, pn_offset, pn_len, long: None })
+                let pn_offset =
+                    packet::write_short_header(buf, false, key_phase, &dcid, pn, pn_len);
+                Some(HeaderLayout {
+                    start,
+                    pn,
+                    pn_offset,
+                    pn_len,
+                    long: None,
+                })
             }
         }
     }
@@ -416,12 +535,21 @@ impl Connection {
     /// Builds one packet of `space` at the end of `buf`, keeping the datagram within
     /// `datagram_limit` bytes. Returns the packet's size, or `None` if there was nothing to
     /// send (the buffer is left as it was; the packet number is skipped).
-    fn build_packet(&mut self, now: Instant, space: AckSpace, buf: &mut Vec<u8>, datagram_limit: usize, opts: BuildOptions) -> Option<usize> {
+    fn build_packet(
+        &mut self,
+        now: Instant,
+        space: AckSpace,
+        buf: &mut Vec<u8>,
+        datagram_limit: usize,
+        opts: BuildOptions,
+    ) -> Option<usize> {
         if datagram_limit < buf.len() + MIN_PACKET_ROOM {
             return None;
         }
         let layout = self.write_header(space, buf)?;
-        let limit = opts.mtu_probe.map_or(datagram_limit, |size| layout.start + usize::from(size));
+        let limit = opts
+            .mtu_probe
+            .map_or(datagram_limit, |size| layout.start + usize::from(size));
         let end = limit.saturating_sub(TAG_LEN);
         let path_id = space.path();
         let mut sent = SentFrames::default();
@@ -443,13 +571,18 @@ impl Connection {
                 }
             }
         }
-        let wants_ping = opts.probe || opts.mtu_probe.is_some() || self.space_ref(space).is_some_and(|s| s.ping_pending || s.probes_owed > 0);
+        let wants_ping = opts.probe
+            || opts.mtu_probe.is_some()
+            || self
+                .space_ref(space)
+                .is_some_and(|s| s.ping_pending || s.probes_owed > 0);
         if wants_ping && !ack_eliciting && buf.len() < end {
             Frame::Ping.encode(buf);
             ack_eliciting = true;
         }
         if ack_eliciting && let Some(s) = self.space_mut(space) {
             s.ping_pending = false;
+            s.probes_owed = s.probes_owed.saturating_sub(1);
         }
         if buf.len() == layout.start + layout.pn_offset + layout.pn_len {
             // Nothing to send after all (the skipped packet number is harmless).
@@ -459,7 +592,9 @@ impl Connection {
             }
             return None;
         }
-        let mut pad_to = opts.pad_datagram_to.map(|p| p.saturating_sub(TAG_LEN).min(end));
+        let mut pad_to = opts
+            .pad_datagram_to
+            .map(|p| p.saturating_sub(TAG_LEN).min(end));
         if opts.mtu_probe.is_some() {
             pad_to = Some(end);
         }
@@ -493,7 +628,15 @@ impl Connection {
             self.reset_idle_timer(now);
         }
         let size16 = u16::try_from(size).unwrap_or(u16::MAX);
-        self.on_packet_sent(now, space, layout.pn, size16, ack_eliciting, in_flight, sent);
+        self.on_packet_sent(
+            now,
+            space,
+            layout.pn,
+            size16,
+            ack_eliciting,
+            in_flight,
+            sent,
+        );
         Some(size)
     }
 
@@ -505,7 +648,12 @@ impl Connection {
     //# padded so that the combined lengths of the encoded packet number and
     //# protected payload is at least 4 bytes longer than the sample required
     //# for header protection.
-    fn pad_for_sample(&self, buf: &mut Vec<u8>, layout: HeaderLayout, pad_to: Option<usize>) -> bool {
+    fn pad_for_sample(
+        &self,
+        buf: &mut Vec<u8>,
+        layout: HeaderLayout,
+        pad_to: Option<usize>,
+    ) -> bool {
         let min_end = layout.start + layout.pn_offset + 4 + packet::HP_SAMPLE_LEN - TAG_LEN;
         let target = pad_to.unwrap_or(0).max(min_end);
         if buf.len() < target {
@@ -526,16 +674,43 @@ impl Connection {
         let packet = &mut buf[layout.start..];
         let result = match space {
             AckSpace::Initial | AckSpace::Handshake => {
-                let hs = if space == AckSpace::Initial { self.initial.as_ref() } else { self.handshake.as_ref() };
-                let Some(keys) = hs.and_then(|h| h.keys.as_ref()) else { return false };
-                crate::crypto::seal_packet(keys.local.packet.as_ref(), None, layout.pn, packet, header_len).is_ok()
-                    && packet::apply_header_protection(packet, layout.pn_offset, layout.pn_len, keys.local.header.as_ref()).is_ok()
+                let hs = if space == AckSpace::Initial {
+                    self.initial.as_ref()
+                } else {
+                    self.handshake.as_ref()
+                };
+                let Some(keys) = hs.and_then(|h| h.keys.as_ref()) else {
+                    return false;
+                };
+                crate::crypto::seal_packet(
+                    keys.local.packet.as_ref(),
+                    None,
+                    layout.pn,
+                    packet,
+                    header_len,
+                )
+                .is_ok()
+                    && packet::apply_header_protection(
+                        packet,
+                        layout.pn_offset,
+                        layout.pn_len,
+                        keys.local.header.as_ref(),
+                    )
+                    .is_ok()
             }
             AckSpace::Path(id) => {
                 let nonce_path = self.multipath.map(|_| id);
-                let Some(keys) = self.one_rtt.as_mut() else { return false };
+                let Some(keys) = self.one_rtt.as_mut() else {
+                    return false;
+                };
                 keys.seal(nonce_path, layout.pn, packet, header_len).is_ok()
-                    && packet::apply_header_protection(packet, layout.pn_offset, layout.pn_len, keys.local_header()).is_ok()
+                    && packet::apply_header_protection(
+                        packet,
+                        layout.pn_offset,
+                        layout.pn_len,
+                        keys.local_header(),
+                    )
+                    .is_ok()
             }
         };
         if !result {
@@ -546,19 +721,31 @@ impl Connection {
 
     /// ACK / PATH_ACK frames for this packet: the packet's own space, plus (in 1-RTT
     /// packets) due acknowledgments of paths that cannot carry their own.
-    fn write_acks(&mut self, now: Instant, space: AckSpace, buf: &mut Vec<u8>, end: usize, sent: &mut SentFrames) {
+    fn write_acks(
+        &mut self,
+        now: Instant,
+        space: AckSpace,
+        buf: &mut Vec<u8>,
+        end: usize,
+        sent: &mut SentFrames,
+    ) {
         let exponent = self.config.ack_delay_exponent;
         let multipath = self.multipath.is_some();
         let mut targets = vec![space];
         if let AckSpace::Path(own) = space {
             for (id, p) in &self.paths {
-                if *id != own && p.space.acks.ack_due(now) && (p.state == PathState::Abandoned || self.peer_cids.active(*id).is_none()) {
+                if *id != own
+                    && p.space.acks.ack_due(now)
+                    && (p.state == PathState::Abandoned || self.peer_cids.active(*id).is_none())
+                {
                     targets.push(AckSpace::Path(*id));
                 }
             }
         }
         for target in targets {
-            let Some(s) = self.space_mut(target) else { continue };
+            let Some(s) = self.space_mut(target) else {
+                continue;
+            };
             if !s.acks.can_ack() {
                 continue;
             }
@@ -572,15 +759,27 @@ impl Connection {
                 _ => None,
             };
             let room = end.saturating_sub(buf.len());
-            let Some(encoded) = frame::encode_ack(buf, path_field, &s.acks.received, delay, None, room) else { continue };
+            let Some(encoded) =
+                frame::encode_ack(buf, path_field, &s.acks.received, delay, None, room)
+            else {
+                continue;
+            };
             s.acks.on_ack_sent();
             sent.acks.push((target, encoded.largest));
         }
     }
 
     /// CRYPTO frames of the space's stream. Returns true if any was written.
-    fn write_crypto_frames(&mut self, space: AckSpace, buf: &mut Vec<u8>, end: usize, sent: &mut SentFrames) -> bool {
-        let Some(stream) = self.crypto_stream(space) else { return false };
+    fn write_crypto_frames(
+        &mut self,
+        space: AckSpace,
+        buf: &mut Vec<u8>,
+        end: usize,
+        sent: &mut SentFrames,
+    ) -> bool {
+        let Some(stream) = self.crypto_stream(space) else {
+            return false;
+        };
         let mut wrote = false;
         while let Some((offset, data)) = stream.poll_transmit(end.saturating_sub(buf.len())) {
             sent.crypto.push((offset, data.len() as u64));
@@ -591,8 +790,16 @@ impl Connection {
     }
 
     /// PATH_RESPONSE and PATH_CHALLENGE frames of a path. Returns true if any was written.
-    fn write_path_frames(&mut self, now: Instant, path_id: PathId, buf: &mut Vec<u8>, end: usize) -> bool {
-        let Some(path) = self.paths.get_mut(&path_id) else { return false };
+    fn write_path_frames(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        buf: &mut Vec<u8>,
+        end: usize,
+    ) -> bool {
+        let Some(path) = self.paths.get_mut(&path_id) else {
+            return false;
+        };
         let mut wrote = false;
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
         //# If an endpoint sends a PATH_RESPONSE ({{Section 19.18 of QUIC-TRANSPORT}}), it MUST be sent on the same path
@@ -616,7 +823,12 @@ impl Connection {
     }
 
     /// Connection-level control frames. Returns true if any was written.
-    fn write_control_frames(&mut self, buf: &mut Vec<u8>, end: usize, sent: &mut SentFrames) -> bool {
+    fn write_control_frames(
+        &mut self,
+        buf: &mut Vec<u8>,
+        end: usize,
+        sent: &mut SentFrames,
+    ) -> bool {
         let mut wrote = false;
         let multipath = self.multipath.is_some();
         if self.pending.handshake_done && put_frame(buf, end, &Frame::HandshakeDone) {
@@ -626,11 +838,19 @@ impl Connection {
         }
         while let Some(&(path, sequence)) = self.pending.retire_cids.first() {
             let path_field = (path != PathId::ZERO || multipath).then_some(path);
-            if !put_frame(buf, end, &Frame::RetireConnectionId { path_id: path_field, sequence }) {
+            if !put_frame(
+                buf,
+                end,
+                &Frame::RetireConnectionId {
+                    path_id: path_field,
+                    sequence,
+                },
+            ) {
                 break;
             }
             self.pending.retire_cids.remove(&(path, sequence));
-            sent.conn.push(ConnFrame::RetireConnectionId { path, sequence });
+            sent.conn
+                .push(ConnFrame::RetireConnectionId { path, sequence });
             wrote = true;
         }
         while let Some(&(path, sequence)) = self.pending.new_cids.first() {
@@ -652,43 +872,68 @@ impl Connection {
                 break;
             }
             self.pending.new_cids.remove(&(path, sequence));
-            sent.conn.push(ConnFrame::NewConnectionId { path, sequence });
+            sent.conn
+                .push(ConnFrame::NewConnectionId { path, sequence });
             wrote = true;
         }
         for path in self.paths.values_mut() {
             if let Some(code) = path.abandon_pending {
-                let f = Frame::PathAbandon { path_id: path.id, error_code: TransportErrorCode(code) };
+                let f = Frame::PathAbandon {
+                    path_id: path.id,
+                    error_code: TransportErrorCode(code),
+                };
                 if !put_frame(buf, end, &f) {
                     break;
                 }
                 path.abandon_pending = None;
-                sent.conn.push(ConnFrame::PathAbandon { path: path.id, code });
+                sent.conn.push(ConnFrame::PathAbandon {
+                    path: path.id,
+                    code,
+                });
                 wrote = true;
             }
             if path.status_frame_pending {
-                let f = Frame::PathStatus { path_id: path.id, status: path.local_status, sequence: path.local_status_sequence };
+                let f = Frame::PathStatus {
+                    path_id: path.id,
+                    status: path.local_status,
+                    sequence: path.local_status_sequence,
+                };
                 if !put_frame(buf, end, &f) {
                     break;
                 }
                 path.status_frame_pending = false;
-                sent.conn.push(ConnFrame::PathStatus { path: path.id, sequence: path.local_status_sequence });
+                sent.conn.push(ConnFrame::PathStatus {
+                    path: path.id,
+                    sequence: path.local_status_sequence,
+                });
                 wrote = true;
             }
         }
         if let Some(mp) = self.multipath {
-            if self.pending.max_path_id && put_frame(buf, end, &Frame::MaxPathId(PathId(mp.local_max_path_id))) {
+            if self.pending.max_path_id
+                && put_frame(buf, end, &Frame::MaxPathId(PathId(mp.local_max_path_id)))
+            {
                 self.pending.max_path_id = false;
                 sent.conn.push(ConnFrame::MaxPathId);
                 wrote = true;
             }
-            if self.pending.paths_blocked && put_frame(buf, end, &Frame::PathsBlocked(PathId(mp.peer_max_path_id))) {
+            if self.pending.paths_blocked
+                && put_frame(buf, end, &Frame::PathsBlocked(PathId(mp.peer_max_path_id)))
+            {
                 self.pending.paths_blocked = false;
                 sent.conn.push(ConnFrame::PathsBlocked);
                 wrote = true;
             }
             while let Some(&path) = self.pending.path_cids_blocked.first() {
                 let next_sequence = self.peer_cids.next_expected_sequence(path);
-                if !put_frame(buf, end, &Frame::PathCidsBlocked { path_id: path, next_sequence }) {
+                if !put_frame(
+                    buf,
+                    end,
+                    &Frame::PathCidsBlocked {
+                        path_id: path,
+                        next_sequence,
+                    },
+                ) {
                     break;
                 }
                 self.pending.path_cids_blocked.remove(&path);
@@ -705,16 +950,36 @@ impl Connection {
     }
 
     /// DATAGRAM and STREAM frames. Returns true if any was written.
-    fn write_data_frames(&mut self, path_id: PathId, buf: &mut Vec<u8>, end: usize, sent: &mut SentFrames) -> bool {
+    fn write_data_frames(
+        &mut self,
+        path_id: PathId,
+        buf: &mut Vec<u8>,
+        end: usize,
+        sent: &mut SentFrames,
+    ) -> bool {
         let mut wrote = false;
-        while let Some(data) = self.datagrams.pop_outgoing_if_fits(end.saturating_sub(buf.len())) {
+        while let Some(data) = self
+            .datagrams
+            .pop_outgoing_if_fits(end.saturating_sub(buf.len()))
+        {
             sent.datagram_bytes += data.len() as u64;
             frame::Datagram { data }.encode(true, buf);
             wrote = true;
         }
         while let Some(chunk) = self.streams.poll_stream_data(end.saturating_sub(buf.len())) {
-            sent.stream.push(StreamRange { id: chunk.id, offset: chunk.offset, len: chunk.data.len() as u64, fin: chunk.fin });
-            frame::Stream { id: chunk.id, offset: chunk.offset, fin: chunk.fin, data: chunk.data }.encode(true, buf);
+            sent.stream.push(StreamRange {
+                id: chunk.id,
+                offset: chunk.offset,
+                len: chunk.data.len() as u64,
+                fin: chunk.fin,
+            });
+            frame::Stream {
+                id: chunk.id,
+                offset: chunk.offset,
+                fin: chunk.fin,
+                data: chunk.data,
+            }
+            .encode(true, buf);
             wrote = true;
         }
         if let Some(p) = self.paths.get_mut(&path_id) {
@@ -724,13 +989,24 @@ impl Connection {
     }
 
     /// Accounts a finished datagram (or GSO batch) and describes it.
-    fn finish_transmit(&mut self, path_id: PathId, size: usize, segment_size: Option<usize>) -> Option<Transmit> {
+    fn finish_transmit(
+        &mut self,
+        path_id: PathId,
+        size: usize,
+        segment_size: Option<usize>,
+    ) -> Option<Transmit> {
         if size == 0 {
             return None;
         }
         let path = self.paths.get_mut(&path_id)?;
         path.on_datagram_sent(size as u64);
-        Some(Transmit { destination: path.remote, source: path.local, size, segment_size, path: path_id })
+        Some(Transmit {
+            destination: path.remote,
+            source: path.local,
+            size,
+            segment_size,
+            path: path_id,
+        })
     }
 }
 
@@ -746,10 +1022,18 @@ fn put_frame(buf: &mut Vec<u8>, end: usize, frame: &Frame) -> bool {
 /// The wire frame for a stream-layer control frame.
 fn control_frame(c: &ControlFrame) -> Frame {
     match *c {
-        ControlFrame::ResetStream { id, error_code, final_size } => {
-            Frame::ResetStream(frame::ResetStream { id, error_code, final_size })
+        ControlFrame::ResetStream {
+            id,
+            error_code,
+            final_size,
+        } => Frame::ResetStream(frame::ResetStream {
+            id,
+            error_code,
+            final_size,
+        }),
+        ControlFrame::StopSending { id, error_code } => {
+            Frame::StopSending(frame::StopSending { id, error_code })
         }
-        ControlFrame::StopSending { id, error_code } => Frame::StopSending(frame::StopSending { id, error_code }),
         ControlFrame::MaxData { max } => Frame::MaxData(max),
         ControlFrame::MaxStreamData { id, max } => Frame::MaxStreamData { id, max },
         ControlFrame::MaxStreams { dir, count } => Frame::MaxStreams { dir, count },

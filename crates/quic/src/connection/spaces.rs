@@ -113,7 +113,11 @@ impl AckTracker {
     pub fn on_ack_acked(&mut self, largest: u64) {
         // Keep the range holding `largest` itself so the next ACK still reports a sensible
         // Largest Acknowledged; drop everything strictly before it.
-        let prune_below = self.received.iter().find(|r| r.contains(&largest)).map_or(largest + 1, |r| r.start);
+        let prune_below = self
+            .received
+            .iter()
+            .find(|r| r.contains(&largest))
+            .map_or(largest + 1, |r| r.start);
         if prune_below > self.floor {
             self.received.remove(0..prune_below);
             self.floor = prune_below;
@@ -122,8 +126,9 @@ impl AckTracker {
 
     /// The ack delay to report for the largest packet, scaled by the ack delay exponent.
     pub fn ack_delay(&self, now: Instant, exponent: u8) -> u64 {
-        self.largest
-            .map_or(0, |(_, t)| now.saturating_duration_since(t).as_micros() as u64 >> exponent)
+        self.largest.map_or(0, |(_, t)| {
+            now.saturating_duration_since(t).as_micros() as u64 >> exponent
+        })
     }
 }
 
@@ -269,7 +274,10 @@ mod tests {
             t.on_packet(now, pn, true, false, Duration::ZERO, 2);
         }
         t.on_ack_acked(6);
-        assert!(t.is_duplicate(1), "pruned packet numbers count as duplicates");
+        assert!(
+            t.is_duplicate(1),
+            "pruned packet numbers count as duplicates"
+        );
         assert!(t.received.contains(5) && t.received.contains(9));
         assert!(!t.received.contains(2));
     }

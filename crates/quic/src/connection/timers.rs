@@ -24,7 +24,10 @@ impl Connection {
             }
             if let Some(ch) = path.challenge {
                 t = earliest(t, Some(ch.give_up_at));
-                t = earliest(t, ch.sent_at.map(|s| s + self.challenge_retry_interval(path)));
+                t = earliest(
+                    t,
+                    ch.sent_at.map(|s| s + self.challenge_retry_interval(path)),
+                );
             }
             t = earliest(t, path.discard_at);
             if data_waiting && path.is_usable() {
@@ -41,7 +44,8 @@ impl Connection {
                 if now >= deadline {
                     let cids: Vec<ConnectionId> = self.local_cids.all().map(|c| c.cid).collect();
                     for cid in cids {
-                        self.endpoint_events.push_back(EndpointEvent::RetiredLocalCid(cid));
+                        self.endpoint_events
+                            .push_back(EndpointEvent::RetiredLocalCid(cid));
                     }
                     self.drain_now();
                 }
@@ -57,9 +61,14 @@ impl Connection {
         //# than the minimum of the max_idle_timeout value advertised by both
         //# endpoints.
         if self.idle_deadline.is_some_and(|d| now >= d) {
-            self.qlog_event(now, "connection_closed", json!({"owner": "local", "trigger": "idle_timeout"}));
+            self.qlog_event(
+                now,
+                "connection_closed",
+                json!({"owner": "local", "trigger": "idle_timeout"}),
+            );
             self.error = Some(ConnectionError::TimedOut);
-            self.events.push_back(Event::ConnectionLost(ConnectionError::TimedOut));
+            self.events
+                .push_back(Event::ConnectionLost(ConnectionError::TimedOut));
             self.drain_now();
             return;
         }
@@ -90,7 +99,9 @@ impl Connection {
     }
 
     fn handle_path_timers(&mut self, now: Instant, id: PathId) {
-        let Some(path) = self.paths.get(&id) else { return };
+        let Some(path) = self.paths.get(&id) else {
+            return;
+        };
         if path.discard_at.is_some_and(|d| now >= d) {
             self.discard_path(now, id);
             return;
@@ -98,14 +109,18 @@ impl Connection {
         if let Some(ch) = path.challenge {
             if now >= ch.give_up_at {
                 self.on_path_validation_failed(now, id);
-            } else if ch.sent_at.is_some_and(|s| now >= s + self.challenge_retry_interval(path))
+            } else if ch
+                .sent_at
+                .is_some_and(|s| now >= s + self.challenge_retry_interval(path))
                 && let Some(ch) = self.paths.get_mut(&id).and_then(|p| p.challenge.as_mut())
             {
                 // Send the challenge again (with the same data; a late response still counts).
                 ch.sent_at = None;
             }
         }
-        let Some(path) = self.paths.get(&id) else { return };
+        let Some(path) = self.paths.get(&id) else {
+            return;
+        };
         if self.loss_detection_deadline(path).is_some_and(|d| now >= d) {
             self.on_loss_detection_timeout(now, id);
         }
@@ -138,7 +153,11 @@ impl Connection {
             return None;
         }
         let spaces = self.spaces_of(path);
-        if let Some(t) = spaces.iter().filter_map(|(_, s)| s.recovery.loss_time()).min() {
+        if let Some(t) = spaces
+            .iter()
+            .filter_map(|(_, s)| s.recovery.loss_time())
+            .min()
+        {
             return Some(t);
         }
         //= https://www.rfc-editor.org/rfc/rfc9002#section-6.2.2.1
@@ -147,7 +166,9 @@ impl Connection {
         if self.side.is_server() && path.amplification_budget() == 0 {
             return None;
         }
-        let in_flight = spaces.iter().any(|(_, s)| s.recovery.has_ack_eliciting_in_flight());
+        let in_flight = spaces
+            .iter()
+            .any(|(_, s)| s.recovery.has_ack_eliciting_in_flight());
         if !in_flight && self.peer_completed_address_validation() {
             return None;
         }
@@ -166,7 +187,10 @@ impl Connection {
     fn peer_completed_address_validation(&self) -> bool {
         self.side.is_server()
             || self.handshake_confirmed
-            || self.handshake.as_ref().is_none_or(|h| h.space.recovery.largest_acked().is_some())
+            || self
+                .handshake
+                .as_ref()
+                .is_none_or(|h| h.space.recovery.largest_acked().is_some())
     }
 
     //= https://www.rfc-editor.org/rfc/rfc9002#appendix-A.8
@@ -174,7 +198,10 @@ impl Connection {
     fn pto_deadline(&self, path: &Path, spaces: &[(AckSpace, &PacketSpace)]) -> Option<Instant> {
         let backoff = path.pto_count.min(16);
         let base = pto_duration(&path.rtt, Duration::ZERO, backoff);
-        if !spaces.iter().any(|(_, s)| s.recovery.has_ack_eliciting_in_flight()) {
+        if !spaces
+            .iter()
+            .any(|(_, s)| s.recovery.has_ack_eliciting_in_flight())
+        {
             // Anti-deadlock PTO of a client whose address is not yet validated.
             return Some(path.last_ack_eliciting_sent.unwrap_or(self.created) + base);
         }
@@ -193,7 +220,12 @@ impl Connection {
                 }
                 duration += self.peer_max_ack_delay() * (1u32 << backoff);
             }
-            best = earliest(best, s.recovery.time_of_last_ack_eliciting_packet().map(|t| t + duration));
+            best = earliest(
+                best,
+                s.recovery
+                    .time_of_last_ack_eliciting_packet()
+                    .map(|t| t + duration),
+            );
         }
         best
     }
@@ -201,11 +233,19 @@ impl Connection {
     //= https://www.rfc-editor.org/rfc/rfc9002#appendix-A.9
     //# OnLossDetectionTimeout():
     fn on_loss_detection_timeout(&mut self, now: Instant, id: PathId) {
-        let Some(path) = self.paths.get(&id) else { return };
+        let Some(path) = self.paths.get(&id) else {
+            return;
+        };
         let spaces: Vec<(AckSpace, bool, bool)> = self
             .spaces_of(path)
             .iter()
-            .map(|(sp, s)| (*sp, s.recovery.loss_time().is_some_and(|t| t <= now), s.recovery.has_ack_eliciting_in_flight()))
+            .map(|(sp, s)| {
+                (
+                    *sp,
+                    s.recovery.loss_time().is_some_and(|t| t <= now),
+                    s.recovery.has_ack_eliciting_in_flight(),
+                )
+            })
             .collect();
         if let Some((space, _, _)) = spaces.iter().find(|(_, due, _)| *due) {
             let rtt = path.rtt.clone();
@@ -222,11 +262,15 @@ impl Connection {
             //#     // Client sends an anti-deadlock packet: Initial is padded
             //#     // to earn more anti-amplification credit,
             //#     // a Handshake packet proves address ownership.
-            None if self.handshake.as_ref().is_some_and(|h| h.keys.is_some()) => AckSpace::Handshake,
+            None if self.handshake.as_ref().is_some_and(|h| h.keys.is_some()) => {
+                AckSpace::Handshake
+            }
             None if self.initial.is_some() => AckSpace::Initial,
             None => AckSpace::Path(id),
         };
-        let Some(path) = self.paths.get_mut(&id) else { return };
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
         path.pto_count += 1;
         let pto_count = path.pto_count;
         //= https://www.rfc-editor.org/rfc/rfc9002#section-6.2.4
@@ -247,7 +291,11 @@ impl Connection {
             //# paths allows.
             self.requeue_in_flight_elsewhere(id);
         }
-        self.qlog_event(now, "recovery_metrics_updated", json!({ "pto_count": pto_count, "path_id": id.0 }));
+        self.qlog_event(
+            now,
+            "recovery_metrics_updated",
+            json!({ "pto_count": pto_count, "path_id": id.0 }),
+        );
     }
 
     /// After a PTO on one path, queue all its in-flight stream data again so other paths can
@@ -256,8 +304,15 @@ impl Connection {
         if !self.paths.values().any(|p| p.id != id && p.is_usable()) {
             return;
         }
-        let Some(path) = self.paths.get(&id) else { return };
-        let frames: Vec<_> = path.space.recovery.outstanding().map(|(_, p)| p.payload.clone()).collect();
+        let Some(path) = self.paths.get(&id) else {
+            return;
+        };
+        let frames: Vec<_> = path
+            .space
+            .recovery
+            .outstanding()
+            .map(|(_, p)| p.payload.clone())
+            .collect();
         for f in &frames {
             self.requeue_frames(AckSpace::Path(id), f, Requeue::Probe);
         }
@@ -268,7 +323,9 @@ impl Connection {
         //# To avoid excessively small idle timeout periods, endpoints MUST
         //# increase the idle timeout period to be at least three times the
         //# current Probe Timeout (PTO).
-        self.idle_deadline = self.idle_timeout.map(|t| now + t.max(3 * self.largest_pto()));
+        self.idle_deadline = self
+            .idle_timeout
+            .map(|t| now + t.max(3 * self.largest_pto()));
         self.keep_alive_deadline = self.config.keep_alive_interval.map(|k| now + k);
     }
 }
