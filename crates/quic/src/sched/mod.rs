@@ -13,20 +13,53 @@
 //!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
 //! `largest-cwnd` example crate in the repository.
+//!
+//! # Built-in schedulers
+//!
+//! | scheduler | policy | source |
+//! |---|---|---|
+//! | [`MinRtt`] | lowest smoothed RTT among paths with room | Linux MPTCP default |
+//! | [`RoundRobin`] | next path in turn with room | Linux MPTCP round robin |
+//! | [`Redundant`] | every packet on every path with room | Linux MPTCP redundant; 5G-CLARITY Section 3 |
+//! | [`WeightedRoundRobin`] | `w_i` packets per path per round, true WRR or cwnd-limited | 5G-CLARITY Section 5 |
+//! | [`Ecf`] | fastest path, or wait for it when that completes sooner | Lim et al., CoNEXT 2017 |
+//! | [`Blest`] | fastest path, or wait when the slow path would block it | Ferlin et al., IFIP Networking 2016 |
+//! | [`Lamp5g`] | stable ranking by `min(cwnd (1 − p) / RTT, T)` | LAMP5G Sections III-A, IV-A |
+//! | [`QosPolicy`] | per-class select / failover / fallback / duplicate / aggregate | CHYMP / MPF-Gateway Sections III-IV |
+//!
+//! [`scheduler_by_name`] builds any of them from its name. Citations of the form
+//! `//= shared/seeds/<file>#section-N` point at the papers' full texts in the project's shared
+//! seed directory (`/work/shared/seeds`, indexed by its README).
 //
 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-5.5
 //# As such, a packet scheduler is needed to decide which path to use
 //# for sending the next packet, among those paths with an open congestion window.
 
+mod blest;
+mod ecf;
+mod lamp5g;
 mod min_rtt;
+mod qos;
+mod redundant;
 mod round_robin;
+mod wrr;
 
+pub use blest::{Blest, BlestFactory, BlestParams};
+pub use ecf::{Ecf, EcfFactory};
+pub use lamp5g::{Lamp5g, Lamp5gFactory, Lamp5gThresholds};
 pub use min_rtt::{MinRtt, MinRttFactory};
+pub use qos::{
+    AllowedPath, ClassPolicy, InterfaceMetrics, PathMetric, QosMode, QosPolicy, QosPolicyConfig,
+    QosPolicyFactory, TrafficRequirements,
+};
+pub use redundant::{Redundant, RedundantFactory};
 pub use round_robin::{RoundRobin, RoundRobinFactory};
+pub use wrr::{WeightedRoundRobin, WrrFactory};
 
 use crate::shared::PathId;
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a path should be used, as signalled with PATH_STATUS_AVAILABLE / PATH_STATUS_BACKUP.
@@ -102,6 +135,11 @@ pub struct PathSnapshot {
     /// Latest link-layer predicted throughput for the path, in bits per second, if a
     /// link-hint source supplied one.
     pub predicted_throughput: Option<u64>,
+    /// Probe timeouts that fired on this path since it last received an acknowledgment
+    /// (the RFC 9002 `pto_count` of the path; 0 while the path is being acknowledged).
+    /// Failover policies treat a path with repeated probe timeouts as failed before the
+    /// path manager abandons it, like Linux MPTCP's "potentially failed" subflows.
+    pub pto_count: u32,
 }
 
 impl PathSnapshot {
@@ -118,6 +156,25 @@ impl PathSnapshot {
     /// True if either side marked the path as backup.
     pub fn is_backup(&self) -> bool {
         self.local_status == PathStatus::Backup || self.peer_status == Some(PathStatus::Backup)
+    }
+
+    /// The "estimated loss-free end-to-end bandwidth" `cwnd * (1 - p) / RTT` in bytes per
+    /// second, from the congestion window, the loss rate and the smoothed RTT (an RTT below
+    /// one microsecond counts as one microsecond).
+    pub fn loss_free_bandwidth(&self) -> f64 {
+        let rtt = self.srtt.as_secs_f64().max(1e-6);
+        let p = self.loss_rate.clamp(0.0, 1.0);
+        self.cwnd as f64 * (1.0 - p) / rtt
+    }
+
+    /// The LAMP5G path estimate in bytes per second: [`Self::loss_free_bandwidth`], capped
+    /// by the link-layer predicted throughput when a link hint supplied one.
+    pub fn estimated_bandwidth(&self) -> f64 {
+        let transport = self.loss_free_bandwidth();
+        match self.predicted_throughput {
+            Some(bits_per_second) => transport.min(bits_per_second as f64 / 8.0),
+            None => transport,
+        }
     }
 }
 
@@ -148,12 +205,25 @@ pub struct PendingData {
     pub datagram_bytes: u64,
     /// The most demanding QoS class among the waiting data.
     pub class: QosClass,
+    /// Bytes of new stream data the peer's connection-level flow control still admits: the
+    /// peer's MAX_DATA limit minus the stream bytes sent so far. `None` if the connection
+    /// does not report it. Together with the bytes in flight on every path this is the
+    /// connection-level send window that [`Blest`] protects (MPTCP's meta send window).
+    pub flow_credit: Option<u64>,
 }
 
 impl PendingData {
     /// True if nothing is waiting.
     pub fn is_empty(&self) -> bool {
         self.new_stream_bytes == 0 && self.retransmit_bytes == 0 && self.datagrams == 0
+    }
+
+    /// All waiting bytes: new and retransmitted stream data plus queued datagrams (the
+    /// connection-level send buffer that [`Ecf`] reasons about).
+    pub fn total_bytes(&self) -> u64 {
+        self.new_stream_bytes
+            .saturating_add(self.retransmit_bytes)
+            .saturating_add(self.datagram_bytes)
     }
 }
 
@@ -250,6 +320,77 @@ pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnap
         .filter(move |p| p.is_usable() && p.can_send && (any_available_can_send != p.is_backup()))
 }
 
+/// The paths a scheduler counts as its own whether or not their windows have room now: the
+/// usable paths not marked backup, or the usable backup paths when no other path is usable.
+/// Schedulers that wait for a full path (true weighted round robin, ECF, BLEST) use this;
+/// [`preferred_paths`] then tells which of them can take a packet now.
+pub fn usable_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
+    let any_available = paths.iter().any(|p| p.is_usable() && !p.is_backup());
+    paths
+        .iter()
+        .filter(move |p| p.is_usable() && (any_available != p.is_backup()))
+}
+
+/// The built-in scheduler factories by name, with their default parameters (case-insensitive):
+///
+/// | name | scheduler |
+/// |---|---|
+/// | `minrtt` (also `min_rtt`, `default`) | [`MinRtt`] |
+/// | `roundrobin`, `rr` (also `round_robin`) | [`RoundRobin`] |
+/// | `redundant` | [`Redundant`] |
+/// | `wrr` (also `weighted_round_robin`) | [`WeightedRoundRobin`], all weights 1, true WRR |
+/// | `ecf` | [`Ecf`], beta 0.25 |
+/// | `blest` | [`Blest`], [`BlestParams::default`] |
+/// | `lamp5g` | [`Lamp5g`], [`Lamp5gThresholds::default`] |
+/// | `qos` | [`QosPolicy`], [`QosPolicyConfig::default`] (aggregation over all paths) |
+///
+/// Returns `None` for any other name. Parameters are then set per connection with
+/// [`Scheduler::configure`], or by building the factory directly.
+pub fn scheduler_by_name(name: &str) -> Option<Arc<dyn SchedulerFactory>> {
+    let factory: Arc<dyn SchedulerFactory> = match name.to_ascii_lowercase().as_str() {
+        "minrtt" | "min_rtt" | "default" => Arc::new(MinRttFactory),
+        "roundrobin" | "round_robin" | "rr" => Arc::new(RoundRobinFactory),
+        "redundant" => Arc::new(RedundantFactory),
+        "wrr" | "weighted_round_robin" => Arc::new(WrrFactory::default()),
+        "ecf" => Arc::new(EcfFactory::default()),
+        "blest" => Arc::new(BlestFactory::default()),
+        "lamp5g" => Arc::new(Lamp5gFactory::default()),
+        "qos" => Arc::new(QosPolicyFactory::default()),
+        _ => return None,
+    };
+    Some(factory)
+}
+
+/// Parses a boolean parameter value: `y`, `yes`, `true`, `1`, `on` or `n`, `no`, `false`, `0`,
+/// `off` (case-insensitive).
+pub(crate) fn parse_flag(key: &str, value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "true" | "1" | "on" => Ok(true),
+        "n" | "no" | "false" | "0" | "off" => Ok(false),
+        other => Err(format!("{key}: expected y or n, got {other:?}")),
+    }
+}
+
+/// Parses a finite, non-negative number parameter value.
+pub(crate) fn parse_non_negative(key: &str, value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{key}: expected a non-negative number, got {value:?}"
+        )),
+    }
+}
+
+/// Parses a fraction parameter value in `[0, 1)`.
+pub(crate) fn parse_fraction(key: &str, value: &str) -> Result<f64, String> {
+    match parse_non_negative(key, value) {
+        Ok(v) if v < 1.0 => Ok(v),
+        _ => Err(format!(
+            "{key}: expected a fraction in [0, 1), got {value:?}"
+        )),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -281,6 +422,168 @@ pub(crate) mod tests {
             packets_lost: 0,
             bytes_sent: 0,
             predicted_throughput: None,
+            pto_count: 0,
+        }
+    }
+
+    /// One simulated path: a fixed RTT and a congestion window counted in packets.
+    pub(crate) struct SimPath {
+        /// The snapshot template: `srtt`, `cwnd`, `bytes_in_flight` and `can_send` are
+        /// overwritten from the simulation before every decision; other fields are kept.
+        pub(crate) snap: PathSnapshot,
+        /// Round-trip time of every packet.
+        pub(crate) rtt: Duration,
+        /// Congestion window, in full-sized packets.
+        pub(crate) cwnd_packets: u64,
+        /// Acknowledgment times of the packets in flight, oldest first.
+        in_flight: std::collections::VecDeque<Instant>,
+        /// Packets sent on the path so far.
+        pub(crate) sent: u64,
+    }
+
+    /// A tiny closed-loop simulation of paths driving a scheduler through the public trait:
+    /// each packet is full-sized (`mtu` bytes), a path can send while fewer than
+    /// `cwnd_packets` are in flight, and each packet is acknowledged exactly one RTT later.
+    pub(crate) struct Sim {
+        pub(crate) now: Instant,
+        pub(crate) start: Instant,
+        pub(crate) paths: Vec<SimPath>,
+        pub(crate) pending: PendingData,
+        /// Every path choice in order (each copy of a duplicated packet counts).
+        pub(crate) log: Vec<PathId>,
+    }
+
+    impl Sim {
+        /// Paths 0, 1, ... with the given (RTT in ms, window in packets), plenty of data.
+        pub(crate) fn new(specs: &[(u64, u64)]) -> Sim {
+            let now = Instant::now();
+            let paths = specs
+                .iter()
+                .enumerate()
+                .map(|(i, &(rtt_ms, cwnd_packets))| SimPath {
+                    snap: snapshot(i as u32, rtt_ms, true),
+                    rtt: Duration::from_millis(rtt_ms),
+                    cwnd_packets,
+                    in_flight: Default::default(),
+                    sent: 0,
+                })
+                .collect();
+            Sim {
+                now,
+                start: now,
+                paths,
+                pending: PendingData {
+                    new_stream_bytes: u64::MAX / 2,
+                    ..PendingData::default()
+                },
+                log: Vec::new(),
+            }
+        }
+
+        /// The snapshots the scheduler sees now.
+        pub(crate) fn snapshots(&self) -> Vec<PathSnapshot> {
+            self.paths
+                .iter()
+                .map(|p| {
+                    let mut s = p.snap.clone();
+                    let mtu = u64::from(s.mtu);
+                    s.srtt = p.rtt;
+                    s.min_rtt = p.rtt;
+                    s.latest_rtt = p.rtt;
+                    s.cwnd = p.cwnd_packets * mtu;
+                    s.bytes_in_flight = p.in_flight.len() as u64 * mtu;
+                    s.can_send = s.is_usable() && (p.in_flight.len() as u64) < p.cwnd_packets;
+                    s.packets_sent = p.sent;
+                    s
+                })
+                .collect()
+        }
+
+        fn acknowledge(&mut self) {
+            for p in &mut self.paths {
+                while p.in_flight.front().is_some_and(|t| *t <= self.now) {
+                    p.in_flight.pop_front();
+                }
+            }
+        }
+
+        /// Jumps to the next acknowledgment; false if nothing is in flight.
+        fn advance(&mut self) -> bool {
+            let next = self.paths.iter().filter_map(|p| p.in_flight.front()).min();
+            match next {
+                Some(t) => {
+                    self.now = *t;
+                    self.acknowledge();
+                    true
+                }
+                None => false,
+            }
+        }
+
+        fn send(&mut self, s: &mut dyn Scheduler, id: PathId) {
+            let now = self.now;
+            let Some(p) = self.paths.iter_mut().find(|p| p.snap.id == id) else {
+                panic!("scheduler picked unknown {id:?}");
+            };
+            p.in_flight.push_back(now + p.rtt);
+            p.sent += 1;
+            let mtu = u64::from(p.snap.mtu);
+            self.pending.new_stream_bytes = self.pending.new_stream_bytes.saturating_sub(mtu);
+            self.log.push(id);
+            s.on_packet_sent(now, id, mtu);
+        }
+
+        /// Asks the scheduler for one packet; sends it (and its copies) on the paths that can
+        /// take it. Returns how many copies left.
+        pub(crate) fn step(&mut self, s: &mut dyn Scheduler) -> usize {
+            let snaps = self.snapshots();
+            let can = |id: PathId| snaps.iter().any(|p| p.id == id && p.can_send);
+            match s.schedule(self.now, &snaps, &self.pending) {
+                Decision::Send(id) if can(id) => {
+                    self.send(s, id);
+                    1
+                }
+                Decision::Duplicate(ids) => {
+                    let ids: Vec<_> = ids.into_iter().filter(|id| can(*id)).collect();
+                    for id in &ids {
+                        self.send(s, *id);
+                    }
+                    ids.len()
+                }
+                _ => 0,
+            }
+        }
+
+        /// Runs until `packets` scheduling decisions sent something, or the scheduler waits
+        /// with nothing in flight. Returns the decisions that sent something.
+        pub(crate) fn run(&mut self, s: &mut dyn Scheduler, packets: u64) -> u64 {
+            let mut done = 0;
+            while done < packets {
+                if self.step(s) > 0 {
+                    done += 1;
+                } else if !self.advance() {
+                    break;
+                }
+            }
+            done
+        }
+
+        /// Sends `bytes` of new data and returns the time from the start until the last
+        /// packet is acknowledged.
+        pub(crate) fn transfer(&mut self, s: &mut dyn Scheduler, bytes: u64) -> Duration {
+            self.pending.new_stream_bytes = bytes;
+            while self.pending.new_stream_bytes > 0 {
+                if self.step(s) == 0 && !self.advance() {
+                    panic!("scheduler {} stalled with data waiting", s.name());
+                }
+            }
+            while self.advance() {}
+            self.now - self.start
+        }
+
+        /// Packets sent on path `i`.
+        pub(crate) fn sent(&self, i: usize) -> u64 {
+            self.paths[i].sent
         }
     }
 
@@ -296,5 +599,71 @@ pub(crate) mod tests {
         let blocked = snapshot(0, 50, false);
         let ids: Vec<_> = preferred_paths(&[blocked, backup]).map(|p| p.id).collect();
         assert_eq!(ids, vec![PathId(1)]);
+    }
+
+    #[test]
+    fn usable_paths_ignore_windows_but_apply_backup_rule() {
+        let mut backup = snapshot(1, 5, true);
+        backup.local_status = PathStatus::Backup;
+        let full = snapshot(0, 50, false);
+        let ids: Vec<_> = usable_paths(&[full.clone(), backup.clone()])
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(ids, vec![PathId(0)]);
+        let mut gone = full;
+        gone.state = PathState::Abandoned;
+        let ids: Vec<_> = usable_paths(&[gone, backup]).map(|p| p.id).collect();
+        assert_eq!(ids, vec![PathId(1)]);
+    }
+
+    #[test]
+    fn bandwidth_estimates_use_bytes_per_second() {
+        let mut p = snapshot(0, 100, true);
+        p.cwnd = 100_000;
+        p.loss_rate = 0.2;
+        // 100 kB * 0.8 / 0.1 s = 800 kB/s.
+        assert!((p.loss_free_bandwidth() - 800_000.0).abs() < 1e-6);
+        assert!((p.estimated_bandwidth() - 800_000.0).abs() < 1e-6);
+        // 1.6 Mbit/s = 200 kB/s caps it.
+        p.predicted_throughput = Some(1_600_000);
+        assert!((p.estimated_bandwidth() - 200_000.0).abs() < 1e-6);
+        // An over-estimate does not raise it.
+        p.predicted_throughput = Some(1_000_000_000);
+        assert!((p.estimated_bandwidth() - 800_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn schedulers_by_name() {
+        let cases = [
+            ("minrtt", "minrtt"),
+            ("MinRTT", "minrtt"),
+            ("roundrobin", "roundrobin"),
+            ("RR", "roundrobin"),
+            ("redundant", "redundant"),
+            ("wrr", "wrr"),
+            ("ECF", "ecf"),
+            ("blest", "blest"),
+            ("LAMP5G", "lamp5g"),
+            ("qos", "qos"),
+        ];
+        for (name, built) in cases {
+            let factory = scheduler_by_name(name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(factory.build().name(), built, "{name}");
+        }
+        assert!(scheduler_by_name("fastest").is_none());
+        assert!(scheduler_by_name("").is_none());
+    }
+
+    #[test]
+    fn parameter_parsers() {
+        assert_eq!(parse_flag("k", " Y "), Ok(true));
+        assert_eq!(parse_flag("k", "no"), Ok(false));
+        assert!(parse_flag("k", "maybe").is_err());
+        assert_eq!(parse_non_negative("k", "0.5"), Ok(0.5));
+        assert!(parse_non_negative("k", "-1").is_err());
+        assert!(parse_non_negative("k", "NaN").is_err());
+        assert!(parse_non_negative("k", "inf").is_err());
+        assert!(parse_fraction("k", "1").is_err());
+        assert_eq!(parse_fraction("k", "0"), Ok(0.0));
     }
 }
