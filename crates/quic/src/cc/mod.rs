@@ -1,5 +1,15 @@
 //! Congestion control: the plug-in trait every controller implements, the factory that
-//! builds one controller per path, and the built-in controllers ([`NewReno`], [`Cubic`]).
+//! builds one controller per path, and the built-in controllers:
+//!
+//! | name | controller | factory | specification |
+//! |---|---|---|---|
+//! | `newreno` | [`NewReno`] | [`NewRenoConfig`] | RFC 9002 section 7, Appendix B |
+//! | `cubic` | [`Cubic`] | [`CubicConfig`] | RFC 9438 |
+//! | `bbr` | [`Bbr`] (BBRv1) | [`BbrConfig`] | Cardwell et al., ACM Queue 2016; draft-cardwell-iccrg-bbr-congestion-control-00 |
+//! | `lia` | [`Lia`] (coupled) | [`LiaFactory`] | RFC 6356 |
+//! | `olia` | [`Olia`] (coupled) | [`OliaFactory`] | Khalili et al., IEEE/ACM ToN 2013; draft-khalili-mptcp-congestion-control |
+//!
+//! [`factory_by_name`] builds a factory from one of these names.
 //!
 //! # Writing a controller
 //!
@@ -38,13 +48,53 @@
 use crate::recovery::{RateSample, RttEstimator};
 use crate::shared::PathId;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
+mod bbr;
+mod coupled;
 mod cubic;
+mod lia;
 mod new_reno;
+mod olia;
+#[cfg(test)]
+pub(crate) mod test_net;
 
+pub use bbr::{
+    BTL_BW_FILTER_LEN, Bbr, BbrConfig, BbrMode, CWND_GAIN, DRAIN_GAIN, HIGH_GAIN,
+    MIN_PIPE_CWND_PACKETS, PACING_GAIN_CYCLE, PROBE_RTT_DURATION, RTPROP_FILTER_LEN,
+};
 pub use cubic::{Cubic, CubicConfig};
+pub use lia::{Lia, LiaFactory, lia_alpha};
 pub use new_reno::{NewReno, NewRenoConfig};
+pub use olia::{Olia, OliaFactory};
+
+/// A controller factory from a name, for command lines and scenario files.
+///
+/// Names are matched ignoring ASCII case: `"newreno"` (also `"new_reno"` and `"reno"`),
+/// `"cubic"`, `"bbr"` (BBRv1), `"lia"` and `"olia"`; anything else gives `None`. Every
+/// factory has default settings.
+///
+/// The `"lia"` and `"olia"` factories couple **every** controller they build, so a
+/// coupled factory must serve a single connection: call this function once per
+/// connection rather than sharing the result between connections. The other factories
+/// keep no state and may be shared freely.
+pub fn factory_by_name(name: &str) -> Option<Arc<dyn ControllerFactory>> {
+    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    if is("newreno") || is("new_reno") || is("reno") {
+        Some(Arc::new(NewRenoConfig::default()))
+    } else if is("cubic") {
+        Some(Arc::new(CubicConfig::default()))
+    } else if is("bbr") {
+        Some(Arc::new(BbrConfig::default()))
+    } else if is("lia") {
+        Some(Arc::new(LiaFactory::new()))
+    } else if is("olia") {
+        Some(Arc::new(OliaFactory::new()))
+    } else {
+        None
+    }
+}
 
 /// A congestion event: in-flight packets declared lost, or an increase in the ECN-CE count
 /// reported by the peer.
@@ -451,6 +501,32 @@ mod tests {
         assert!(r.contains(t0 + ms(5)));
         r.reset();
         assert!(!r.contains(t0));
+    }
+
+    #[test]
+    fn factories_by_name() {
+        let t0 = Instant::now();
+        for (name, built) in [
+            ("newreno", "new_reno"),
+            ("NewReno", "new_reno"),
+            ("new_reno", "new_reno"),
+            ("reno", "new_reno"),
+            ("CUBIC", "cubic"),
+            ("bbr", "bbr"),
+            ("Bbr", "bbr"),
+            ("lia", "lia"),
+            ("LIA", "lia"),
+            ("olia", "olia"),
+            ("Olia", "olia"),
+        ] {
+            let f = factory_by_name(name).unwrap_or_else(|| panic!("{name}"));
+            let cc = f.build(t0, PathId(0), 1200);
+            assert_eq!(cc.name(), built);
+            assert_eq!(cc.window(), 12_000);
+        }
+        for bad in ["", "vegas", "bbr2", "cubic ", "olia\0"] {
+            assert!(factory_by_name(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]
