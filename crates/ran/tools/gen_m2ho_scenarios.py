@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Generates scenarios/driving-m2ho.toml and scenarios/walking-m2ho.toml (cell layouts with a
-fixed random seed). Run from the repository root: python3 crates/ran/tools/gen_m2ho_scenarios.py"""
+fixed random seed), the simulator part (a UE, a server, the radio link, a loaded UDP sender)
+included. Run from the repository root: python3 crates/ran/tools/gen_m2ho_scenarios.py"""
 import random
 
 EVENTS = '''[[radio.rrc.events]]
@@ -42,6 +43,46 @@ time_to_trigger_ms = {ttt}
 serving_types = ["nr_fr2"]
 targets = ["nr_fr1"]
 action = "handover"
+'''
+
+# The simulator part: the UE host on a link bound to its radio path, a server, and a
+# loaded sender (constant-rate UDP down to the UE).
+SIM = '''name = "{name}"
+description = "{description}"
+
+[sim]
+duration = "{duration}"        # tests run a shorter stretch
+seed = 1
+stop_when_done = false
+
+[output]
+bin = "1s"
+
+[[host]]
+name = "ue"
+interfaces = [{{ name = "nr0", addr = "10.0.0.2", link = "nr", side = "a" }}]
+
+[[host]]
+name = "server"
+interfaces = [{{ name = "eth0", addr = "10.0.0.1", link = "nr", side = "b" }}]
+
+# Side a is the UE: `down` is the radio downlink (queued in the serving cell's buffer,
+# served slot by slot), `up` the radio uplink; `delay` is the wired part, each way.
+[[link]]
+name = "nr"
+radio = {{ ue = 0, iface = 0 }}
+delay = "10ms"
+
+# A loaded sender: {rate} down to the UE, more than a sub-6 cell gives towards its edge
+# and less than a mmWave cell gives, so the cell buffers fill and drain and handovers find
+# them loaded (M2HO finding 3: target-buffer overflow).
+[[flow]]
+name = "down"
+kind = "cbr"
+from = "server"
+to = "ue"
+rate = "{rate}"
+
 '''
 
 HEAD = '''[radio.measurement]
@@ -130,7 +171,13 @@ def main():
         '[[radio.predictors]]\nkind = "ewma"\nalpha = 0.3\n\n'
     )
     with open("scenarios/driving-m2ho.toml", "w") as f:
-        f.write(head + HEAD + preds + ev + "\n" + cells_toml(cells + mm) + ue(route, 12.0))
+        sim = SIM.format(
+            name="driving-m2ho",
+            description="M2HO-style drive: 12 m/s loop, sub-6 grid and mmWave small cells, loaded UDP sender",
+            duration="300s",
+            rate="100Mbit/s",
+        )
+        f.write(head + sim + HEAD + preds + ev + "\n" + cells_toml(cells + mm) + ue(route, 12.0))
 
     route = [(0, 0), (400, 0), (400, 300), (0, 300)]
     cells, cid = grid(300, 2, 2, 1)
@@ -145,7 +192,13 @@ def main():
     )
     ev = EVENTS.format(off=3.0, ttt=160, ttt_up=320, a4=-95.0, a2=-105.0)
     with open("scenarios/walking-m2ho.toml", "w") as f:
-        f.write(head + HEAD + ev + "\n" + cells_toml(cells + mm) + ue(route, 1.4))
+        sim = SIM.format(
+            name="walking-m2ho",
+            description="M2HO-style walk: 1.4 m/s around a block with dense mmWave small cells, loaded UDP sender",
+            duration="600s",
+            rate="100Mbit/s",
+        )
+        f.write(head + sim + HEAD + ev + "\n" + cells_toml(cells + mm) + ue(route, 1.4))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,10 @@ pub struct OutputSettings {
     pub packet_log: bool,
     /// Write per-path agent samples to `paths.csv` (default true).
     pub path_series: bool,
+    /// Serve radio downlinks with per-slot resource-block allocation events in the
+    /// link-event stream and to agents (default false: they are voluminous). Service is
+    /// per slot either way; this only controls whether the allocations are reported.
+    pub rb_events: bool,
 }
 
 /// One host.
@@ -169,6 +173,31 @@ pub struct Link {
     pub up: LinkDirection,
     /// Side B to side A.
     pub down: LinkDirection,
+    /// The radio path this link carries, if it is a radio link. Side A is then the UE and
+    /// side B the network: `up` is the radio uplink, `down` the radio downlink, and both
+    /// have [`RateModel::Radio`].
+    pub radio: Option<RadioBinding>,
+}
+
+/// `radio = { ue = .., iface = .. }` on a link: which radio path of the `[radio]` model
+/// drives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RadioBinding {
+    /// The UE's `id` in `[[radio.ues]]`.
+    pub ue: u32,
+    /// The UE's radio path.
+    pub path: RadioPathRef,
+}
+
+/// A UE's radio path, by number or name. Paths are numbered per UE in the order of its
+/// `[[radio.ues.interfaces]]`; a dual-connectivity interface is two paths (MCG, then SCG,
+/// named `<name>` and `<name>-scg`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RadioPathRef {
+    /// Path number (the `iface` of link events).
+    Index(u16),
+    /// Path name.
+    Name(String),
 }
 
 /// Everything about one direction of a link.
@@ -187,7 +216,8 @@ pub struct LinkDirection {
     pub loss: LossModel,
     /// Probability that a packet is delivered twice.
     pub duplicate: f64,
-    /// Drop-tail queue limit.
+    /// Drop-tail queue limit (for a radio downlink, [`QueueLimit::Unlimited`]: the radio
+    /// model sets the serving cell's buffer as the limit).
     pub queue: QueueLimit,
     /// Scheduled down intervals.
     pub outages: Vec<Outage>,
@@ -222,14 +252,17 @@ pub enum RateModel {
         /// Repeat the trace (`true`, Mahimahi's behaviour) or stop serving at its end.
         looped: bool,
     },
-    /// Rate and availability come from an external source at run time (the 5G
-    /// radio model), named `source`; `initial` holds until its first update.
+    /// Rate and availability come from an external source at run time, named
+    /// `source`; `initial` holds until its first update.
     External {
-        /// Source name, e.g. `radio`.
+        /// Source name.
         source: String,
         /// Rate before the first update, bit/s.
         initial: f64,
     },
+    /// Rate, availability and (downlink) queue limit come from the radio path named by
+    /// [`Link::radio`]; the link is down until the radio model first brings it up.
+    Radio,
 }
 
 impl RateModel {
@@ -241,6 +274,7 @@ impl RateModel {
             RateModel::Schedule { points, .. } => points.first().map(|p| p.1).unwrap_or(0.0),
             RateModel::Deliveries { trace, scale, .. } => trace.mean_bps() * scale,
             RateModel::External { initial, .. } => *initial,
+            RateModel::Radio => 0.0,
         }
     }
 }

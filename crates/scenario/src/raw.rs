@@ -40,6 +40,7 @@ pub(crate) struct RawOutput {
     pub bin: Option<Dur>,
     pub packet_log: Option<bool>,
     pub path_series: Option<bool>,
+    pub rb_events: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -97,6 +98,22 @@ pub(crate) struct RawLink {
     pub steps: Option<Vec<RawStep>>,
     pub up: Option<RawDir>,
     pub down: Option<RawDir>,
+    pub radio: Option<RawRadioBinding>,
+}
+
+/// `radio = { ue = 0, iface = 0 }` or `radio = { ue = 1, iface = "nr0-scg" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRadioBinding {
+    pub ue: u32,
+    pub iface: RawRadioIface,
+}
+
+/// A radio path of a UE by number or by name.
+#[derive(Debug, Clone)]
+pub(crate) enum RawRadioIface {
+    Index(i64),
+    Name(String),
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -483,6 +500,27 @@ impl<'de> Visitor<'de> for ColumnVisitor {
 impl<'de> Deserialize<'de> for RawColumn {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ColumnVisitor)
+    }
+}
+
+struct RadioIfaceVisitor;
+
+impl<'de> Visitor<'de> for RadioIfaceVisitor {
+    type Value = RawRadioIface;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a radio path number (0, 1, ...) or a radio path name (\"nr0\", \"nr0-scg\")")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<RawRadioIface, E> {
+        Ok(RawRadioIface::Name(v.to_string()))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawRadioIface, E> {
+        Ok(RawRadioIface::Index(v))
+    }
+}
+
+impl<'de> Deserialize<'de> for RawRadioIface {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(RadioIfaceVisitor)
     }
 }
 

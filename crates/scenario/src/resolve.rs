@@ -60,6 +60,7 @@ pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Sc
             .unwrap_or(Duration::from_millis(100)),
         packet_log: raw.output.packet_log.unwrap_or(false),
         path_series: raw.output.path_series.unwrap_or(true),
+        rb_events: raw.output.rb_events.unwrap_or(false),
     };
     if output.bin.is_zero() {
         return Err(ctx.err("output.bin", "must be positive"));
@@ -81,12 +82,22 @@ pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Sc
         let base = l.base();
         let up_raw = l.up.clone().unwrap_or_default().over(&base);
         let down_raw = l.down.clone().unwrap_or_default().over(&base);
-        let up = direction(&ctx, &p, "up", l.up.as_ref(), &up_raw)?;
-        let down = direction(&ctx, &p, "down", l.down.as_ref(), &down_raw)?;
+        let radio = match &l.radio {
+            Some(b) => Some(radio_binding(&ctx, &p, l, b, raw.radio.is_some())?),
+            None => None,
+        };
+        let is_radio = radio.is_some();
+        let up = direction(&ctx, &p, "up", l.up.as_ref(), &up_raw, is_radio)?;
+        let mut down = direction(&ctx, &p, "down", l.down.as_ref(), &down_raw, is_radio)?;
+        if is_radio {
+            // The radio model sets the downlink limit (the serving cell's buffer).
+            down.queue = QueueLimit::Unlimited;
+        }
         links.push(Link {
             name: l.name.clone(),
             up,
             down,
+            radio,
         });
     }
 
@@ -112,12 +123,70 @@ pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Sc
     })
 }
 
+/// Checks a link's `radio` key and the keys a radio link may not have.
+fn radio_binding(
+    ctx: &Ctx<'_>,
+    p: &str,
+    l: &RawLink,
+    b: &RawRadioBinding,
+    have_radio: bool,
+) -> Result<RadioBinding, Error> {
+    if !have_radio {
+        return Err(ctx.err(
+            &format!("{p}.radio"),
+            "this link is bound to a radio path, but the scenario has no [radio] section",
+        ));
+    }
+    let base = l.base();
+    let tables: [(&str, Option<&RawDir>); 3] = [
+        ("", Some(&base)),
+        (".up", l.up.as_ref()),
+        (".down", l.down.as_ref()),
+    ];
+    for (sub, t) in tables {
+        let Some(t) = t else { continue };
+        for key in ["rate", "outages", "outage_policy"] {
+            if t.has(key) {
+                return Err(ctx.err(
+                    &format!("{p}{sub}.{key}"),
+                    format!("a radio link takes `{key}` from the radio model; remove it"),
+                ));
+            }
+        }
+        for (i, s) in t.steps.iter().flatten().enumerate() {
+            if s.rate.is_some() {
+                return Err(ctx.err(
+                    &format!("{p}{sub}.steps[{i}].rate"),
+                    "a radio link's rate comes from the radio model; steps may change delay and loss only",
+                ));
+            }
+        }
+    }
+    if l.down.as_ref().is_some_and(|d| d.queue.is_some()) {
+        return Err(ctx.err(
+            &format!("{p}.down.queue"),
+            "a radio downlink queues in the serving cell's buffer (`buffer_bytes` of the cell); `queue` applies to the uplink only",
+        ));
+    }
+    let path = match &b.iface {
+        RawRadioIface::Index(i) => RadioPathRef::Index(u16::try_from(*i).map_err(|_| {
+            ctx.err(
+                &format!("{p}.radio.iface"),
+                format!("{i} is not a radio path number (0..=65535)"),
+            )
+        })?),
+        RawRadioIface::Name(n) => RadioPathRef::Name(n.clone()),
+    };
+    Ok(RadioBinding { ue: b.ue, path })
+}
+
 fn direction(
     ctx: &Ctx<'_>,
     link: &str,
     dir: &str,
     overrides: Option<&RawDir>,
     r: &RawDir,
+    radio: bool,
 ) -> Result<LinkDirection, Error> {
     // Errors point at the `up`/`down` table when the field was set there, else
     // at the link's top level.
@@ -128,11 +197,17 @@ fn direction(
             format!("{link}.{f}")
         }
     };
-    let rate_raw = r
-        .rate
-        .as_ref()
-        .ok_or_else(|| ctx.err(&fp("rate"), "every link direction needs a rate"))?;
-    let rate = rate_model(ctx, &fp("rate"), rate_raw)?;
+    let rate = if radio {
+        RateModel::Radio
+    } else {
+        let rate_raw = r.rate.as_ref().ok_or_else(|| {
+            ctx.err(
+                &fp("rate"),
+                "every link direction needs a rate (or the link a `radio` path)",
+            )
+        })?;
+        rate_model(ctx, &fp("rate"), rate_raw)?
+    };
     let delay = r.delay.map(|d| d.0).unwrap_or(Duration::ZERO);
     let jitter = Jitter {
         amount: r.jitter.map(|d| d.0).unwrap_or(Duration::ZERO),

@@ -271,3 +271,83 @@ fn rate_tables_are_exclusive() {
     );
     assert!(s.radio.is_some());
 }
+
+const RADIO_LINK: &str = r#"[sim]
+duration = "1s"
+[[link]]
+name = "nr"
+radio = { ue = 0, iface = 0 }
+delay = "10ms"
+queue = "64KB"
+[[link]]
+name = "scg"
+radio = { ue = 1, iface = "nr0-scg" }
+[radio]
+cells = []
+ues = []
+"#;
+
+#[test]
+fn radio_links_bind_a_path_and_take_rates_from_the_model() {
+    let s = parse(RADIO_LINK).unwrap();
+    let l = &s.links[0];
+    assert_eq!(
+        l.radio,
+        Some(RadioBinding {
+            ue: 0,
+            path: RadioPathRef::Index(0)
+        })
+    );
+    assert_eq!(l.up.rate, RateModel::Radio);
+    assert_eq!(l.down.rate, RateModel::Radio);
+    assert_eq!(l.up.delay, Duration::from_millis(10));
+    // `queue` is the uplink's; the downlink queues in the cell's buffer.
+    assert_eq!(l.up.queue, QueueLimit::Bytes(64000));
+    assert_eq!(l.down.queue, QueueLimit::Unlimited);
+    assert_eq!(
+        s.links[1].radio.as_ref().map(|b| &b.path),
+        Some(&RadioPathRef::Name("nr0-scg".into()))
+    );
+    assert!(!s.output.rb_events);
+}
+
+#[test]
+fn radio_link_errors_name_the_field() {
+    let line_of = |src: &str, pat: &str| src.lines().position(|l| l.contains(pat)).unwrap() + 1;
+    let bad = RADIO_LINK.replace("delay = \"10ms\"", "rate = \"1Mbit/s\"");
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].rate"), "{e}");
+    assert_eq!(e.line, Some(line_of(&bad, "1Mbit/s")));
+
+    let bad = RADIO_LINK.replace("queue = \"64KB\"", "[link.down]\nqueue = \"64KB\"");
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].down.queue"), "{e}");
+
+    let bad = RADIO_LINK.replace(
+        "delay = \"10ms\"",
+        "steps = [{ at = \"1s\", rate = \"1Mbit/s\" }]",
+    );
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].steps[0].rate"), "{e}");
+
+    let bad = RADIO_LINK.replace(
+        "delay = \"10ms\"",
+        "outages = [{ at = \"1s\", duration = \"1s\" }]",
+    );
+    assert_eq!(err_of(&bad).field.as_deref(), Some("link[0].outages"));
+
+    let bad = RADIO_LINK.replace("iface = 0 }", "iface = -1 }");
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].radio.iface"), "{e}");
+    assert_eq!(e.line, Some(line_of(&bad, "iface = -1")));
+
+    let bad = RADIO_LINK.replace("iface = 0 }", "iface = 0, cell = 3 }");
+    let e = err_of(&bad);
+    assert!(e.message.contains("cell"), "{e}");
+    assert_eq!(e.line, Some(line_of(&bad, "cell = 3")));
+
+    let bad = RADIO_LINK.replace("[radio]\ncells = []\nues = []\n", "");
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].radio"), "{e}");
+    assert!(e.message.contains("no [radio]"), "{e}");
+}

@@ -43,6 +43,7 @@ fn bench(name: &str, s: &Scenario) {
         seed: Some(1),
         out_dir: None,
         progress: false,
+        events: None,
     };
     match run_scenario(s, &opts, Hooks::default()) {
         Ok(r) => {

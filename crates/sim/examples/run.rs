@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p polypath-sim --example run -- scenarios/backhaul-3000.toml [--seed N] [--out DIR]
+//! cargo run --release -p polypath-sim --example run -- scenarios/handover-two-gnb.toml --events events.jsonl
 //! ```
+//!
+//! `--events FILE` writes the link-layer event stream of a scenario with `[radio]` as
+//! JSON lines. The report's `radio` key has the handover figures.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,11 +25,12 @@ fn main() -> ExitCode {
         match a.as_str() {
             "--seed" => opts.seed = args.next().and_then(|s| s.parse().ok()),
             "--out" => opts.out_dir = args.next().map(PathBuf::from),
+            "--events" => opts.events = args.next().map(PathBuf::from),
             _ => scenario = Some(PathBuf::from(a)),
         }
     }
     let Some(path) = scenario else {
-        eprintln!("usage: run SCENARIO.toml [--seed N] [--out DIR]");
+        eprintln!("usage: run SCENARIO.toml [--seed N] [--out DIR] [--events FILE]");
         return ExitCode::FAILURE;
     };
     match run(&path, &opts) {

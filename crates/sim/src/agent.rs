@@ -1,8 +1,9 @@
 //! What runs on a simulated host: the [`Agent`] trait.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use bytes::Bytes;
+use polypath_link::LinkEvent;
 
 use crate::time::SimTime;
 
@@ -61,6 +62,22 @@ pub trait Agent {
     /// Moves finished-work records (completion times) into `out`.
     fn drain_records(&mut self, out: &mut Vec<Record>) {
         let _ = out;
+    }
+
+    /// A link-layer event from the radio model concerning the UE this agent's host is
+    /// (the host whose interface plugs into side `a` of a link bound to one of that UE's
+    /// radio paths): measurements, RRC events, handover command / execution, random
+    /// access, link up / down, predicted throughput, and RB allocations when the scenario
+    /// asks for them.
+    ///
+    /// `event.iface` is the UE's radio path. `local` is the address of this host's
+    /// interface on the link bound to that path (`None` if the path drives no link), so
+    /// a multipath endpoint can apply the event as a link hint to the paths whose local
+    /// address it is. Called at the event's time (`now == event.t_ns`), in the order
+    /// the events were produced; the simulator then polls the agent as after
+    /// [`handle_timeout`](Agent::handle_timeout). The default ignores the event.
+    fn handle_link_event(&mut self, now: SimTime, event: &LinkEvent, local: Option<IpAddr>) {
+        let _ = (now, event, local);
     }
 }
 

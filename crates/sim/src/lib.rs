@@ -7,8 +7,17 @@
 //! * [`Simulator`]: virtual clock, binary-heap event queue with FIFO
 //!   tie-breaking, hosts with interfaces and routes, links with per-direction
 //!   rate (constant, schedule, Lumos5G / CSV / Mahimahi trace, or an external
-//!   [`LinkSource`] such as the radio model), delay, jitter, Bernoulli and
-//!   Gilbert-Elliott loss, duplication, drop-tail queues and outages.
+//!   [`LinkSource`]), delay, jitter, Bernoulli and Gilbert-Elliott loss,
+//!   duplication, drop-tail queues and outages.
+//! * The 5G radio model ([`ran`], `polypath-ran`), driven from the scenario's
+//!   `[radio]` section: a link with `radio = { ue, iface }` carries that radio
+//!   path, its downlink queued in the serving cell's buffer and served slot by
+//!   slot, with the model's rates, handover interruptions (target buffer),
+//!   context releases and coverage losses applied as `polypath_ran::action`
+//!   specifies. Its link-layer events ([`LinkEvent`]) go to the agents on the
+//!   UE's host ([`Agent::handle_link_event`]) and, with
+//!   [`RunOptions::events`], to a JSON-lines file; handover figures go to the
+//!   summary's `radio` key ([`RadioSummary`]).
 //! * [`run`] / [`run_scenario`]: build from a scenario file, run with a
 //!   progress bar, write `flows.csv`, `paths.csv`, `links.csv`,
 //!   `completions.csv`, optional `packets.csv` and `summary.json`, and hash
@@ -20,6 +29,7 @@ mod build;
 mod engine;
 mod error;
 mod link;
+mod radio;
 mod record;
 mod run;
 mod source;
@@ -31,7 +41,10 @@ pub use build::{AgentFactory, BuildContext, FIRST_EPHEMERAL_PORT, UdpTrafficFact
 pub use engine::{AgentId, Simulator, StopReason, derive_seed};
 pub use error::SimError;
 pub use link::DropReason;
+pub use polypath_link::{LinkEvent, LinkEventKind};
+pub use polypath_ran as ran;
 pub use polypath_scenario as scenario;
+pub use radio::{InterruptionRecord, RadioSummary, radio_config};
 pub use record::{CompletionStats, DelayStats, FlowSummary, LinkSummary, Summary};
 pub use run::{Hooks, RunOptions, RunReport, run, run_scenario};
 pub use source::{LinkChange, LinkDirSel, LinkSource, LinkUpdate, ScheduledSource};

@@ -11,6 +11,8 @@ use polypath_scenario::{
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::radio::RadioDl;
+
 const NS_PER_MS: u64 = 1_000_000;
 
 /// Stateful per-packet loss decision.
@@ -186,6 +188,10 @@ pub enum DropReason {
     Loss,
     /// The link was down.
     Down,
+    /// A radio link's target cell buffer was full during a handover interruption.
+    TargetBuffer,
+    /// Lost in the source cell's context release at a handover.
+    ContextRelease,
 }
 
 /// Counters per link direction.
@@ -196,6 +202,8 @@ pub(crate) struct DirStats {
     pub drops_queue: u64,
     pub drops_loss: u64,
     pub drops_down: u64,
+    pub drops_target_buffer: u64,
+    pub drops_context_release: u64,
     pub duplicates: u64,
     pub max_queue_bytes: u64,
     pub bin_bytes: u64,
@@ -232,12 +240,17 @@ pub(crate) struct LinkDir {
     pub stats: DirStats,
     /// `Some(source)` when an external source drives this direction.
     pub external: Option<String>,
+    /// Driven by the radio model (`RateModel::Radio`).
+    pub radio_driven: bool,
+    /// The slot-served radio downlink state (side B to side A of a radio link).
+    pub radio: Option<Box<RadioDl>>,
 }
 
 impl LinkDir {
     pub fn new(d: &LinkDirection, reverse_delay_ns: u64, rng: ChaCha8Rng) -> Self {
         let mut schedule = None;
         let mut external = None;
+        let radio_driven = matches!(d.rate, RateModel::Radio);
         let service = match &d.rate {
             RateModel::Constant(r) => Service::Fluid(*r),
             RateModel::Schedule { points, period } => {
@@ -274,6 +287,8 @@ impl LinkDir {
                 external = Some(source.clone());
                 Service::Fluid(*initial)
             }
+            // Down until the radio model brings the path up.
+            RateModel::Radio => Service::Fluid(0.0),
         };
         Self {
             service,
@@ -286,8 +301,12 @@ impl LinkDir {
             loss: LossState::new(d.loss),
             duplicate: d.duplicate,
             queue_limit: d.queue,
-            policy: d.outage_policy,
-            up: true,
+            policy: if radio_driven {
+                OutagePolicy::Drop
+            } else {
+                d.outage_policy
+            },
+            up: !radio_driven,
             rng,
             queue: VecDeque::new(),
             queued_bytes: 0,
@@ -299,6 +318,8 @@ impl LinkDir {
             last_arrival: 0,
             stats: DirStats::default(),
             external,
+            radio_driven,
+            radio: None,
         }
     }
 

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::SimError;
 use crate::link::DropReason;
+use crate::radio::RadioSummary;
 
 /// One output file: written (if there is an output directory) and hashed.
 pub(crate) struct OutFile {
@@ -199,7 +200,7 @@ pub(crate) struct FlowRec {
     pub sent_bytes: u64,
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,
-    pub drops: [u64; 5],
+    pub drops: [u64; 7],
     pub owd_sum_ns: u128,
     pub owd_min_ns: u64,
     pub owd_max_ns: u64,
@@ -227,6 +228,8 @@ pub(crate) fn drop_index(r: DropReason) -> usize {
         DropReason::Queue => 0,
         DropReason::Loss => 1,
         DropReason::Down => 2,
+        DropReason::TargetBuffer => 5,
+        DropReason::ContextRelease => 6,
     }
 }
 
@@ -245,7 +248,7 @@ impl FlowRec {
             sent_bytes: 0,
             delivered_pkts: 0,
             delivered_bytes: 0,
-            drops: [0; 5],
+            drops: [0; 7],
             owd_sum_ns: 0,
             owd_min_ns: u64::MAX,
             owd_max_ns: 0,
@@ -330,6 +333,10 @@ pub struct FlowSummary {
     pub drops_unrouted: u64,
     /// Drops at a port with no agent.
     pub drops_unbound: u64,
+    /// Drops because a radio link's target cell buffer was full during a handover.
+    pub drops_target_buffer: u64,
+    /// Drops in a radio source cell's context release at a handover.
+    pub drops_context_release: u64,
     /// Delivered IP bit rate from the first send to the last delivery, Mbit/s.
     pub delivered_mbps: f64,
     /// One-way delay of delivered packets, ms.
@@ -359,6 +366,11 @@ pub struct LinkSummary {
     pub drops_loss: u64,
     /// Drops while down.
     pub drops_down: u64,
+    /// Radio downlink: drops because the target cell's buffer was full during a handover
+    /// interruption.
+    pub drops_target_buffer: u64,
+    /// Radio downlink: drops in the source cell's context release.
+    pub drops_context_release: u64,
     /// Duplicated packets.
     pub duplicates: u64,
     /// Largest queue seen, bytes.
@@ -384,6 +396,9 @@ pub struct Summary {
     pub flows: Vec<FlowSummary>,
     /// Per link direction.
     pub links: Vec<LinkSummary>,
+    /// Radio model figures (handovers, their losses), when the scenario has `[radio]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub radio: Option<RadioSummary>,
 }
 
 pub(crate) fn delay_stats(f: &FlowRec) -> Option<DelayStats> {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::build::{AgentFactory, BuildContext, UdpTrafficFactory};
 use crate::engine::{Outputs, Simulator};
 use crate::error::SimError;
+use crate::radio::EventSink;
 use crate::record::{OutFile, Summary, combine_hashes};
 use crate::source::LinkSource;
 use crate::time::SimTime;
@@ -24,16 +25,23 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Show a progress bar on stderr (only drawn on a terminal).
     pub progress: bool,
+    /// Write the link-layer event stream here as JSON lines (`polypath_link::jsonl`):
+    /// everything the radio model reports (measurements, RRC events, handovers, random
+    /// access, link up / down, predicted throughput) and, with `[output] rb_events`,
+    /// per-slot RB allocations, in time order. Hashed into the output hash as
+    /// `events.jsonl`. Empty for a scenario without `[radio]`.
+    pub events: Option<PathBuf>,
 }
 
 /// Plug-ins for a run: agents for flow kinds the simulator does not build
-/// itself (QUIC), and external link sources (the radio model).
+/// itself (QUIC), and external link sources.
 #[derive(Default)]
 pub struct Hooks<'a> {
     /// Tried before the built-in raw-UDP factory for every flow instance.
     pub agents: Option<&'a mut dyn AgentFactory>,
     /// Sources for links with `rate = { source = "..." }`, and other timed
-    /// link changes.
+    /// link changes (not for radio links: the simulator drives those from the
+    /// scenario's `[radio]` section itself).
     pub sources: Vec<Box<dyn LinkSource>>,
 }
 
@@ -147,6 +155,9 @@ pub fn run_scenario(
     } else {
         ProgressBar::hidden()
     };
+    if let Some(p) = &opts.events {
+        sim.set_event_sink(EventSink::create(p)?);
+    }
     let stop = sim.run(|t: SimTime| bar.set_position(t.as_nanos() / 1_000_000))?;
     bar.finish_and_clear();
 
@@ -162,6 +173,9 @@ pub fn run_scenario(
         if let Some(p) = out.packets {
             files.push(p.finish()?);
         }
+    }
+    if let Some(sink) = sim.take_event_sink() {
+        files.push(sink.finish()?);
     }
     let json = serde_json::to_string_pretty(&summary)
         .map_err(|e| SimError::Build(format!("cannot encode the summary: {e}")))?;

@@ -1,4 +1,10 @@
-//! External drivers of link capacity and availability (the 5G radio model).
+//! External drivers of link capacity and availability.
+//!
+//! A [`LinkSource`] is a time-ordered stream of simple changes (rate, up/down, delay,
+//! loss) for named links. The 5G radio model is not one of them: it needs to see the
+//! links' queues (context release, target buffers, per-slot scheduling) and to hear
+//! what they delivered, so the simulator drives it itself for links with a `radio`
+//! key (see `crate::radio`), and refuses sources that touch such links.
 
 use std::time::Duration;
 

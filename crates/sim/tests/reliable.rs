@@ -409,7 +409,7 @@ proptest! {
     fn every_byte_is_delivered_once_and_intact(imp in impairments(), seed in any::<u64>()) {
         let s = scenario(&build(&imp));
         let mut factory = TestTransport { results: Vec::new() };
-        let opts = RunOptions { seed: Some(seed), out_dir: None, progress: false };
+        let opts = RunOptions { seed: Some(seed), out_dir: None, progress: false, events: None };
         let report = run_scenario(&s, &opts, Hooks { agents: Some(&mut factory), sources: Vec::new() })
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(report.summary.stopped_by.as_str(), "done");

@@ -31,6 +31,7 @@ pub fn run_with_out(s: &Scenario, seed: u64, out: Option<PathBuf>) -> RunReport 
         seed: Some(seed),
         out_dir: out,
         progress: false,
+        events: None,
     };
     match run_scenario(s, &opts, Hooks::default()) {
         Ok(r) => r,
