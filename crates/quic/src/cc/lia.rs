@@ -70,6 +70,12 @@ impl LiaFactory {
 }
 
 impl ControllerFactory for LiaFactory {
+    fn for_connection(&self) -> Option<std::sync::Arc<dyn ControllerFactory>> {
+        Some(std::sync::Arc::new(LiaFactory::with_initial_window(
+            self.initial_window,
+        )))
+    }
+
     fn build(
         &self,
         _now: Instant,

@@ -322,6 +322,14 @@ pub trait ControllerFactory: Send + Sync {
         path_id: PathId,
         max_datagram_size: u16,
     ) -> Box<dyn CongestionController>;
+
+    /// The factory one new connection uses for its paths. Factories of coupled controllers
+    /// (LIA, OLIA) return a fresh factory here, so that only the paths of one connection
+    /// share state even when many connections share a configuration. The default
+    /// (`None`) uses this factory itself.
+    fn for_connection(&self) -> Option<Arc<dyn ControllerFactory>> {
+        None
+    }
 }
 
 impl<F> ControllerFactory for F

@@ -81,6 +81,12 @@ impl OliaFactory {
 }
 
 impl ControllerFactory for OliaFactory {
+    fn for_connection(&self) -> Option<std::sync::Arc<dyn ControllerFactory>> {
+        Some(std::sync::Arc::new(OliaFactory::with_initial_window(
+            self.initial_window,
+        )))
+    }
+
     fn build(
         &self,
         _now: Instant,

@@ -255,6 +255,8 @@ pub struct Connection {
     current_packet_dcid: ConnectionId,
     multipath: Option<Multipath>,
     scheduler: Box<dyn Scheduler>,
+    /// Builds the congestion controller of each new path of this connection.
+    cc_factory: Arc<dyn crate::cc::ControllerFactory>,
     /// Paths that owe a copy of the data just sent elsewhere (redundant scheduling).
     duplicate_on: Vec<PathId>,
 
@@ -352,9 +354,11 @@ impl Connection {
                 TransportError::internal(format!("unsupported version {:#x}", p.version))
             })?;
 
-        let cc = config
+        let cc_factory = config
             .congestion_controller
-            .build(p.now, PathId::ZERO, config.initial_mtu);
+            .for_connection()
+            .unwrap_or_else(|| config.congestion_controller.clone());
+        let cc = cc_factory.build(p.now, PathId::ZERO, config.initial_mtu);
         let mut path0 = Path::new(
             PathId::ZERO,
             p.local,
@@ -421,6 +425,7 @@ impl Connection {
             current_packet_dcid: p.local_cid,
             multipath: None,
             scheduler,
+            cc_factory,
             duplicate_on: Vec::new(),
             streams,
             datagrams,

@@ -289,6 +289,7 @@ impl Path {
             packets_lost: self.stats.packets_lost,
             bytes_sent: self.stats.payload_bytes_sent,
             predicted_throughput: self.predicted_throughput,
+            pto_count: self.pto_count,
         }
     }
 }

@@ -370,6 +370,7 @@ impl Connection {
             datagrams: usize::from(self.datagrams.has_outgoing()),
             datagram_bytes: self.datagrams.next_outgoing_len().unwrap_or(0) as u64,
             class: Default::default(),
+            flow_credit: Some(self.streams.send_credit()),
         };
         let pacing = self.config.pacing;
         let mut snapshots = Vec::with_capacity(self.paths.len());

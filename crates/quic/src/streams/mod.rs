@@ -1302,6 +1302,12 @@ impl Streams {
         self.sched.n_retx > 0 || self.sched.n_new > 0
     }
 
+    /// Connection-level credit left for new stream data: the peer's MAX_DATA minus the
+    /// bytes written to our streams so far.
+    pub fn send_credit(&self) -> u64 {
+        self.fc.peer_max_data.saturating_sub(self.fc.written)
+    }
+
     /// Bytes of stream data waiting to be sent: (never sent, declared lost). Walks the
     /// streams that are sending; used to brief the packet scheduler.
     pub fn pending_bytes(&self) -> (u64, u64) {
