@@ -356,10 +356,7 @@ impl Connection {
             return Err(OpenPathError::NoPathId);
         };
         self.peer_cids.activate(id);
-        let cc = self
-            .config
-            .congestion_controller
-            .build(now, id, self.config.initial_mtu);
+        let cc = self.cc_factory.build(now, id, self.config.initial_mtu);
         let mut path = Path::new(id, local, remote, &self.config, cc, false);
         // The client trusts the server's address (it chose it); validation is still needed
         // to know the path works in both directions.

@@ -352,10 +352,7 @@ impl Connection {
         //# the server MUST validate the peer's address before sending any data
         //# as described in ({{Section 8.2 of QUIC-TRANSPORT}}),
         //# unless it has previously validated the 4-tuple used for that path.
-        let cc = self
-            .config
-            .congestion_controller
-            .build(now, path_id, self.config.initial_mtu);
+        let cc = self.cc_factory.build(now, path_id, self.config.initial_mtu);
         let mut path = Path::new(path_id, local, remote, &self.config, cc, false);
         if self.peer_cids.activate(path_id).is_none() {
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
@@ -419,11 +416,7 @@ impl Connection {
         }
         let port_only = path.remote.ip() == remote.ip();
         let token = self.random_token();
-        let cc = (!port_only).then(|| {
-            self.config
-                .congestion_controller
-                .build(now, path_id, self.config.initial_mtu)
-        });
+        let cc = (!port_only).then(|| self.cc_factory.build(now, path_id, self.config.initial_mtu));
         let initial_rtt = self.config.initial_rtt;
         let Some(path) = self.paths.get_mut(&path_id) else {
             return;
