@@ -205,6 +205,18 @@ impl Endpoint {
                 )
             }
             Header::Short { .. } => {
+                //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.1
+                //# However,
+                //# the comparison MUST be performed when the first packet in an incoming datagram
+                //# either cannot be associated with a connection or cannot be decrypted.
+                let reset = self
+                    .connections
+                    .iter_mut()
+                    .find_map(|(h, c)| c.handle_possible_reset(now, &data).then_some(*h));
+                if let Some(handle) = reset {
+                    self.drain_endpoint_events(handle);
+                    return Some(handle);
+                }
                 self.send_stateless_reset(local, remote, &header.dcid, data.len());
                 None
             }

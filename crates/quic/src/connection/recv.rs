@@ -327,6 +327,31 @@ impl Connection {
         Ok(())
     }
 
+    /// Checks a datagram the endpoint could not route against the stateless reset tokens
+    /// the peer gave us; on a match the connection is over. Returns whether it matched.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.1
+    //# An endpoint detects a potential Stateless Reset using the trailing 16
+    //# bytes of the UDP datagram.
+    pub(crate) fn handle_possible_reset(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        if self.is_drained() {
+            return false;
+        }
+        let Some(token) = packet::stateless_reset_token_candidate(datagram) else {
+            return false;
+        };
+        if !self.peer_cids.is_reset_token(token) {
+            return false;
+        }
+        self.qlog_event(
+            now,
+            "packet_received",
+            json!({"header": {"packet_type": "stateless_reset"}}),
+        );
+        self.enter_draining(now, ConnectionError::Reset);
+        self.drain_now();
+        true
+    }
+
     /// A 1-RTT packet on a path ID we have no state for opens that path (multipath).
     fn on_path_packet(
         &mut self,
@@ -536,6 +561,26 @@ impl Connection {
         if let Some(path) = self.paths.get_mut(&PathId::ZERO) {
             path.bytes_in_flight = path.bytes_in_flight.saturating_sub(bytes);
             path.pto_count = 0;
+        }
+    }
+
+    /// Processes `payload` as the frames of a 1-RTT packet on path 0, closing the connection
+    /// on a protocol violation as a real packet would (tests only).
+    #[cfg(test)]
+    pub(super) fn inject_frames(&mut self, now: Instant, payload: &[u8]) {
+        let pn = self
+            .paths
+            .get(&PathId::ZERO)
+            .and_then(|p| p.space.acks.largest)
+            .map_or(0, |(pn, _)| pn + 1);
+        if let Err(e) = self.handle_frames(
+            now,
+            PacketKind::OneRtt,
+            AckSpace::Path(PathId::ZERO),
+            pn,
+            Bytes::copy_from_slice(payload),
+        ) {
+            self.close_on_error(now, e);
         }
     }
 
@@ -778,6 +823,22 @@ impl Connection {
             }
             Frame::MaxPathId(max) => {
                 let mp = self.require_multipath()?;
+                //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-4.6
+                //# The Maximum Path Identifier value MUST NOT be lower than the value
+                //# advertised in the initial_max_path_id transport parameter.
+                //#
+                //# Receipt of an invalid Maximum Path Identifier value MUST be treated as a
+                //# connection error of type PROTOCOL_VIOLATION.
+                let initial = self
+                    .peer_params
+                    .as_ref()
+                    .and_then(|p| p.initial_max_path_id)
+                    .map_or(0, |p| p.0);
+                if max.0 < initial {
+                    return Err(TransportError::protocol_violation(
+                        "MAX_PATH_ID below the peer's initial_max_path_id",
+                    ));
+                }
                 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-4.6
                 //# MAX_PATH_ID frames that do not increase the path limit MUST be ignored.
                 if max.0 > mp.peer_max_path_id {

@@ -1,6 +1,10 @@
 //! Connection tests: a client and a server endpoint exchanging datagrams over an in-memory
 //! network with a virtual clock, optional loss and per-path delays.
 
+mod basic;
+mod multipath;
+mod violations;
+
 use super::*;
 use crate::crypto::{
     ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
@@ -11,7 +15,7 @@ use bytes::BytesMut;
 use rand::{Rng, SeedableRng};
 use std::collections::BinaryHeap;
 
-const ALPN: &[u8] = b"polypath-test";
+pub(crate) const ALPN: &[u8] = b"polypath-test";
 
 pub(crate) fn client_addr() -> SocketAddr {
     "10.0.0.1:5000".parse().unwrap()
@@ -63,6 +67,8 @@ pub(crate) struct Pair {
     /// Extra one-way delay for datagrams from or to a given client address.
     pub extra_delay: BTreeMap<SocketAddr, Duration>,
     pub drop: Option<DropFn>,
+    /// Rewrites the source address of client datagrams (a NAT rebinding).
+    pub rewrite_client_source: Option<SocketAddr>,
     queue: BinaryHeap<InFlight>,
     seq: u64,
     buf: Vec<u8>,
@@ -90,8 +96,17 @@ impl Pair {
         server_config.transport = Arc::new(server_transport);
         let mut client_config = ClientConfig::new(client_tls);
         client_config.transport = Arc::new(client_transport);
+        Self::with_configs(client_config, server_config, EndpointConfig::from_seed(1))
+    }
+
+    /// A pair from full configurations (for Retry, versions, qlog, ...).
+    pub fn with_configs(
+        client_config: ClientConfig,
+        server_config: ServerConfig,
+        client_endpoint: EndpointConfig,
+    ) -> Self {
         let now = Instant::now();
-        let mut client = Endpoint::new(EndpointConfig::from_seed(1), None);
+        let mut client = Endpoint::new(client_endpoint, None);
         let server = Endpoint::new(EndpointConfig::from_seed(2), Some(server_config));
         let client_conn = client
             .connect(
@@ -111,6 +126,7 @@ impl Pair {
             delay: Duration::from_millis(10),
             extra_delay: BTreeMap::new(),
             drop: None,
+            rewrite_client_source: None,
             queue: BinaryHeap::new(),
             seq: 0,
             buf: Vec::new(),
@@ -133,7 +149,7 @@ impl Pair {
         self.server.connection_mut(h).expect("server connection")
     }
 
-    fn send_all(&mut self) {
+    pub(crate) fn send_all(&mut self) {
         for to_server in [true, false] {
             loop {
                 let ep = if to_server {
@@ -156,7 +172,11 @@ impl Pair {
                     if dropped {
                         continue;
                     }
-                    let client_side = if to_server { t.source } else { t.destination };
+                    let source = match self.rewrite_client_source {
+                        Some(addr) if to_server => addr,
+                        _ => t.source,
+                    };
+                    let client_side = if to_server { source } else { t.destination };
                     let delay = self.delay
                         + self
                             .extra_delay
@@ -168,7 +188,7 @@ impl Pair {
                         at: self.now + delay,
                         seq: self.seq,
                         to_server,
-                        src: t.source,
+                        src: source,
                         dst: t.destination,
                         data: chunk.to_vec(),
                     });
@@ -180,12 +200,20 @@ impl Pair {
     /// Advances to the next event (a delivery or a timer) and processes it. Returns false
     /// when nothing is scheduled any more.
     pub fn step(&mut self) -> bool {
+        self.step_until(None)
+    }
+
+    /// Like [`Pair::step`], but never advances the clock past `limit`.
+    pub fn step_until(&mut self, limit: Option<Instant>) -> bool {
         self.send_all();
         let next_delivery = self.queue.peek().map(|d| d.at);
         let next_timer = earliest(self.client.poll_timeout(), self.server.poll_timeout());
-        let Some(next) = earliest(next_delivery, next_timer) else {
+        let Some(mut next) = earliest(next_delivery, next_timer) else {
             return false;
         };
+        if let Some(limit) = limit {
+            next = next.min(limit);
+        }
         self.now = self.now.max(next);
         while self.queue.peek().is_some_and(|d| d.at <= self.now) {
             let Some(d) = self.queue.pop() else { break };
@@ -216,7 +244,7 @@ impl Pair {
             if done(self) {
                 return true;
             }
-            if !self.step() {
+            if !self.step_until(Some(deadline)) {
                 return done(self);
             }
         }
@@ -258,7 +286,11 @@ impl Pair {
     /// Sends `len` bytes on a new client stream and reads them at the server; returns the
     /// bytes received.
     pub fn transfer(&mut self, len: usize, limit: Duration) -> Vec<u8> {
-        let id = self.client().open_stream(Dir::Uni).expect("stream");
+        let Some(id) = self.client().open_stream(Dir::Uni) else {
+            let c = self.client().close_reason().cloned();
+            let sr = self.server().close_reason().cloned();
+            panic!("no stream: client closed by {c:?}, server by {sr:?}");
+        };
         let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         let mut written = 0;
         let mut received = Vec::with_capacity(len);
@@ -293,41 +325,6 @@ impl Pair {
     }
 }
 
-fn expected_payload(len: usize) -> Vec<u8> {
+pub(crate) fn expected_payload(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 % 251) as u8).collect()
-}
-
-#[test]
-fn handshake_completes_and_confirms() {
-    let mut pair = Pair::default_pair();
-    pair.handshake();
-    assert_eq!(pair.client().alpn_protocol(), Some(ALPN));
-    assert!(pair.client().stats().handshake_duration.is_some());
-    let events: Vec<Event> = std::iter::from_fn(|| pair.client().poll_event()).collect();
-    assert!(events.contains(&Event::Connected));
-    assert!(events.contains(&Event::HandshakeConfirmed));
-}
-
-#[test]
-fn stream_transfer_is_intact() {
-    let mut pair = Pair::default_pair();
-    pair.handshake();
-    let got = pair.transfer(2_000_000, Duration::from_secs(30));
-    assert_eq!(got.len(), 2_000_000);
-    assert!(got == expected_payload(2_000_000));
-}
-
-#[test]
-fn transfer_survives_five_percent_loss() {
-    let mut pair = Pair::default_pair();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-    pair.drop = Some(Box::new(move |_, _, _| rng.random_bool(0.05)));
-    pair.handshake();
-    let got = pair.transfer(1_000_000, Duration::from_secs(120));
-    assert_eq!(got.len(), 1_000_000);
-    assert!(got == expected_payload(1_000_000));
-    assert!(
-        pair.client().stats().packets_lost > 0,
-        "loss must actually have happened"
-    );
 }

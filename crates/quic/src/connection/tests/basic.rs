@@ -1,0 +1,405 @@
+//! Handshake, transfers, datagrams, key update, closing, timeouts and address handling.
+
+use super::*;
+
+#[test]
+fn handshake_completes_and_confirms() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    assert_eq!(pair.client().alpn_protocol(), Some(ALPN));
+    assert!(pair.client().stats().handshake_duration.is_some());
+    let events: Vec<Event> = std::iter::from_fn(|| pair.client().poll_event()).collect();
+    assert!(events.contains(&Event::Connected));
+    assert!(events.contains(&Event::HandshakeConfirmed));
+}
+
+#[test]
+fn stream_transfer_is_intact() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    let got = pair.transfer(2_000_000, Duration::from_secs(30));
+    assert_eq!(got.len(), 2_000_000);
+    assert!(got == expected_payload(2_000_000));
+}
+
+#[test]
+fn transfer_survives_five_percent_loss() {
+    let mut pair = Pair::default_pair();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    pair.drop = Some(Box::new(move |_, _, _| rng.random_bool(0.05)));
+    pair.handshake();
+    let got = pair.transfer(1_000_000, Duration::from_secs(120));
+    assert_eq!(got.len(), 1_000_000);
+    assert!(got == expected_payload(1_000_000));
+    assert!(
+        pair.client().stats().packets_lost > 0,
+        "loss must actually have happened"
+    );
+}
+
+#[test]
+fn datagrams_flow_both_ways() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    let max = pair
+        .client()
+        .max_datagram_size()
+        .expect("peer accepts datagrams");
+    assert!(max >= 1000, "max datagram size {max}");
+    for i in 0..100u32 {
+        pair.client()
+            .send_datagram(Bytes::from(i.to_be_bytes().to_vec()))
+            .unwrap();
+    }
+    pair.server()
+        .send_datagram(Bytes::from_static(b"pong"))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut client_got = None;
+    pair.run_until(Duration::from_secs(2), |p| {
+        while let Some(d) = p.server().recv_datagram() {
+            got.push(d);
+        }
+        if client_got.is_none() {
+            client_got = p.client().recv_datagram();
+        }
+        got.len() == 100 && client_got.is_some()
+    });
+    assert_eq!(got.len(), 100, "all datagrams arrive on a lossless path");
+    assert_eq!(got[42].as_ref(), 42u32.to_be_bytes());
+    assert_eq!(client_got.as_deref(), Some(&b"pong"[..]));
+    let too_big = Bytes::from(vec![0u8; max + 1]);
+    assert!(matches!(
+        pair.client().send_datagram(too_big),
+        Err(SendDatagramError::TooLarge { .. })
+    ));
+}
+
+/// Runs the pair without new data for `d` (long enough for the 3 x PTO key-update wait).
+fn idle_for(pair: &mut Pair, d: Duration) {
+    let until = pair.now + d;
+    pair.run_until(d, |p| p.now >= until);
+}
+
+#[test]
+fn key_update_mid_transfer() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    // Exchange some data so a packet of the current key phase is acknowledged, then wait
+    // the three PTOs draft-ietf-quic-multipath-21 section 2.5 recommends.
+    assert_eq!(
+        pair.transfer(100_000, Duration::from_secs(5)).len(),
+        100_000
+    );
+    idle_for(&mut pair, Duration::from_secs(1));
+    let now = pair.now;
+    assert!(
+        pair.client().force_key_update(now),
+        "update allowed once current-phase packets were acknowledged"
+    );
+    let now = pair.now;
+    assert!(
+        !pair.client().force_key_update(now),
+        "no second update before the new phase is acknowledged"
+    );
+
+    let got = pair.transfer(500_000, Duration::from_secs(10));
+    assert!(got == expected_payload(500_000));
+    assert_eq!(pair.client().stats().key_updates, 1);
+    assert_eq!(
+        pair.server().stats().key_updates,
+        1,
+        "the server followed the client's key phase"
+    );
+    idle_for(&mut pair, Duration::from_secs(1));
+    let now = pair.now;
+    assert!(
+        pair.server().force_key_update(now),
+        "the server may update too"
+    );
+    let got = pair.transfer(200_000, Duration::from_secs(10));
+    assert_eq!(got.len(), 200_000);
+    assert_eq!(pair.client().stats().key_updates, 2);
+}
+
+#[test]
+fn application_close_reaches_peer() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    let now = pair.now;
+    pair.client().close(now, VarInt::from_u32(42), b"bye");
+    pair.run_until(Duration::from_secs(1), |p| p.server().is_closed());
+    assert_eq!(
+        pair.server().close_reason(),
+        Some(&ConnectionError::ApplicationClosed {
+            code: 42,
+            reason: "bye".into()
+        })
+    );
+    assert_eq!(
+        pair.client().close_reason(),
+        Some(&ConnectionError::LocallyClosed)
+    );
+    // Both sides drain and the endpoints forget the connections.
+    pair.run_until(Duration::from_secs(10), |p| {
+        p.client.connection_handles().is_empty() || p.client().is_drained()
+    });
+    assert!(
+        pair.client
+            .connection(pair.client_conn)
+            .is_none_or(Connection::is_drained)
+    );
+}
+
+#[test]
+fn idle_timeout_closes_silently() {
+    let mut transport = TransportConfig::default();
+    transport.max_idle_timeout = Some(Duration::from_secs(2));
+    let mut pair = Pair::new(transport.clone(), transport);
+    pair.handshake();
+    pair.drop = Some(Box::new(|_, _, _| true));
+    let start = pair.now;
+    pair.run_until(Duration::from_secs(30), |p| p.client().is_drained());
+    assert_eq!(
+        pair.client().close_reason(),
+        Some(&ConnectionError::TimedOut)
+    );
+    let elapsed = pair.now - start;
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(5),
+        "timed out after {elapsed:?}"
+    );
+}
+
+#[test]
+fn server_answers_unknown_versions_with_version_negotiation() {
+    let (_, server_tls) = tls_configs();
+    let mut server = Endpoint::new(
+        EndpointConfig::from_seed(2),
+        Some(ServerConfig::new(server_tls)),
+    );
+    // A long header with version 0x1a2a3a4a, DCID 0x11 x8, SCID 0x22 x4, padded to 1200.
+    let mut dgram = vec![0xc0, 0x1a, 0x2a, 0x3a, 0x4a, 8];
+    dgram.extend_from_slice(&[0x11; 8]);
+    dgram.push(4);
+    dgram.extend_from_slice(&[0x22; 4]);
+    dgram.resize(1200, 0);
+    let now = Instant::now();
+    assert!(
+        server
+            .handle(
+                now,
+                server_addr(),
+                client_addr(),
+                BytesMut::from(&dgram[..])
+            )
+            .is_none()
+    );
+    let mut buf = Vec::new();
+    let t = server
+        .poll_transmit(now, &mut buf)
+        .expect("a Version Negotiation packet");
+    assert_eq!(t.destination, client_addr());
+    let header = crate::packet::decode_header(&buf[..t.size], 8).expect("parses");
+    assert_eq!(
+        header.dcid,
+        ConnectionId::new(&[0x22; 4]),
+        "DCID echoes the client's SCID"
+    );
+    let crate::packet::Header::VersionNegotiation { scid, versions } = header.header else {
+        panic!("not VN")
+    };
+    assert_eq!(scid, ConnectionId::new(&[0x11; 8]));
+    assert!(versions.contains(&crate::packet::VERSION_1));
+    // Short datagrams get no answer (RFC 9000 section 14.1).
+    dgram.truncate(1000);
+    server.handle(
+        now,
+        server_addr(),
+        client_addr(),
+        BytesMut::from(&dgram[..]),
+    );
+    assert!(server.poll_transmit(now, &mut buf).is_none());
+}
+
+#[test]
+fn client_gives_up_on_version_negotiation_without_common_version() {
+    let mut pair = Pair::default_pair();
+    let now = pair.now;
+    let client_scid = pair.client().local_handshake_cid;
+    let server_dcid = pair.client().original_dcid;
+    let mut vn = Vec::new();
+    // Listing the version the client uses: ignored.
+    crate::packet::write_version_negotiation(
+        &mut vn,
+        0,
+        &client_scid,
+        &server_dcid,
+        &[crate::packet::VERSION_1, 0xff00_001d],
+        None,
+    );
+    pair.client
+        .handle(now, client_addr(), server_addr(), BytesMut::from(&vn[..]));
+    assert!(!pair.client().is_closed());
+    vn.clear();
+    crate::packet::write_version_negotiation(
+        &mut vn,
+        0,
+        &client_scid,
+        &server_dcid,
+        &[0xff00_001d],
+        None,
+    );
+    pair.client
+        .handle(now, client_addr(), server_addr(), BytesMut::from(&vn[..]));
+    assert_eq!(
+        pair.client().close_reason(),
+        Some(&ConnectionError::VersionMismatch)
+    );
+}
+
+#[test]
+fn retry_then_handshake() {
+    let (client_tls, server_tls) = tls_configs();
+    let mut server = ServerConfig::new(server_tls);
+    server.retry = true;
+    let mut pair = Pair::with_configs(
+        ClientConfig::new(client_tls),
+        server,
+        EndpointConfig::from_seed(1),
+    );
+    pair.handshake();
+    assert!(
+        pair.client().retry_scid.is_some(),
+        "the client went through a Retry"
+    );
+    assert_eq!(pair.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+}
+
+#[test]
+fn stateless_reset_is_recognised() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    let handle = pair.server_conn.take().unwrap();
+    // The server loses all state of the connection (as after a restart with the same key).
+    pair.server.remove(handle);
+    let now = pair.now;
+    let id = pair.client().open_stream(Dir::Bi).unwrap();
+    pair.client().write(id, b"hello?").unwrap();
+    let _ = now;
+    pair.run_until(Duration::from_secs(5), |p| p.client().is_drained());
+    assert_eq!(pair.client().close_reason(), Some(&ConnectionError::Reset));
+}
+
+#[test]
+fn nat_rebinding_migrates_and_continues() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    assert_eq!(
+        pair.transfer(200_000, Duration::from_secs(5)).len(),
+        200_000
+    );
+    let new_addr: SocketAddr = "10.9.9.9:6000".parse().unwrap();
+    pair.rewrite_client_source = Some(new_addr);
+    let got = pair.transfer(300_000, Duration::from_secs(10));
+    assert!(got == expected_payload(300_000));
+    assert_eq!(
+        pair.server().remote_address(),
+        Some(new_addr),
+        "the server follows the new address"
+    );
+    assert!(pair.server().paths()[0].stats.udp_bytes_sent > 0);
+}
+
+#[test]
+fn endpoint_survives_garbage_then_transfers() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    assert_eq!(pair.transfer(50_000, Duration::from_secs(5)).len(), 50_000);
+    let captured = pair.client_sent.clone();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
+    let now = pair.now;
+    for i in 0..100_000u32 {
+        let mut data: Vec<u8> = if i % 2 == 0 || captured.is_empty() {
+            let len = rng.random_range(0..1500);
+            (0..len).map(|_| rng.random()).collect()
+        } else {
+            let mut d = captured[rng.random_range(0..captured.len())].clone();
+            for _ in 0..rng.random_range(1..8) {
+                if d.is_empty() {
+                    break;
+                }
+                let at = rng.random_range(0..d.len());
+                d[at] ^= 1 << rng.random_range(0..8);
+            }
+            if rng.random_bool(0.1) {
+                d.truncate(rng.random_range(0..d.len().max(1)));
+            }
+            d
+        };
+        if data.first().is_some() && i % 7 == 0 {
+            data[0] |= 0x80;
+        }
+        pair.server
+            .handle(now, server_addr(), client_addr(), BytesMut::from(&data[..]));
+        let mut buf = Vec::new();
+        while pair.server.poll_transmit(now, &mut buf).is_some() {}
+    }
+    assert!(
+        !pair.server().is_closed(),
+        "garbage must not close the connection"
+    );
+    let got = pair.transfer(200_000, Duration::from_secs(10));
+    assert!(
+        got == expected_payload(200_000),
+        "a normal transfer still works afterwards"
+    );
+}
+
+#[test]
+fn qlog_holds_packet_and_metrics_events() {
+    use std::sync::Mutex;
+    #[derive(Default)]
+    struct Collect(Arc<Mutex<Vec<u8>>>);
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl crate::qlog::QlogFactory for Collect {
+        fn create(&self, _: Side, _: &ConnectionId) -> Option<Box<dyn std::io::Write + Send>> {
+            Some(Box::new(Sink(self.0.clone())))
+        }
+    }
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut endpoint = EndpointConfig::from_seed(1);
+    endpoint.qlog = Some(Arc::new(Collect(log.clone())));
+    let (client_tls, server_tls) = tls_configs();
+    let mut pair = Pair::with_configs(
+        ClientConfig::new(client_tls),
+        ServerConfig::new(server_tls),
+        endpoint,
+    );
+    pair.handshake();
+    pair.transfer(100_000, Duration::from_secs(5));
+    let bytes = log.lock().unwrap().clone();
+    let records = crate::qlog::parse_json_seq(&bytes).unwrap();
+    let names: std::collections::BTreeSet<String> = records
+        .iter()
+        .skip(1)
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect();
+    for name in [
+        "quic:packet_sent",
+        "quic:packet_received",
+        "quic:recovery_metrics_updated",
+        "quic:parameters_set",
+    ] {
+        assert!(names.contains(name), "{name} missing from {names:?}");
+    }
+}
