@@ -72,12 +72,22 @@ impl Connection {
             return None;
         }
         let ids: Vec<PathId> = self.paths.keys().copied().collect();
-        for id in ids {
-            if let Some(t) = self.poll_path_specific(now, id, buf) {
+        for &id in &ids {
+            if let Some(t) = self.poll_path_probes(now, id, buf) {
                 return Some(t);
             }
         }
-        self.poll_scheduled(now, buf)
+        if let Some(t) = self.poll_scheduled(now, buf) {
+            return Some(t);
+        }
+        // No data packet is leaving now (or none could take them): acknowledgments and
+        // control frames go on their own.
+        for &id in &ids {
+            if let Some(t) = self.poll_path_leftovers(now, id, buf) {
+                return Some(t);
+            }
+        }
+        None
     }
 
     /// A datagram with Initial and/or Handshake packets (and a coalesced 1-RTT packet) on
@@ -182,21 +192,25 @@ impl Connection {
             || self.crypto_1rtt.has_pending()
     }
 
-    /// Packets that belong to one path: path validation, PTO probes, PMTU probes, and
-    /// acknowledgments or control frames when no data packet will carry them soon.
-    fn poll_path_specific(
+    /// The path `id` with the bytes a packet on it may take now (the MTU, or less under the
+    /// anti-amplification limit), if it has a connection ID to send on and room for a packet.
+    fn sendable_path(&self, id: PathId) -> Option<(&Path, usize)> {
+        self.peer_cids.active(id)?;
+        let path = self.paths.get(&id)?;
+        let mtu = usize::from(path.mtu);
+        let budget = usize::try_from(path.amplification_budget().min(mtu as u64)).unwrap_or(mtu);
+        (budget >= MIN_PACKET_ROOM).then_some((path, budget))
+    }
+
+    /// Packets that belong to one path and go before any data: path validation, PTO probes
+    /// and PMTU probes.
+    fn poll_path_probes(
         &mut self,
         now: Instant,
         id: PathId,
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
-        self.peer_cids.active(id)?;
-        let path = self.paths.get(&id)?;
-        let mtu = usize::from(path.mtu);
-        let budget = usize::try_from(path.amplification_budget().min(mtu as u64)).unwrap_or(mtu);
-        if budget < MIN_PACKET_ROOM {
-            return None;
-        }
+        let (path, budget) = self.sendable_path(id)?;
         let validating =
             !path.responses.is_empty() || path.challenge.is_some_and(|c| c.sent_at.is_none());
         if validating {
@@ -252,18 +266,25 @@ impl Connection {
             }
             return self.finish_transmit(id, buf.len(), None);
         }
+        None
+    }
+
+    /// A packet for acknowledgments, a keep-alive PING, PATH_ABANDON or other control frames
+    /// on one path, when no data packet carried them.
+    fn poll_path_leftovers(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let (path, budget) = self.sendable_path(id)?;
         let usable = path.is_usable();
-        let needs_ack = path.space.acks.ack_due(now);
+        let needs_ack = path.space.acks.ack_due(now)
+            || (usable && self.orphan_acks_due(now, id).next().is_some());
         let needs_ping = path.space.ping_pending;
         let abandoning = path.abandon_pending.is_some();
-        let data_coming = usable
-            && self.has_scheduled_work()
-            && self
-                .paths
-                .get_mut(&id)
-                .is_some_and(|p| p.can_send_data(now, self.config.pacing));
         let control = usable && self.has_control_frames();
-        if data_coming || !(needs_ack || needs_ping || control || abandoning) {
+        if !(needs_ack || needs_ping || control || abandoning) {
             return None;
         }
         let opts = BuildOptions {
@@ -720,6 +741,21 @@ impl Connection {
         result
     }
 
+    /// Paths other than `own` whose acknowledgments are due but which cannot carry them
+    /// themselves (abandoned, or without a connection ID to send on): their PATH_ACKs ride
+    /// on another path's packets.
+    //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4.3
+    //# PATH_ACK frames have to be sent on a different path than the path being abandoned
+    //# after sending the PATH_ABANDON frame as connection IDs are immediately retired.
+    fn orphan_acks_due(&self, now: Instant, own: PathId) -> impl Iterator<Item = PathId> + '_ {
+        self.paths.iter().filter_map(move |(id, p)| {
+            (*id != own
+                && p.space.acks.ack_due(now)
+                && (p.state == PathState::Abandoned || self.peer_cids.active(*id).is_none()))
+            .then_some(*id)
+        })
+    }
+
     /// ACK / PATH_ACK frames for this packet: the packet's own space, plus (in 1-RTT
     /// packets) due acknowledgments of paths that cannot carry their own.
     fn write_acks(
@@ -734,14 +770,7 @@ impl Connection {
         let multipath = self.multipath.is_some();
         let mut targets = vec![space];
         if let AckSpace::Path(own) = space {
-            for (id, p) in &self.paths {
-                if *id != own
-                    && p.space.acks.ack_due(now)
-                    && (p.state == PathState::Abandoned || self.peer_cids.active(*id).is_none())
-                {
-                    targets.push(AckSpace::Path(*id));
-                }
-            }
+            targets.extend(self.orphan_acks_due(now, own).map(AckSpace::Path));
         }
         for target in targets {
             let Some(s) = self.space_mut(target) else {

@@ -153,6 +153,11 @@ impl PathSnapshot {
         self.state == PathState::Validated
     }
 
+    /// True once [`POTENTIALLY_FAILED_PTOS`] probe timeouts fired in a row on the path.
+    pub fn is_potentially_failed(&self) -> bool {
+        self.pto_count >= POTENTIALLY_FAILED_PTOS
+    }
+
     /// True if either side marked the path as backup.
     pub fn is_backup(&self) -> bool {
         self.local_status == PathStatus::Backup || self.peer_status == Some(PathStatus::Backup)
@@ -309,26 +314,36 @@ pub trait SchedulerFactory: Send + Sync {
     fn build(&self) -> Box<dyn Scheduler>;
 }
 
-/// The paths a scheduler should choose among, applying the backup rule: paths marked backup
-/// (by either side) are candidates only when no available path can send now.
-pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
-    let any_available_can_send = paths
-        .iter()
-        .any(|p| p.is_usable() && !p.is_backup() && p.can_send);
-    paths
-        .iter()
-        .filter(move |p| p.is_usable() && p.can_send && (any_available_can_send != p.is_backup()))
+/// Probe timeouts in a row after which a path counts as potentially failed: it stops
+/// keeping backup paths idle, like a Linux MPTCP subflow marked stale after retransmission
+/// timeouts. Two, because one PTO is often only a tail loss.
+pub const POTENTIALLY_FAILED_PTOS: u32 = 2;
+
+/// The paths a scheduler counts as its own whether or not their windows have room now,
+/// applying the backup rule: the usable paths not marked backup; or, when none of those is
+/// working (each is unusable or [potentially failed](PathSnapshot::is_potentially_failed)),
+/// every usable path, backup ones included. Schedulers that wait for a full path (true
+/// weighted round robin, ECF, BLEST) use this; [`preferred_paths`] then tells which of them
+/// can take a packet now.
+//= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.3
+//# PATH_STATUS_BACKUP suggests that a path should only be used as backup, i.e., that no traffic
+//# should be sent on that path if another path is available and usable.
+pub fn usable_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
+    let working = |p: &PathSnapshot| p.is_usable() && !p.is_backup() && !p.is_potentially_failed();
+    let any_working = paths.iter().any(working);
+    paths.iter().filter(move |p| {
+        if any_working {
+            working(p)
+        } else {
+            p.is_usable()
+        }
+    })
 }
 
-/// The paths a scheduler counts as its own whether or not their windows have room now: the
-/// usable paths not marked backup, or the usable backup paths when no other path is usable.
-/// Schedulers that wait for a full path (true weighted round robin, ECF, BLEST) use this;
-/// [`preferred_paths`] then tells which of them can take a packet now.
-pub fn usable_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
-    let any_available = paths.iter().any(|p| p.is_usable() && !p.is_backup());
-    paths
-        .iter()
-        .filter(move |p| p.is_usable() && (any_available != p.is_backup()))
+/// The paths of [`usable_paths`] that can take a full-sized packet now. A backup path is
+/// not among them merely because the available paths' windows are full.
+pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
+    usable_paths(paths).filter(|p| p.can_send)
 }
 
 /// The built-in scheduler factories by name, with their default parameters (case-insensitive):
@@ -588,7 +603,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn backup_paths_only_when_no_available_path_can_send() {
+    fn backup_paths_only_when_no_available_path_works() {
         let mut backup = snapshot(1, 5, true);
         backup.peer_status = Some(PathStatus::Backup);
         let available = snapshot(0, 50, true);
@@ -596,8 +611,16 @@ pub(crate) mod tests {
             .map(|p| p.id)
             .collect();
         assert_eq!(ids, vec![PathId(0)]);
+        // A full window does not open the backup path...
         let blocked = snapshot(0, 50, false);
-        let ids: Vec<_> = preferred_paths(&[blocked, backup]).map(|p| p.id).collect();
+        let ids: Vec<_> = preferred_paths(&[blocked.clone(), backup.clone()])
+            .map(|p| p.id)
+            .collect();
+        assert!(ids.is_empty(), "{ids:?}");
+        // ...repeated probe timeouts do.
+        let mut failing = blocked;
+        failing.pto_count = POTENTIALLY_FAILED_PTOS;
+        let ids: Vec<_> = preferred_paths(&[failing, backup]).map(|p| p.id).collect();
         assert_eq!(ids, vec![PathId(1)]);
     }
 

@@ -100,7 +100,13 @@ mod tests {
             s.schedule(now, &paths, &pending),
             Decision::Duplicate(vec![PathId(1), PathId(0)])
         );
-        let paths = [snapshot(0, 30, false), backup];
+        // A full window on the available path does not open the backup path; a failing
+        // available path does.
+        let paths = [snapshot(0, 30, false), backup.clone()];
+        assert_eq!(s.schedule(now, &paths, &pending), Decision::Wait);
+        let mut failing = snapshot(0, 30, false);
+        failing.pto_count = crate::sched::POTENTIALLY_FAILED_PTOS;
+        let paths = [failing, backup];
         assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(2)));
     }
 

@@ -1,3 +1,231 @@
 //! Multipath QUIC: negotiation, opening paths, spreading data, abandoning and losing paths.
 
 use super::*;
+use crate::sched::{PathStatus, RoundRobinFactory, SchedulerFactory};
+
+fn mp_transport(scheduler: Arc<dyn SchedulerFactory>) -> TransportConfig {
+    TransportConfig {
+        initial_max_path_id: Some(4),
+        scheduler,
+        ..TransportConfig::default()
+    }
+}
+
+/// A handshaken multipath pair with a second path from `client_addr2()` validated.
+fn two_paths(scheduler: Arc<dyn SchedulerFactory>) -> (Pair, PathId) {
+    let mut pair = Pair::new(mp_transport(scheduler.clone()), mp_transport(scheduler));
+    pair.handshake();
+    assert!(pair.client().is_multipath() && pair.server().is_multipath());
+    // Let the connection IDs for new paths arrive.
+    pair.run_until(Duration::from_millis(100), |_| false);
+    let now = pair.now;
+    let id = pair
+        .client()
+        .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+        .expect("path opens");
+    assert_ne!(id, PathId::ZERO);
+    let validated = pair.run_until(Duration::from_secs(2), |p| {
+        let c = p
+            .client()
+            .paths()
+            .iter()
+            .any(|i| i.snapshot.id == id && i.snapshot.state == PathState::Validated);
+        let s = p
+            .server()
+            .paths()
+            .iter()
+            .any(|i| i.snapshot.id == id && i.snapshot.state == PathState::Validated);
+        c && s
+    });
+    assert!(validated, "both sides validate the new path");
+    (pair, id)
+}
+
+fn bytes_on(conn: &mut Connection, id: PathId) -> u64 {
+    conn.paths()
+        .iter()
+        .find(|p| p.snapshot.id == id)
+        .map_or(0, |p| p.stats.payload_bytes_sent)
+}
+
+#[test]
+fn multipath_is_negotiated_only_when_both_want_it() {
+    let mut pair = Pair::new(
+        mp_transport(Arc::new(RoundRobinFactory)),
+        TransportConfig::default(),
+    );
+    pair.handshake();
+    assert!(!pair.client().is_multipath());
+    let now = pair.now;
+    assert_eq!(
+        pair.client()
+            .open_path(now, client_addr2(), server_addr(), PathStatus::Available),
+        Err(super::super::OpenPathError::MultipathNotNegotiated)
+    );
+}
+
+#[test]
+fn round_robin_spreads_data_over_both_paths() {
+    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
+    let got = pair.transfer(3_000_000, Duration::from_secs(20));
+    assert!(got == expected_payload(3_000_000));
+    let (p0, p1) = (
+        bytes_on(pair.client(), PathId::ZERO),
+        bytes_on(pair.client(), id),
+    );
+    assert!(
+        p0 > 500_000 && p1 > 500_000,
+        "both paths carried data: {p0} and {p1}"
+    );
+    assert!(
+        pair.server()
+            .paths()
+            .iter()
+            .all(|p| p.stats.packets_received > 0)
+    );
+}
+
+#[test]
+fn min_rtt_prefers_the_faster_path() {
+    let (mut pair, id) = two_paths(Arc::new(crate::sched::MinRttFactory));
+    pair.extra_delay
+        .insert(client_addr2(), Duration::from_millis(40));
+    // A transfer small enough that the fast path's window suffices most of the time.
+    for _ in 0..5 {
+        let got = pair.transfer(100_000, Duration::from_secs(10));
+        assert_eq!(got.len(), 100_000);
+    }
+    let (fast, slow) = (
+        bytes_on(pair.client(), PathId::ZERO),
+        bytes_on(pair.client(), id),
+    );
+    assert!(
+        fast > 4 * slow,
+        "minRTT keeps data on the 10 ms path: {fast} vs {slow}"
+    );
+}
+
+#[test]
+fn transfer_survives_a_path_dying_mid_transfer() {
+    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
+    let start = pair.now;
+    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = dead.clone();
+    pair.drop = Some(Box::new(move |_, src, dst| {
+        flag.load(std::sync::atomic::Ordering::Relaxed)
+            && (src == client_addr2() || dst == client_addr2())
+    }));
+    // Kill the second path 200 ms into a 4 MB transfer.
+    let killer = dead.clone();
+    let kill_at = start + Duration::from_millis(200);
+    let id_stream = pair.client().open_stream(Dir::Uni).unwrap();
+    let payload = expected_payload(4_000_000);
+    let mut written = 0;
+    let mut received = Vec::new();
+    let mut server_stream = None;
+    let mut last_progress = pair.now;
+    let mut longest_gap = Duration::ZERO;
+    let mut finished = false;
+    while pair.now < start + Duration::from_secs(30) {
+        if pair.now >= kill_at {
+            killer.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if written < payload.len() {
+            written += pair
+                .client()
+                .write(id_stream, &payload[written..])
+                .unwrap_or(0);
+        } else if !finished {
+            pair.client().finish(id_stream).unwrap();
+            finished = true;
+        }
+        if server_stream.is_none() {
+            server_stream = pair.server().accept_stream(Dir::Uni);
+        }
+        let mut done = false;
+        if let Some(sid) = server_stream {
+            loop {
+                match pair.server().read(sid, usize::MAX) {
+                    Ok(Some(chunk)) => {
+                        received.extend_from_slice(&chunk);
+                        longest_gap = longest_gap.max(pair.now - last_progress);
+                        last_progress = pair.now;
+                    }
+                    Ok(None) => {
+                        done = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if done || !pair.step_until(Some(pair.now + Duration::from_millis(5))) {
+            break;
+        }
+    }
+    assert!(
+        received == payload,
+        "delivered intact ({} of {} bytes)",
+        received.len(),
+        payload.len()
+    );
+    assert!(
+        longest_gap < Duration::from_secs(1),
+        "stall of {longest_gap:?} after the path died"
+    );
+    let _ = id;
+}
+
+#[test]
+fn abandoning_a_path_mid_transfer_keeps_the_connection() {
+    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
+    assert_eq!(
+        pair.transfer(500_000, Duration::from_secs(10)).len(),
+        500_000
+    );
+    let now = pair.now;
+    assert!(
+        pair.client()
+            .abandon_path(now, id, TransportErrorCode::APPLICATION_ABANDON_PATH)
+    );
+    let got = pair.transfer(1_000_000, Duration::from_secs(10));
+    assert!(got == expected_payload(1_000_000));
+    pair.run_until(Duration::from_secs(3), |_| false);
+    assert!(
+        pair.client().paths().iter().all(|p| p.snapshot.id != id),
+        "the client dropped the abandoned path"
+    );
+    assert!(
+        pair.server().paths().iter().all(|p| p.snapshot.id != id),
+        "the server answered with PATH_ABANDON and dropped it"
+    );
+    assert!(!pair.client().is_closed());
+}
+
+#[test]
+fn backup_path_is_used_only_when_the_primary_cannot_send() {
+    let (mut pair, id) = two_paths(Arc::new(crate::sched::MinRttFactory));
+    let now = pair.now;
+    assert!(pair.client().set_path_status(now, id, PathStatus::Backup));
+    // Even though the backup path is faster, the available path carries the data.
+    pair.extra_delay
+        .insert(client_addr(), Duration::from_millis(20));
+    let before = bytes_on(pair.client(), id);
+    for _ in 0..3 {
+        assert_eq!(pair.transfer(50_000, Duration::from_secs(10)).len(), 50_000);
+    }
+    let on_backup = bytes_on(pair.client(), id) - before;
+    let on_primary = bytes_on(pair.client(), PathId::ZERO);
+    assert!(
+        on_backup * 10 < on_primary,
+        "backup path carried {on_backup} vs primary {on_primary}"
+    );
+    // The server learned the status too.
+    let peer_status = pair
+        .server()
+        .paths()
+        .iter()
+        .find(|p| p.snapshot.id == id)
+        .and_then(|p| p.snapshot.peer_status);
+    assert_eq!(peer_status, Some(PathStatus::Backup));
+}
