@@ -176,12 +176,12 @@ impl Endpoint {
                 } => self.initial_map.get(&header.dcid),
                 _ => None,
             });
-        if let Some(&handle) = routed {
-            if let Some(conn) = self.connections.get_mut(&handle) {
-                conn.handle_datagram(now, local, remote, data);
-                self.drain_endpoint_events(handle);
-                return Some(handle);
-            }
+        if let Some(&handle) = routed
+            && let Some(conn) = self.connections.get_mut(&handle)
+        {
+            conn.handle_datagram(now, local, remote, data);
+            self.drain_endpoint_events(handle);
+            return Some(handle);
         }
         match &header.header {
             Header::Long {

@@ -325,16 +325,13 @@ impl Connection {
         }
     }
 
-    /// Records a packet just sent, for loss detection and congestion control.
+    /// Records a packet just sent, for loss detection and congestion control; stamps its
+    /// delivery-rate state.
     pub(super) fn on_packet_sent(
         &mut self,
-        now: Instant,
         space: AckSpace,
         pn: u64,
-        size: u16,
-        ack_eliciting: bool,
-        in_flight: bool,
-        frames: SentFrames,
+        mut packet: SentPacket<SentFrames>,
     ) {
         let path_id = space.path();
         let app_limited = !self.has_scheduled_work();
@@ -342,31 +339,22 @@ impl Connection {
         let Some(path) = self.paths.get_mut(&path_id) else {
             return;
         };
+        let (now, size) = (packet.time_sent, u64::from(packet.size));
         path.stats.packets_sent += 1;
-        let mut delivery = None;
-        if in_flight {
-            delivery = Some(path.delivery.on_packet_sent(now, path.bytes_in_flight));
-            path.bytes_in_flight += u64::from(size);
-            path.cc
-                .on_packet_sent(now, u64::from(size), path.bytes_in_flight);
+        if packet.in_flight {
+            packet.delivery = Some(path.delivery.on_packet_sent(now, path.bytes_in_flight));
+            path.bytes_in_flight += size;
+            path.cc.on_packet_sent(now, size, path.bytes_in_flight);
             if pacing {
-                path.pacer.on_sent(now, u64::from(size));
+                path.pacer.on_sent(now, size);
             }
             if app_limited && path.bytes_in_flight < path.cc.window() {
                 path.delivery.on_app_limited(path.bytes_in_flight);
             }
         }
-        if ack_eliciting {
+        if packet.ack_eliciting {
             path.last_ack_eliciting_sent = Some(now);
         }
-        let packet = SentPacket {
-            time_sent: now,
-            size,
-            ack_eliciting,
-            in_flight,
-            delivery,
-            payload: frames,
-        };
         match space {
             AckSpace::Initial | AckSpace::Handshake => {
                 if let Some(s) = self.space_mut(space) {

@@ -5,6 +5,7 @@ use super::spaces::{ConnFrame, SentFrames, StreamRange};
 use super::*;
 use crate::frame::{self, Frame};
 use crate::packet::{self, LongType};
+use crate::recovery::SentPacket;
 use crate::sched::{Decision, PendingData};
 use crate::streams::ControlFrame;
 
@@ -63,10 +64,10 @@ impl Connection {
         {
             self.force_key_update(now);
         }
-        if self.initial.is_some() || self.handshake.is_some() {
-            if let Some(t) = self.poll_handshake_datagram(now, buf) {
-                return Some(t);
-            }
+        if (self.initial.is_some() || self.handshake.is_some())
+            && let Some(t) = self.poll_handshake_datagram(now, buf)
+        {
+            return Some(t);
         }
         if self.one_rtt.is_none() || !self.handshake_complete {
             return None;
@@ -650,15 +651,15 @@ impl Connection {
             self.reset_idle_timer(now);
         }
         let size16 = u16::try_from(size).unwrap_or(u16::MAX);
-        self.on_packet_sent(
-            now,
-            space,
-            layout.pn,
-            size16,
+        let packet = SentPacket {
+            time_sent: now,
+            size: size16,
             ack_eliciting,
             in_flight,
-            sent,
-        );
+            delivery: None,
+            payload: sent,
+        };
+        self.on_packet_sent(space, layout.pn, packet);
         Some(size)
     }
 

@@ -153,8 +153,10 @@ fn application_close_reaches_peer() {
 
 #[test]
 fn idle_timeout_closes_silently() {
-    let mut transport = TransportConfig::default();
-    transport.max_idle_timeout = Some(Duration::from_secs(2));
+    let transport = TransportConfig {
+        max_idle_timeout: Some(Duration::from_secs(2)),
+        ..TransportConfig::default()
+    };
     let mut pair = Pair::new(transport.clone(), transport);
     pair.handshake();
     pair.drop = Some(Box::new(|_, _, _| true));
@@ -337,7 +339,7 @@ fn endpoint_survives_garbage_then_transfers() {
             }
             d
         };
-        if data.first().is_some() && i % 7 == 0 {
+        if !data.is_empty() && i % 7 == 0 {
             data[0] |= 0x80;
         }
         pair.server
