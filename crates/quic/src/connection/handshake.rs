@@ -253,6 +253,7 @@ impl Connection {
             return;
         }
         self.handshake_confirmed = true;
+        self.pm_tick_due = true;
         //= https://www.rfc-editor.org/rfc/rfc9001#section-4.9.2
         //# An endpoint MUST discard its Handshake keys when the TLS handshake is
         //# confirmed (Section 4.1.2).
