@@ -14,7 +14,8 @@
 //! keep their own bookkeeping.
 //!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
-//! `largest-cwnd` example crate in the repository.
+//! `largest-cwnd` example crate in the repository (`crates/example-largest-cwnd`, package
+//! `polypath-example-largest-cwnd`), which builds and tests one against the public API only.
 //!
 //! # Built-in schedulers
 //!
