@@ -688,5 +688,18 @@ impl Connection {
                 .push_back(EndpointEvent::RetiredLocalCid(issued.cid));
         }
         self.qlog_event(now, "path_discarded", json!({"path_id": id.0}));
+        // The path ID is used up for good; allow the peer one more, so that as many paths as
+        // initially agreed can be open at once however many came and went (handovers,
+        // interfaces going down and up).
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
+        //# As such to allow for the use of more paths later,
+        //# endpoints can send the MAX_PATH_ID frame to increase the maximum allowed path ID.
+        if let Some(mp) = self.multipath.as_mut()
+            && mp.local_max_path_id < u32::MAX
+        {
+            mp.local_max_path_id += 1;
+            self.pending.max_path_id = true;
+            self.issue_connection_ids();
+        }
     }
 }

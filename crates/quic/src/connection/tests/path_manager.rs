@@ -678,3 +678,60 @@ fn without_failover_the_blackholed_path_is_kept() {
     );
     assert_eq!(run.abandoned, None);
 }
+
+#[test]
+fn an_interface_that_flaps_gets_a_new_path_each_time_beyond_the_initial_path_ids() {
+    let mesh = FullMeshFactory {
+        locals: vec![client_addr(), client_addr2()],
+        ..FullMeshFactory::default()
+    };
+    let (client_tls, server_tls) = tls_configs();
+    let limited = |pm: Arc<dyn PathManagerFactory>| TransportConfig {
+        // Path IDs 0 to 2 only, at first.
+        initial_max_path_id: Some(2),
+        path_manager: pm,
+        ..TransportConfig::default()
+    };
+    let mut client = ClientConfig::new(client_tls);
+    client.transport = Arc::new(limited(Arc::new(mesh)));
+    let mut server = ServerConfig::new(server_tls);
+    server.transport = Arc::new(limited(Arc::new(ManualFactory)));
+    let mut pair = Pair::with_configs(client, server, EndpointConfig::from_seed(1));
+    pair.handshake();
+    let mut ids = Vec::new();
+    for round in 0..6 {
+        let on_second = |p: &mut Pair| {
+            p.client()
+                .paths()
+                .iter()
+                .find(|i| {
+                    i.snapshot.local == client_addr2() && i.snapshot.state == PathState::Validated
+                })
+                .map(|i| i.snapshot.id)
+        };
+        assert!(
+            pair.run_until(Duration::from_secs(3), |p| on_second(p).is_some()),
+            "round {round}: a path on the second interface"
+        );
+        let id = on_second(&mut pair).unwrap();
+        ids.push(id.0);
+        assert_eq!(pair.transfer(50_000, Duration::from_secs(5)).len(), 50_000);
+        let now = pair.now;
+        let down = LinkEventKind::LinkDown {
+            cell: None,
+            reason: DownReason::NoCoverage,
+        };
+        pair.client()
+            .handle_link_event(now, &event(1, down), ip(client_addr2()));
+        pair.run_until(Duration::from_millis(30), |_| false);
+        let now = pair.now;
+        pair.client().handle_link_event(
+            now,
+            &event(1, LinkEventKind::LinkUp { cell: CellId(1) }),
+            ip(client_addr2()),
+        );
+    }
+    println!("path IDs of the second interface: {ids:?}");
+    assert_eq!(ids, vec![1, 2, 3, 4, 5, 6]);
+    assert!(!pair.client().is_closed() && !pair.server().is_closed());
+}
