@@ -13,10 +13,11 @@
 //!
 //! each time with a read-only [`PathSnapshot`] of every path the connection still holds
 //! (abandoned ones included until they are discarded), and *asks* by pushing
-//! [`PathAction`]s. The connection applies the actions in order right after the callback
-//! returns (or, for events raised while a packet is being processed, before it next sends),
-//! logs each in qlog with its reason, and reports those it cannot carry out to
-//! [`PathManager::on_action_failed`]. The application keeps its own controls
+//! [`PathAction`]s. The connection applies the actions in order: right after a link event
+//! or a tick, and for path events (which may arise in the middle of processing a packet, or
+//! from the application's own calls) before it next sends. It logs each action in qlog with
+//! its reason (the `trigger` field, next to `path_manager`) and reports those it cannot
+//! carry out to [`PathManager::on_action_failed`]. The application keeps its own controls
 //! ([`crate::Connection::open_path`], [`crate::Connection::abandon_path`], ...); a path
 //! manager only adds to them.
 //!
