@@ -1,4 +1,4 @@
-//! Simulator behaviour and validation tests (raw-UDP agents only).
+//! Simulator behaviour and validation tests (raw-UDP agents; QUIC ones in quic.rs).
 
 mod common;
 
@@ -421,25 +421,13 @@ count = 10
 }
 
 #[test]
-fn quic_flows_need_a_factory_and_the_error_names_the_line() {
-    let s = Scenario::load(&repo().join("scenarios/nrdc-two-path.toml")).unwrap();
-    let e = run_scenario(&s, &RunOptions::default(), Hooks::default()).unwrap_err();
-    let msg = e.to_string();
-    assert!(msg.contains("nrdc-two-path.toml:"), "{msg}");
-    assert!(msg.contains("flow[0].kind"), "{msg}");
-}
-
-#[test]
-fn bundled_scenarios_parse_and_raw_udp_ones_run() {
+fn bundled_scenarios_parse_and_run() {
     let mut n = 0;
     for entry in std::fs::read_dir(repo().join("scenarios")).unwrap() {
         let p = entry.unwrap().path();
         if p.extension().is_some_and(|e| e == "toml") {
             let mut s = Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
             n += 1;
-            if s.flows.iter().any(|f| f.kind.name() == "quic") {
-                continue;
-            }
             // Keep the test fast: the first half second of each.
             s.sim.duration = s.sim.duration.min(Duration::from_millis(500));
             let r = run(&s, 1);
