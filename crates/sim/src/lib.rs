@@ -9,6 +9,10 @@
 //!   rate (constant, schedule, Lumos5G / CSV / Mahimahi trace, or an external
 //!   [`LinkSource`]), delay, jitter, Bernoulli and Gilbert-Elliott loss,
 //!   duplication, drop-tail queues and outages.
+//! * [`QuicFactory`]: the QUIC adapter. Every `kind = "quic"` flow instance runs the
+//!   real polypath-quic stack, a client endpoint on the `from` host and a server on the
+//!   `to` host, Multipath QUIC over the flow's paths, with radio link events fed to the
+//!   client as link hints ([`quic`]).
 //! * The 5G radio model ([`ran`], `polypath-ran`), driven from the scenario's
 //!   `[radio]` section: a link with `radio = { ue, iface }` carries that radio
 //!   path, its downlink queued in the serving cell's buffer and served slot by
