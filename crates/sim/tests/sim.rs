@@ -106,6 +106,12 @@ queue = "50ms""#,
     let measured = link_bytes(&r, "l", "up") as f64 * 8.0 / secs as f64;
     let mean = trace.mean_bps();
     let err = (measured - mean).abs() / mean;
+    println!(
+        "lumos5g replay: {:.3} Mbit/s vs trace mean {:.3} Mbit/s: {:.3} % off",
+        measured / 1e6,
+        mean / 1e6,
+        err * 100.0
+    );
     assert!(
         err < 0.02,
         "measured {measured} vs trace mean {mean} ({:.3} %)",
@@ -188,6 +194,11 @@ fn gilbert_elliott_link_matches_mean_loss_and_burst_within_10_percent() {
     let r = run_with_out(&scenario(&src), 3, Some(dir.clone()));
     let f = &r.summary.flows[0];
     let loss = f.drops_loss as f64 / f.packets_sent as f64;
+    println!(
+        "gilbert-elliott: mean loss {:.4} vs 0.02 ({:.2} % off)",
+        loss,
+        (loss - 0.02).abs() / 0.02 * 100.0
+    );
     assert!((loss - 0.02).abs() / 0.02 < 0.10, "mean loss {loss}");
     // Bursts: gaps in the send times of delivered packets (1 ms apart).
     let rows = packets(&dir);
@@ -200,6 +211,10 @@ fn gilbert_elliott_link_matches_mean_loss_and_burst_within_10_percent() {
         }
     }
     let burst = lost as f64 / bursts as f64;
+    println!(
+        "gilbert-elliott: mean burst {burst:.3} vs 4 ({:.2} % off)",
+        (burst - 4.0).abs() / 4.0 * 100.0
+    );
     assert!((burst - 4.0).abs() / 4.0 < 0.10, "mean burst {burst}");
     let _ = std::fs::remove_dir_all(dir);
 }
