@@ -33,6 +33,8 @@ mod build;
 mod engine;
 mod error;
 mod link;
+#[cfg(feature = "noq")]
+mod noq;
 pub mod quic;
 mod radio;
 mod record;

@@ -52,18 +52,20 @@ use crate::error::SimError;
 use crate::time::SimTime;
 
 /// ALPN protocol of simulated transfers.
-const ALPN: &[u8] = b"polypath-sim";
+pub(crate) const ALPN: &[u8] = b"polypath-sim";
 /// Server name the clients ask for (the certificate carries it).
-const SERVER_NAME: &str = "server.polypath.sim";
+pub(crate) const SERVER_NAME: &str = "server.polypath.sim";
 /// Seed of the servers' self-signed certificate (any fixed value: it only has to be the
 /// same in every run).
 const CERT_SEED: [u8; 32] = [0x5a; 32];
 /// Length of the download request: the byte count as a big-endian `u64`.
-const REQUEST_LEN: usize = 8;
+pub(crate) const REQUEST_LEN: usize = 8;
 /// Application error code of a clean close after the transfer.
-const CLOSE_DONE: u32 = 0;
+pub(crate) const CLOSE_DONE: u32 = 0;
 /// Application error code of a close at the instance's `stop` time.
-const CLOSE_STOPPED: u32 = 1;
+pub(crate) const CLOSE_STOPPED: u32 = 1;
+/// Application error code of a close after the transfer went wrong.
+pub(crate) const CLOSE_FAILED: u32 = 2;
 
 /// Period of the transfer data: byte `i` equals byte `i % TRANSFER_PERIOD`. A prime just
 /// under 1 MiB, so data placed at a wrong offset is recognised unless the error is a
@@ -95,7 +97,7 @@ fn pattern() -> &'static Bytes {
 
 /// Up to `len` bytes (at most one write chunk) of the transfer data from `offset`, without
 /// copying.
-fn transfer_slice(offset: u64, len: u64) -> Bytes {
+pub(crate) fn transfer_slice(offset: u64, len: u64) -> Bytes {
     let start = (offset % TRANSFER_PERIOD as u64) as usize;
     let n = len.min(WRITE_CHUNK as u64) as usize;
     pattern().slice(start..start + n)
@@ -112,7 +114,7 @@ pub fn transfer_bytes(len: usize) -> Vec<u8> {
 }
 
 /// Bytes of `data` that differ from the transfer data at `offset`.
-fn mismatches(mut offset: u64, mut data: &[u8]) -> u64 {
+pub(crate) fn mismatches(mut offset: u64, mut data: &[u8]) -> u64 {
     let mut bad = 0;
     while !data.is_empty() {
         let start = (offset % TRANSFER_PERIOD as u64) as usize;
@@ -130,23 +132,23 @@ fn mismatches(mut offset: u64, mut data: &[u8]) -> u64 {
 
 /// Maps simulated time to the stack's `Instant`s: one process-wide base plus the offset.
 #[derive(Debug, Clone, Copy)]
-struct Clock {
+pub(crate) struct Clock {
     base: Instant,
 }
 
 impl Clock {
-    fn new() -> Self {
+    pub fn new() -> Self {
         static BASE: OnceLock<Instant> = OnceLock::new();
         Clock {
             base: *BASE.get_or_init(Instant::now),
         }
     }
 
-    fn instant(self, t: SimTime) -> Instant {
+    pub fn instant(self, t: SimTime) -> Instant {
         self.base + t.as_duration()
     }
 
-    fn sim(self, i: Instant) -> SimTime {
+    pub fn sim(self, i: Instant) -> SimTime {
         SimTime::from_duration(i.saturating_duration_since(self.base))
     }
 }
@@ -309,7 +311,7 @@ fn parse_options(
     scenario: &Scenario,
     flow: usize,
     q: &QuicFlow,
-    factory: &dyn SchedulerFactory,
+    factory: Option<&dyn SchedulerFactory>,
 ) -> Result<Options, SimError> {
     let mut opts = Options::default();
     for (key, value) in &q.options {
@@ -343,6 +345,14 @@ fn parse_options(
                         "`scheduler` must be a table of scheduler parameters, e.g. { weights = \"3,1\" }",
                     )
                 })?;
+                let Some(factory) = factory else {
+                    return Err(scenario
+                        .error_at(
+                            &field,
+                            "scheduler parameters apply to the polypath stack only",
+                        )
+                        .into());
+                };
                 let mut probe = factory.build();
                 for (k, v) in table {
                     let text = match v {
@@ -396,6 +406,34 @@ fn extra_path_status(scenario: &Scenario, flow: usize, name: &str) -> Result<Pat
     }
 }
 
+/// The client and the server agent of one flow instance.
+pub(crate) type AgentPair = (Box<dyn Agent>, Box<dyn Agent>);
+
+/// One flow instance as both stacks place it: names, addresses, ports and the shared
+/// transfer state.
+pub(crate) struct Placement<'s> {
+    /// The scenario (for errors naming file, line and field).
+    pub scenario: &'s Scenario,
+    /// Flow index.
+    pub flow: usize,
+    /// The flow's QUIC parameters.
+    pub quic: &'s QuicFlow,
+    /// Client host, server host.
+    pub hosts: (usize, usize),
+    /// Member number of the instance.
+    pub index: u32,
+    /// (client address, server address) of every path, the first one first.
+    pub paths: Vec<(SocketAddr, SocketAddr)>,
+    /// Status of the paths after the first.
+    pub extra_status: PathStatus,
+    /// Adapter options.
+    pub idle_timeout: Option<Option<Duration>>,
+    /// Seeds of the client's and the server's randomness.
+    pub seeds: (u64, u64),
+    /// Shared by the client and the server.
+    pub common: Common,
+}
+
 impl AgentFactory for QuicFactory {
     fn build(
         &mut self,
@@ -413,59 +451,37 @@ impl AgentFactory for QuicFactory {
         let Some(inst) = f.instances.get(instance) else {
             return Ok(false);
         };
-        let scheduler = scheduler_by_name(&q.scheduler).ok_or_else(|| {
-            scenario.error_at(
-                &format!("flow[{flow}].scheduler"),
-                format!(
-                    "unknown scheduler `{}`; known: default (minrtt), roundrobin, redundant, wrr, ecf, blest, lamp5g, qos",
-                    q.scheduler
-                ),
-            )
-        })?;
-        let cc_error = || {
-            scenario.error_at(
-                &format!("flow[{flow}].cc"),
-                format!(
-                    "unknown congestion controller `{}`; known: newreno, cubic, bbr, lia, olia",
-                    q.cc
-                ),
-            )
+        let stack = q.stack.to_ascii_lowercase();
+        let scheduler = match stack.as_str() {
+            "polypath" => Some(scheduler_by_name(&q.scheduler).ok_or_else(|| {
+                scenario.error_at(
+                    &format!("flow[{flow}].scheduler"),
+                    format!(
+                        "unknown scheduler `{}`; known: default (minrtt), roundrobin, redundant, wrr, ecf, blest, lamp5g, qos",
+                        q.scheduler
+                    ),
+                )
+            })?),
+            "noq" => None,
+            other => {
+                return Err(scenario
+                    .error_at(
+                        &format!("flow[{flow}].stack"),
+                        format!("unknown QUIC stack `{other}`; known: polypath, noq"),
+                    )
+                    .into());
+            }
         };
-        // One factory per connection: coupled controllers couple the paths of one
-        // connection only.
-        let client_cc = factory_by_name(&q.cc).ok_or_else(cc_error)?;
-        let server_cc = factory_by_name(&q.cc).ok_or_else(cc_error)?;
-        let status = extra_path_status(scenario, flow, &q.path_manager)?;
-        let opts = parse_options(scenario, flow, q, scheduler.as_ref())?;
-        let Some(first) = inst.paths.first() else {
+        let extra_status = extra_path_status(scenario, flow, &q.path_manager)?;
+        let opts = parse_options(scenario, flow, q, scheduler.as_deref())?;
+        if inst.paths.is_empty() {
             return Err(scenario
                 .error_at(
                     &format!("flow[{flow}].paths"),
                     "a QUIC flow needs at least one path",
                 )
                 .into());
-        };
-
-        let transport = |cc| {
-            let mut t = TransportConfig {
-                congestion_controller: cc,
-                scheduler: scheduler.clone(),
-                ..TransportConfig::default()
-            };
-            if let Some(idle) = opts.idle_timeout {
-                t.max_idle_timeout = idle;
-            }
-            if inst.paths.len() > 1 {
-                t.initial_max_path_id = u32::try_from(inst.paths.len() - 1).ok();
-            }
-            Arc::new(t)
-        };
-        let (client_tls, server_tls) = self.tls()?;
-        let mut server_config = ServerConfig::new(server_tls);
-        server_config.transport = transport(server_cc);
-        let mut client_config = ClientConfig::new(client_tls);
-        client_config.transport = transport(client_cc);
-
+        }
         let idx = inst.index;
         let client_port = ctx.alloc_port(inst.from)?;
         let mut server_port = q.port;
@@ -477,13 +493,6 @@ impl AgentFactory for QuicFactory {
                 ))
             })?;
         }
-        let mut client_ep = EndpointConfig::from_seed(ctx.agent_seed(flow, idx, 0));
-        let mut server_ep = EndpointConfig::from_seed(ctx.agent_seed(flow, idx, 1));
-        if opts.qlog {
-            client_ep.qlog = self.qlog(&f.name, idx, "client")?;
-            server_ep.qlog = self.qlog(&f.name, idx, "server")?;
-        }
-
         let start = SimTime::from_duration(inst.start);
         let outcome = Rc::new(RefCell::new(TransferOutcome {
             flow: f.name.clone(),
@@ -494,126 +503,288 @@ impl AgentFactory for QuicFactory {
             ..TransferOutcome::default()
         }));
         self.outcomes.push(outcome.clone());
-        let common = Common {
-            clock: Clock::new(),
-            direction: q.direction,
-            total: q.bytes,
-            start,
-            stop: inst.stop.map(SimTime::from_duration),
-            scheduler_params: opts.scheduler,
-            outcome,
+        let placement = Placement {
+            scenario,
+            flow,
+            quic: q,
+            hosts: (inst.from, inst.to),
+            index: idx,
+            paths: inst
+                .paths
+                .iter()
+                .map(|p| {
+                    (
+                        SocketAddr::new(p.local, client_port),
+                        SocketAddr::new(p.remote, server_port),
+                    )
+                })
+                .collect(),
+            extra_status,
+            idle_timeout: opts.idle_timeout,
+            seeds: (ctx.agent_seed(flow, idx, 0), ctx.agent_seed(flow, idx, 1)),
+            common: Common {
+                clock: Clock::new(),
+                direction: q.direction,
+                total: q.bytes,
+                start,
+                stop: inst.stop.map(SimTime::from_duration),
+                scheduler_params: opts.scheduler.clone(),
+                outcome,
+            },
         };
-        let paths: Vec<(SocketAddr, SocketAddr)> = inst
-            .paths
-            .iter()
-            .map(|p| {
-                (
-                    SocketAddr::new(p.local, client_port),
-                    SocketAddr::new(p.remote, server_port),
-                )
-            })
-            .collect();
+        let tls = self.tls()?;
+        let (client, server): AgentPair = match scheduler {
+            Some(scheduler) => self.polypath_agents(&placement, scheduler, opts.qlog, tls)?,
+            None => noq_agents(&placement, opts.qlog, tls)?,
+        };
+        let (from, to) = placement.hosts;
+        ctx.add_agent(to, server_port, flow, idx, server)?;
+        ctx.add_agent(from, client_port, flow, idx, client)?;
+        Ok(true)
+    }
+}
+
+/// The peer stack's agents, when polypath-sim is built with the `noq` feature.
+#[cfg(feature = "noq")]
+fn noq_agents(
+    p: &Placement<'_>,
+    qlog: bool,
+    tls: (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>),
+) -> Result<AgentPair, SimError> {
+    if qlog {
+        return Err(p
+            .scenario
+            .error_at(
+                &format!("flow[{}].options.qlog", p.flow),
+                "qlog output is written by the polypath stack only",
+            )
+            .into());
+    }
+    crate::noq::agents(p, tls)
+}
+
+/// Without the `noq` feature the peer stack is not built in.
+#[cfg(not(feature = "noq"))]
+fn noq_agents(
+    p: &Placement<'_>,
+    _qlog: bool,
+    _tls: (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>),
+) -> Result<AgentPair, SimError> {
+    Err(p
+        .scenario
+        .error_at(
+            &format!("flow[{}].stack", p.flow),
+            "the noq peer stack is only built into polypath-sim with its `noq` feature (for tests and benchmarks: cargo bench -p polypath-sim --features noq)",
+        )
+        .into())
+}
+
+impl QuicFactory {
+    fn polypath_agents(
+        &self,
+        p: &Placement<'_>,
+        scheduler: Arc<dyn SchedulerFactory>,
+        qlog: bool,
+        (client_tls, server_tls): (Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>),
+    ) -> Result<AgentPair, SimError> {
+        let q = p.quic;
+        let cc_error = || {
+            p.scenario.error_at(
+                &format!("flow[{}].cc", p.flow),
+                format!(
+                    "unknown congestion controller `{}`; known: newreno, cubic, bbr, lia, olia",
+                    q.cc
+                ),
+            )
+        };
+        // One factory per connection: coupled controllers couple the paths of one
+        // connection only.
+        let client_cc = factory_by_name(&q.cc).ok_or_else(cc_error)?;
+        let server_cc = factory_by_name(&q.cc).ok_or_else(cc_error)?;
+        let transport = |cc| {
+            let mut t = TransportConfig {
+                congestion_controller: cc,
+                scheduler: scheduler.clone(),
+                ..TransportConfig::default()
+            };
+            if let Some(idle) = p.idle_timeout {
+                t.max_idle_timeout = idle;
+            }
+            if p.paths.len() > 1 {
+                t.initial_max_path_id = u32::try_from(p.paths.len() - 1).ok();
+            }
+            Arc::new(t)
+        };
+        let mut server_config = ServerConfig::new(server_tls);
+        server_config.transport = transport(server_cc);
+        let mut client_config = ClientConfig::new(client_tls);
+        client_config.transport = transport(client_cc);
+        let mut client_ep = EndpointConfig::from_seed(p.seeds.0);
+        let mut server_ep = EndpointConfig::from_seed(p.seeds.1);
+        if qlog {
+            let name = &p.scenario.flows[p.flow].name;
+            client_ep.qlog = self.qlog(name, p.index, "client")?;
+            server_ep.qlog = self.qlog(name, p.index, "server")?;
+        }
         let server = QuicAgent::new(
             Side::Server,
             Endpoint::new(server_ep, Some(server_config)),
-            common.clone(),
+            p.common.clone(),
         );
-        let mut client = QuicAgent::new(Side::Client, Endpoint::new(client_ep, None), common);
+        let mut client = QuicAgent::new(
+            Side::Client,
+            Endpoint::new(client_ep, None),
+            p.common.clone(),
+        );
+        let (local, remote) = p.paths[0];
         client.connect = Some(PendingConnect {
             config: client_config,
-            local: SocketAddr::new(first.local, client_port),
-            remote: SocketAddr::new(first.remote, server_port),
+            local,
+            remote,
         });
-        client.extra_paths = paths.into_iter().skip(1).collect();
-        client.extra_status = status;
-        ctx.add_agent(inst.to, server_port, flow, idx, Box::new(server))?;
-        ctx.add_agent(inst.from, client_port, flow, idx, Box::new(client))?;
-        Ok(true)
+        client.extra_paths = p.paths[1..].to_vec();
+        client.extra_status = p.extra_status;
+        Ok((Box::new(client), Box::new(server)))
     }
 }
 
 /// What the client and the server of one transfer share.
 #[derive(Clone)]
-struct Common {
-    clock: Clock,
-    direction: TransferDirection,
-    total: u64,
-    start: SimTime,
-    stop: Option<SimTime>,
-    scheduler_params: Vec<(String, String)>,
-    outcome: Rc<RefCell<TransferOutcome>>,
+pub(crate) struct Common {
+    pub clock: Clock,
+    pub direction: TransferDirection,
+    pub total: u64,
+    pub start: SimTime,
+    pub stop: Option<SimTime>,
+    pub scheduler_params: Vec<(String, String)>,
+    pub outcome: Rc<RefCell<TransferOutcome>>,
 }
 
-/// The client's connection, made at the instance's start.
-struct PendingConnect {
-    config: ClientConfig,
-    local: SocketAddr,
-    remote: SocketAddr,
+/// What a transfer application needs from a QUIC connection: one stream, opened or
+/// accepted, written and read. Implemented for polypath-quic's and (with the `noq`
+/// feature) noq's connections, so both run the same application.
+pub(crate) trait TransferConn {
+    /// The stack's stream identifier.
+    type Stream: Copy + PartialEq;
+    /// Opens a stream (bidirectional or not); `None` while the peer's limits forbid it.
+    fn open(&mut self, bidi: bool) -> Option<Self::Stream>;
+    /// Takes a stream the peer opened.
+    fn accept(&mut self, bidi: bool) -> Option<Self::Stream>;
+    /// Writes a prefix of `data`: `Ok(n)`, `Ok(0)` when blocked, or why it failed.
+    fn write(&mut self, id: Self::Stream, data: Bytes) -> Result<usize, String>;
+    /// Ends the stream after the data written.
+    fn finish(&mut self, id: Self::Stream) -> Result<(), String>;
+    /// Reads what is available in order, up to `max` bytes, into `sink`.
+    fn read(&mut self, id: Self::Stream, max: usize, sink: &mut dyn FnMut(Bytes)) -> ReadStep;
+    /// Closes the connection with an application error code.
+    fn close(&mut self, now: Instant, code: u32, reason: &'static [u8]);
 }
 
-/// One QUIC endpoint with its one connection and the transfer application on top.
-struct QuicAgent {
-    side: Side,
-    c: Common,
-    endpoint: Endpoint,
-    conn: Option<ConnectionHandle>,
-    connect: Option<PendingConnect>,
-    /// Client: paths still to open, and the status they get.
-    extra_paths: Vec<(SocketAddr, SocketAddr)>,
-    extra_status: PathStatus,
-    stream: Option<StreamId>,
+/// How far a read got.
+pub(crate) enum ReadStep {
+    /// Nothing more now.
+    Blocked,
+    /// The end of the stream was read.
+    Finished,
+    /// The stream failed.
+    Failed(String),
+}
+
+impl TransferConn for Connection {
+    type Stream = StreamId;
+
+    fn open(&mut self, bidi: bool) -> Option<StreamId> {
+        self.open_stream(if bidi { Dir::Bi } else { Dir::Uni })
+    }
+
+    fn accept(&mut self, bidi: bool) -> Option<StreamId> {
+        self.accept_stream(if bidi { Dir::Bi } else { Dir::Uni })
+    }
+
+    fn write(&mut self, id: StreamId, mut data: Bytes) -> Result<usize, String> {
+        match self.write_bytes(id, &mut data) {
+            Ok(n) => Ok(n),
+            Err(polypath_quic::streams::WriteError::Blocked) => Ok(0),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn finish(&mut self, id: StreamId) -> Result<(), String> {
+        Connection::finish(self, id).map_err(|e| e.to_string())
+    }
+
+    fn read(&mut self, id: StreamId, max: usize, sink: &mut dyn FnMut(Bytes)) -> ReadStep {
+        let mut left = max;
+        while left > 0 {
+            match Connection::read(self, id, left) {
+                Ok(Some(chunk)) => {
+                    left -= chunk.len().min(left);
+                    sink(chunk);
+                }
+                Ok(None) => return ReadStep::Finished,
+                Err(ReadError::Blocked) => return ReadStep::Blocked,
+                Err(e) => return ReadStep::Failed(e.to_string()),
+            }
+        }
+        ReadStep::Blocked
+    }
+
+    fn close(&mut self, now: Instant, code: u32, reason: &'static [u8]) {
+        Connection::close(self, now, VarInt::from_u32(code), reason);
+    }
+}
+
+/// The transfer application of one endpoint.
+pub(crate) struct Transfer<S> {
+    pub client: bool,
+    pub c: Common,
+    stream: Option<S>,
     /// Download server: request bytes read so far.
     request: Vec<u8>,
     /// Bytes to send: the transfer on the sending side, the request on a download client.
     to_send: u64,
-    sent: u64,
+    pub sent: u64,
     finished_writing: bool,
-    received: u64,
+    pub received: u64,
     /// The sending side's data (and FIN) were acknowledged, or the receiving side read
     /// everything.
-    transfer_done: bool,
-    /// The connection is gone (closed, drained or never made).
-    gone: bool,
-    out: VecDeque<Datagram>,
-    buf: Vec<u8>,
-    records: Vec<Record>,
+    pub done: bool,
+    pub records: Vec<Record>,
 }
 
-impl QuicAgent {
-    fn new(side: Side, endpoint: Endpoint, c: Common) -> Self {
-        QuicAgent {
-            side,
+impl<S: Copy + PartialEq> Transfer<S> {
+    pub fn new(client: bool, c: Common) -> Self {
+        Transfer {
+            client,
             c,
-            endpoint,
-            conn: None,
-            connect: None,
-            extra_paths: Vec::new(),
-            extra_status: PathStatus::Available,
             stream: None,
             request: Vec::new(),
             to_send: 0,
             sent: 0,
             finished_writing: false,
             received: 0,
-            transfer_done: false,
-            gone: false,
-            out: VecDeque::new(),
-            buf: Vec::new(),
+            done: false,
             records: Vec::new(),
         }
     }
 
     /// Whether this side sends the transfer's bytes.
-    fn sends_data(&self) -> bool {
+    pub fn sends_data(&self) -> bool {
         match self.c.direction {
-            TransferDirection::Upload => self.side.is_client(),
-            TransferDirection::Download => self.side.is_server(),
+            TransferDirection::Upload => self.client,
+            TransferDirection::Download => !self.client,
         }
     }
 
-    fn fail(&mut self, why: String) {
+    /// Whether `id` is the transfer's stream.
+    pub fn is_stream(&self, id: S) -> bool {
+        self.stream == Some(id)
+    }
+
+    /// Records why this side failed (the first reason only).
+    pub fn fail(&self, why: String) {
         let mut o = self.c.outcome.borrow_mut();
-        let slot = if self.side.is_client() {
+        let slot = if self.client {
             &mut o.client_error
         } else {
             &mut o.server_error
@@ -621,164 +792,79 @@ impl QuicAgent {
         slot.get_or_insert(why);
     }
 
-    /// Everything the application does after the endpoint processed input.
-    fn service(&mut self, now: SimTime) {
-        let t = self.c.clock.instant(now);
-        if let Some(p) = self.connect.take_if(|_| now >= self.c.start) {
-            match self
-                .endpoint
-                .connect(t, p.config, p.local, p.remote, SERVER_NAME)
-            {
-                Ok(h) => self.conn = Some(h),
-                Err(e) => {
-                    self.fail(format!("connect: {e}"));
-                    self.gone = true;
-                }
-            }
-        }
-        if self.conn.is_none() && self.side.is_server() {
-            self.conn = self.endpoint.accept();
-            if let Some(conn) = self.conn.and_then(|h| self.endpoint.connection_mut(h)) {
-                for (k, v) in &self.c.scheduler_params {
-                    // Checked when the flow was built.
-                    let _ = conn.configure_scheduler(k, v);
-                }
-            }
-        }
-        let Some(h) = self.conn else {
-            return;
-        };
-        if self.c.stop.is_some_and(|s| now >= s) && !self.gone && !self.transfer_done {
-            if let Some(conn) = self.endpoint.connection_mut(h) {
-                conn.close(t, VarInt::from_u32(CLOSE_STOPPED), b"stopped");
-            }
-            self.fail("stopped at the flow's stop time before the transfer completed".into());
-            self.gone = true;
-        }
-        while let Some((_, event)) = self.endpoint.poll_event() {
-            match event {
-                Event::Connected if self.side.is_client() => {
-                    if let Some(conn) = self.endpoint.connection_mut(h) {
-                        for (k, v) in &self.c.scheduler_params {
-                            let _ = conn.configure_scheduler(k, v);
-                        }
-                    }
-                }
-                Event::Stream(StreamEvent::Finished { id })
-                    if Some(id) == self.stream && self.sends_data() =>
-                {
-                    // The receiver has everything: the sender, the last to know, closes.
-                    self.transfer_done = true;
-                    if let Some(conn) = self.endpoint.connection_mut(h) {
-                        conn.close(t, VarInt::from_u32(CLOSE_DONE), b"done");
-                    }
-                }
-                Event::ConnectionLost(e) => {
-                    self.gone = true;
-                    // Once its part is done, whatever ends the connection (the sender's
-                    // close, or the receiver's idle timeout when that close was lost) is
-                    // no failure.
-                    if !self.transfer_done {
-                        self.fail(e.to_string());
-                    }
-                }
-                _ => {}
-            }
-        }
-        let Some(conn) = self.endpoint.connection_mut(h) else {
-            self.gone = true;
-            return;
-        };
-        if conn.is_closed() {
-            self.gone = true;
-            return;
-        }
-        if self.side.is_client() {
-            open_paths(conn, t, &mut self.extra_paths, self.extra_status);
-            let open = conn.paths().len();
-            let mut o = self.c.outcome.borrow_mut();
-            o.client_paths = o.client_paths.max(open);
-        }
-        self.stream_io(now, t, h);
+    /// The sender learnt that everything was acknowledged: it is the last to know the
+    /// transfer is complete, so it closes the connection.
+    pub fn on_acknowledged<C: TransferConn<Stream = S>>(&mut self, conn: &mut C, t: Instant) {
+        self.done = true;
+        conn.close(t, CLOSE_DONE, b"done");
     }
 
-    /// Opens, writes and reads the transfer's stream.
-    fn stream_io(&mut self, now: SimTime, t: Instant, h: ConnectionHandle) {
-        let writing_data = self.sends_data();
-        let Some(conn) = self.endpoint.connection_mut(h) else {
-            return;
-        };
+    /// Opens, writes and reads the stream. Returns false if the transfer failed (the
+    /// connection is then closed).
+    pub fn step<C: TransferConn<Stream = S>>(
+        &mut self,
+        conn: &mut C,
+        now: SimTime,
+        t: Instant,
+    ) -> bool {
         let upload = self.c.direction == TransferDirection::Upload;
         if self.stream.is_none() {
-            self.stream = match (self.side, upload) {
-                (Side::Client, true) => conn.open_stream(Dir::Uni),
-                (Side::Client, false) => conn.open_stream(Dir::Bi),
-                (Side::Server, true) => conn.accept_stream(Dir::Uni),
-                (Side::Server, false) => conn.accept_stream(Dir::Bi),
+            self.stream = match (self.client, upload) {
+                (true, up) => conn.open(!up),
+                (false, up) => conn.accept(!up),
             };
-            let Some(_) = self.stream else {
-                return;
-            };
-            self.to_send = match (self.side, upload) {
-                (Side::Client, true) => self.c.total,
-                (Side::Client, false) => REQUEST_LEN as u64,
-                (Side::Server, true) => 0,
-                // Known once the request is read.
-                (Side::Server, false) => 0,
+            if self.stream.is_none() {
+                return true;
+            }
+            self.to_send = match (self.client, upload) {
+                (true, true) => self.c.total,
+                (true, false) => REQUEST_LEN as u64,
+                // Upload server: sends nothing; download server: once the request is read.
+                (false, _) => 0,
             };
         }
         let Some(id) = self.stream else {
-            return;
+            return true;
         };
         let mut error = None;
         // Download server: read the request first.
-        if self.side.is_server() && !upload && self.request.len() < REQUEST_LEN {
-            loop {
-                match conn.read(id, REQUEST_LEN - self.request.len()) {
-                    Ok(Some(chunk)) => self.request.extend_from_slice(&chunk),
-                    Ok(None) | Err(ReadError::Blocked) => break,
-                    Err(e) => {
-                        error = Some(format!("reading the request: {e}"));
-                        break;
-                    }
-                }
-                if self.request.len() == REQUEST_LEN {
-                    break;
-                }
-            }
-            if self.request.len() == REQUEST_LEN {
+        if !self.client && !upload && self.request.len() < REQUEST_LEN {
+            let mut got = Vec::new();
+            let step = conn.read(id, REQUEST_LEN - self.request.len(), &mut |b| {
+                got.extend_from_slice(&b)
+            });
+            self.request.extend_from_slice(&got);
+            if let ReadStep::Failed(e) = step {
+                error = Some(format!("reading the request: {e}"));
+            } else if self.request.len() == REQUEST_LEN {
                 let mut n = [0u8; REQUEST_LEN];
                 n.copy_from_slice(&self.request);
                 let asked = u64::from_be_bytes(n);
-                if asked != self.c.total {
+                if asked == self.c.total {
+                    self.to_send = asked;
+                } else {
                     error = Some(format!(
                         "request for {asked} bytes, the flow moves {}",
                         self.c.total
                     ));
-                } else {
-                    self.to_send = asked;
                 }
             }
         }
-        // Write.
-        while error.is_none()
-            && self.sent < self.to_send
-            && (writing_data || !self.finished_writing)
-        {
-            let mut chunk = if writing_data {
+        let data = self.sends_data();
+        while error.is_none() && self.sent < self.to_send {
+            let chunk = if data {
                 transfer_slice(self.sent, self.to_send - self.sent)
             } else {
                 Bytes::copy_from_slice(&self.c.total.to_be_bytes()[self.sent as usize..])
             };
             let len = chunk.len();
-            match conn.write_bytes(id, &mut chunk) {
+            match conn.write(id, chunk) {
                 Ok(n) => {
                     self.sent += n as u64;
                     if n < len {
                         break;
                     }
                 }
-                Err(polypath_quic::streams::WriteError::Blocked) => break,
                 Err(e) => error = Some(format!("writing: {e}")),
             }
         }
@@ -792,49 +878,199 @@ impl QuicAgent {
                 Err(e) => error = Some(format!("finishing: {e}")),
             }
         }
-        // Read.
-        if error.is_none() && !writing_data && !self.transfer_done {
-            loop {
-                match conn.read(id, usize::MAX) {
-                    Ok(Some(chunk)) => {
-                        let bad = mismatches(self.received, &chunk);
-                        self.received += chunk.len() as u64;
-                        let mut o = self.c.outcome.borrow_mut();
-                        o.received = self.received;
-                        o.corrupt += bad;
-                        if let Some(d) = o.data.as_mut() {
-                            d.extend_from_slice(&chunk);
-                        }
-                    }
-                    Ok(None) => {
-                        if self.received == self.c.total {
-                            self.transfer_done = true;
-                            self.c.outcome.borrow_mut().completed = Some(now);
-                            self.records.push(Record::Completion {
-                                label: "transfer".into(),
-                                started: self.c.start,
-                                finished: now,
-                                bytes: self.received,
-                            });
-                        } else {
-                            error = Some(format!(
-                                "the stream ended after {} of {} bytes",
-                                self.received, self.c.total
-                            ));
-                        }
-                        break;
-                    }
-                    Err(ReadError::Blocked) => break,
-                    Err(e) => {
-                        error = Some(format!("reading: {e}"));
-                        break;
-                    }
+        if error.is_none() && !data && !self.done {
+            let mut received = self.received;
+            let mut outcome = self.c.outcome.borrow_mut();
+            let step = conn.read(id, usize::MAX, &mut |chunk| {
+                outcome.corrupt += mismatches(received, &chunk);
+                received += chunk.len() as u64;
+                if let Some(d) = outcome.data.as_mut() {
+                    d.extend_from_slice(&chunk);
                 }
+            });
+            outcome.received = received;
+            drop(outcome);
+            self.received = received;
+            match step {
+                ReadStep::Blocked => {}
+                ReadStep::Finished if self.received == self.c.total => {
+                    self.done = true;
+                    self.c.outcome.borrow_mut().completed = Some(now);
+                    self.records.push(Record::Completion {
+                        label: "transfer".into(),
+                        started: self.c.start,
+                        finished: now,
+                        bytes: self.received,
+                    });
+                }
+                ReadStep::Finished => {
+                    error = Some(format!(
+                        "the stream ended after {} of {} bytes",
+                        self.received, self.c.total
+                    ));
+                }
+                ReadStep::Failed(e) => error = Some(format!("reading: {e}")),
             }
         }
         if let Some(e) = error {
-            conn.close(t, VarInt::from_u32(2), b"transfer failed");
+            conn.close(t, CLOSE_FAILED, b"transfer failed");
             self.fail(e);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the instance's stop time has come with the transfer unfinished.
+    pub fn stopped(&self, now: SimTime) -> bool {
+        !self.done && self.c.stop.is_some_and(|s| now >= s)
+    }
+
+    /// The agent's next deadline given the stack's (`stack`): also the start (before the
+    /// client connected) and the stop time.
+    pub fn next_deadline(
+        &self,
+        stack: Option<SimTime>,
+        connecting: bool,
+        gone: bool,
+    ) -> Option<SimTime> {
+        let own = if connecting {
+            Some(self.c.start)
+        } else {
+            self.c.stop.filter(|_| !gone && !self.done)
+        };
+        match (stack, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Application bytes for the recorder.
+    pub fn app_stats(&self, stats: &mut AgentStats) {
+        if self.sends_data() {
+            stats.app_bytes_sent = self.sent;
+        } else {
+            stats.app_bytes_received = self.received;
+        }
+    }
+}
+
+/// The client's connection, made at the instance's start.
+struct PendingConnect {
+    config: ClientConfig,
+    local: SocketAddr,
+    remote: SocketAddr,
+}
+
+/// One polypath-quic endpoint with its one connection and the transfer application.
+struct QuicAgent {
+    app: Transfer<StreamId>,
+    endpoint: Endpoint,
+    conn: Option<ConnectionHandle>,
+    connect: Option<PendingConnect>,
+    /// Client: paths still to open, and the status they get.
+    extra_paths: Vec<(SocketAddr, SocketAddr)>,
+    extra_status: PathStatus,
+    /// The connection is gone (closed, drained or never made).
+    gone: bool,
+    out: VecDeque<Datagram>,
+    buf: Vec<u8>,
+}
+
+impl QuicAgent {
+    fn new(side: Side, endpoint: Endpoint, c: Common) -> Self {
+        QuicAgent {
+            app: Transfer::new(side.is_client(), c),
+            endpoint,
+            conn: None,
+            connect: None,
+            extra_paths: Vec::new(),
+            extra_status: PathStatus::Available,
+            gone: false,
+            out: VecDeque::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn configure_scheduler(&mut self, h: ConnectionHandle) {
+        if let Some(conn) = self.endpoint.connection_mut(h) {
+            for (k, v) in &self.app.c.scheduler_params {
+                // Checked when the flow was built.
+                let _ = conn.configure_scheduler(k, v);
+            }
+        }
+    }
+
+    /// Everything the application does after the endpoint processed input.
+    fn service(&mut self, now: SimTime) {
+        let t = self.app.c.clock.instant(now);
+        if let Some(p) = self.connect.take_if(|_| now >= self.app.c.start) {
+            match self
+                .endpoint
+                .connect(t, p.config, p.local, p.remote, SERVER_NAME)
+            {
+                Ok(h) => {
+                    self.conn = Some(h);
+                    self.configure_scheduler(h);
+                }
+                Err(e) => {
+                    self.app.fail(format!("connect: {e}"));
+                    self.gone = true;
+                }
+            }
+        }
+        if self.conn.is_none() && !self.app.client {
+            self.conn = self.endpoint.accept();
+            if let Some(h) = self.conn {
+                self.configure_scheduler(h);
+            }
+        }
+        let Some(h) = self.conn else {
+            return;
+        };
+        if !self.gone && self.app.stopped(now) {
+            if let Some(conn) = self.endpoint.connection_mut(h) {
+                conn.close(t, VarInt::from_u32(CLOSE_STOPPED), b"stopped");
+            }
+            self.app
+                .fail("stopped at the flow's stop time before the transfer completed".into());
+            self.gone = true;
+        }
+        while let Some((_, event)) = self.endpoint.poll_event() {
+            match event {
+                Event::Stream(StreamEvent::Finished { id })
+                    if self.app.is_stream(id) && self.app.sends_data() =>
+                {
+                    if let Some(conn) = self.endpoint.connection_mut(h) {
+                        self.app.on_acknowledged(conn, t);
+                    }
+                }
+                Event::ConnectionLost(e) => {
+                    self.gone = true;
+                    // Once its part is done, whatever ends the connection (the sender's
+                    // close, or the receiver's idle timeout when that close was lost) is
+                    // no failure.
+                    if !self.app.done {
+                        self.app.fail(e.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(conn) = self.endpoint.connection_mut(h) else {
+            self.gone = true;
+            return;
+        };
+        if conn.is_closed() {
+            self.gone = true;
+            return;
+        }
+        if self.app.client {
+            open_paths(conn, t, &mut self.extra_paths, self.extra_status);
+            let open = conn.paths().len();
+            let mut o = self.app.c.outcome.borrow_mut();
+            o.client_paths = o.client_paths.max(open);
+        }
+        if !self.app.step(conn, now, t) {
             self.gone = true;
         }
     }
@@ -867,9 +1103,29 @@ fn open_paths(
     }
 }
 
+/// Splits a (GSO) batch of `size` bytes in `buf` into datagrams.
+pub(crate) fn queue_datagrams(
+    out: &mut VecDeque<Datagram>,
+    buf: &[u8],
+    size: usize,
+    segment: Option<usize>,
+    src: SocketAddr,
+    dst: SocketAddr,
+) {
+    let size = size.min(buf.len());
+    let segment = segment.unwrap_or(size).max(1);
+    for chunk in buf[..size].chunks(segment) {
+        out.push_back(Datagram {
+            src,
+            dst,
+            payload: Bytes::copy_from_slice(chunk),
+        });
+    }
+}
+
 impl Agent for QuicAgent {
     fn handle_datagram(&mut self, now: SimTime, datagram: Datagram) {
-        let t = self.c.clock.instant(now);
+        let t = self.app.c.clock.instant(now);
         self.endpoint.handle(
             t,
             datagram.dst,
@@ -880,7 +1136,7 @@ impl Agent for QuicAgent {
     }
 
     fn handle_timeout(&mut self, now: SimTime) {
-        self.endpoint.handle_timeout(self.c.clock.instant(now));
+        self.endpoint.handle_timeout(self.app.c.clock.instant(now));
         self.service(now);
     }
 
@@ -890,37 +1146,33 @@ impl Agent for QuicAgent {
         }
         let t = self
             .endpoint
-            .poll_transmit(self.c.clock.instant(now), &mut self.buf)?;
-        let size = t.size.min(self.buf.len());
-        let segment = t.segment_size.unwrap_or(size).max(1);
-        for chunk in self.buf[..size].chunks(segment) {
-            self.out.push_back(Datagram {
-                src: t.source,
-                dst: t.destination,
-                payload: Bytes::copy_from_slice(chunk),
-            });
-        }
+            .poll_transmit(self.app.c.clock.instant(now), &mut self.buf)?;
+        queue_datagrams(
+            &mut self.out,
+            &self.buf,
+            t.size,
+            t.segment_size,
+            t.source,
+            t.destination,
+        );
         self.out.pop_front()
     }
 
     fn poll_timeout(&mut self) -> Option<SimTime> {
-        let mut next = self.endpoint.poll_timeout().map(|i| self.c.clock.sim(i));
-        let mut consider = |t: SimTime| next = Some(next.map_or(t, |n| n.min(t)));
-        if self.connect.is_some() {
-            consider(self.c.start);
-        } else if let Some(stop) = self.c.stop.filter(|_| !self.gone && !self.transfer_done) {
-            consider(stop);
-        }
-        next
+        let stack = self
+            .endpoint
+            .poll_timeout()
+            .map(|i| self.app.c.clock.sim(i));
+        self.app
+            .next_deadline(stack, self.connect.is_some(), self.gone)
     }
 
     fn is_done(&self) -> bool {
-        self.transfer_done || self.gone
+        self.app.done || self.gone
     }
 
     fn stats(&self, stats: &mut AgentStats) {
-        stats.app_bytes_received = if self.sends_data() { 0 } else { self.received };
-        stats.app_bytes_sent = if self.sends_data() { self.sent } else { 0 };
+        self.app.app_stats(stats);
         let Some(conn) = self.conn.and_then(|h| self.endpoint.connection(h)) else {
             return;
         };
@@ -940,11 +1192,11 @@ impl Agent for QuicAgent {
     }
 
     fn drain_records(&mut self, out: &mut Vec<Record>) {
-        out.append(&mut self.records);
+        out.append(&mut self.app.records);
     }
 
     fn handle_link_event(&mut self, now: SimTime, event: &LinkEvent, local: Option<IpAddr>) {
-        let t = self.c.clock.instant(now);
+        let t = self.app.c.clock.instant(now);
         if let Some(conn) = self.conn.and_then(|h| self.endpoint.connection_mut(h)) {
             apply_link_hint(conn, t, event, local);
         }

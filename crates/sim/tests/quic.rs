@@ -320,3 +320,26 @@ fn multipath_download_over_the_radio_model() {
             .is_some_and(|radio| radio.link_events > 0)
     );
 }
+
+/// The noq peer stack runs the same transfer over the same two lossy paths
+/// (`stack = "noq"`, built with the `noq` feature), and polypath's own run of the scenario
+/// delivers the same bytes, so the two can be compared under identical conditions.
+#[cfg(feature = "noq")]
+#[test]
+fn noq_peer_stack_completes_the_same_transfer() {
+    let src = TWO_PATHS
+        .replace("scheduler = \"lamp5g\"", "scheduler = \"default\"\nstack = \"noq\"")
+        .replace("[flow.options]\nqlog = true\n", "");
+    let s = scenario(&src);
+    let (r1, o1) = run_quic(&s, 7, None);
+    let (r2, _) = run_quic(&s, 7, None);
+    assert_complete(&o1[0]);
+    assert_eq!(r1.summary.flows[0].app_bytes_received, 2_000_000);
+    assert_eq!(r1.output_hash, r2.output_hash, "noq runs are deterministic too");
+    let (_, polypath) = run_quic(&scenario(TWO_PATHS), 7, None);
+    assert_complete(&polypath[0]);
+    println!(
+        "2 MB over two lossy paths: noq {:?}, polypath {:?}",
+        o1[0].completed, polypath[0].completed
+    );
+}
