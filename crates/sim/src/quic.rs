@@ -32,17 +32,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use polypath_link::{LinkEvent, LinkEventKind};
+use polypath_link::LinkEvent;
 use polypath_quic::cc::factory_by_name;
 use polypath_quic::crypto::{
     ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
 };
+use polypath_quic::pm::{PathManagerFactory, path_manager_by_name};
 use polypath_quic::qlog::QlogFactory;
 use polypath_quic::sched::{PathStatus, SchedulerFactory, scheduler_by_name};
 use polypath_quic::streams::{ReadError, StreamEvent};
 use polypath_quic::{
     ClientConfig, Connection, ConnectionHandle, ConnectionId, Dir, Endpoint, EndpointConfig, Event,
-    PathId, ServerConfig, Side, StreamId, TransportConfig, VarInt,
+    ServerConfig, Side, StreamId, TransportConfig, VarInt,
 };
 use polypath_scenario::{FlowKind, QuicFlow, Scenario, TransferDirection};
 
@@ -150,30 +151,6 @@ impl Clock {
 
     pub fn sim(self, i: Instant) -> SimTime {
         SimTime::from_duration(i.saturating_duration_since(self.base))
-    }
-}
-
-/// Feeds a radio link event to a connection as a link hint: today a predicted throughput
-/// goes to every path whose local address is the interface the event concerns. The one
-/// place that maps link events to the stack.
-fn apply_link_hint(conn: &mut Connection, now: Instant, event: &LinkEvent, local: Option<IpAddr>) {
-    let Some(local) = local else {
-        return;
-    };
-    let LinkEventKind::PredictedThroughput { bps, .. } = &event.event else {
-        return;
-    };
-    if !bps.is_finite() || *bps < 0.0 {
-        return;
-    }
-    let ids: Vec<PathId> = conn
-        .paths()
-        .iter()
-        .filter(|p| p.snapshot.local.ip() == local)
-        .map(|p| p.snapshot.id)
-        .collect();
-    for id in ids {
-        conn.set_predicted_throughput(now, id, Some(*bps as u64));
     }
 }
 
@@ -390,19 +367,31 @@ fn parse_options(
     Ok(opts)
 }
 
-/// Status of the paths the client opens after the first one, from `path_manager`.
-fn extra_path_status(scenario: &Scenario, flow: usize, name: &str) -> Result<PathStatus, SimError> {
+/// What `path_manager` asks of a flow: the status of the paths the client opens after the
+/// first one, and the client's [`PathManager`](polypath_quic::pm::PathManager) plug-in.
+/// `default` and `backup` open every path of the flow at the start (`backup`: those after
+/// the first as backups); the names of [`path_manager_by_name`] (`fullmesh`, `lamp5g`,
+/// `lamp5g_throughput`, `failover`) open them the same way, as available paths, and then
+/// let that path manager act on link and path events.
+fn path_manager_plan(
+    scenario: &Scenario,
+    flow: usize,
+    name: &str,
+) -> Result<(PathStatus, Option<Arc<dyn PathManagerFactory>>), SimError> {
     match name.to_ascii_lowercase().as_str() {
-        "default" => Ok(PathStatus::Available),
-        "backup" => Ok(PathStatus::Backup),
-        _ => Err(scenario
-            .error_at(
-                &format!("flow[{flow}].path_manager"),
-                format!(
-                    "unknown path manager `{name}`; known: default (every path available), backup (paths after the first are backups)"
-                ),
-            )
-            .into()),
+        "default" => Ok((PathStatus::Available, None)),
+        "backup" => Ok((PathStatus::Backup, None)),
+        other => match path_manager_by_name(other) {
+            Some(factory) => Ok((PathStatus::Available, Some(factory))),
+            None => Err(scenario
+                .error_at(
+                    &format!("flow[{flow}].path_manager"),
+                    format!(
+                        "unknown path manager `{name}`; known: default (every path available), backup (paths after the first are backups), fullmesh, lamp5g, lamp5g_throughput, failover"
+                    ),
+                )
+                .into()),
+        },
     }
 }
 
@@ -426,6 +415,8 @@ pub(crate) struct Placement<'s> {
     pub paths: Vec<(SocketAddr, SocketAddr)>,
     /// Status of the paths after the first.
     pub extra_status: PathStatus,
+    /// The client's path manager, if `path_manager` names one of polypath's.
+    pub path_manager: Option<Arc<dyn PathManagerFactory>>,
     /// Adapter options.
     pub idle_timeout: Option<Option<Duration>>,
     /// Seeds of the client's and the server's randomness.
@@ -472,7 +463,7 @@ impl AgentFactory for QuicFactory {
                     .into());
             }
         };
-        let extra_status = extra_path_status(scenario, flow, &q.path_manager)?;
+        let (extra_status, path_manager) = path_manager_plan(scenario, flow, &q.path_manager)?;
         let opts = parse_options(scenario, flow, q, scheduler.as_deref())?;
         if inst.paths.is_empty() {
             return Err(scenario
@@ -520,6 +511,7 @@ impl AgentFactory for QuicFactory {
                 })
                 .collect(),
             extra_status,
+            path_manager,
             idle_timeout: opts.idle_timeout,
             seeds: (ctx.agent_seed(flow, idx, 0), ctx.agent_seed(flow, idx, 1)),
             common: Common {
@@ -618,7 +610,11 @@ impl QuicFactory {
         let mut server_config = ServerConfig::new(server_tls);
         server_config.transport = transport(server_cc);
         let mut client_config = ClientConfig::new(client_tls);
-        client_config.transport = transport(client_cc);
+        let mut client_transport = transport(client_cc);
+        if let Some(pm) = &p.path_manager {
+            Arc::make_mut(&mut client_transport).path_manager = pm.clone();
+        }
+        client_config.transport = client_transport;
         let mut client_ep = EndpointConfig::from_seed(p.seeds.0);
         let mut server_ep = EndpointConfig::from_seed(p.seeds.1);
         if qlog {
@@ -1198,7 +1194,7 @@ impl Agent for QuicAgent {
     fn handle_link_event(&mut self, now: SimTime, event: &LinkEvent, local: Option<IpAddr>) {
         let t = self.app.c.clock.instant(now);
         if let Some(conn) = self.conn.and_then(|h| self.endpoint.connection_mut(h)) {
-            apply_link_hint(conn, t, event, local);
+            conn.handle_link_event(t, event, local);
         }
     }
 }
@@ -1206,6 +1202,7 @@ impl Agent for QuicAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use polypath_link::LinkEventKind;
 
     #[test]
     fn transfer_data_is_checked_at_its_offset() {
@@ -1258,12 +1255,12 @@ mod tests {
         };
         let predicted = |conn: &Connection| conn.paths()[0].snapshot.predicted_throughput;
         // Another interface's prediction, or one without a bound link, changes nothing.
-        apply_link_hint(conn, now, &event(5e6), Some("10.0.9.9".parse().unwrap()));
-        apply_link_hint(conn, now, &event(5e6), None);
+        conn.handle_link_event(now, &event(5e6), Some("10.0.9.9".parse().unwrap()));
+        conn.handle_link_event(now, &event(5e6), None);
         assert_eq!(predicted(conn), None);
-        apply_link_hint(conn, now, &event(42e6), Some(local.ip()));
+        conn.handle_link_event(now, &event(42e6), Some(local.ip()));
         assert_eq!(predicted(conn), Some(42_000_000));
-        apply_link_hint(conn, now, &event(f64::NAN), Some(local.ip()));
+        conn.handle_link_event(now, &event(f64::NAN), Some(local.ip()));
         assert_eq!(predicted(conn), Some(42_000_000));
     }
 

@@ -256,7 +256,7 @@ fn unknown_names_and_options_are_errors_naming_file_and_field() {
         ("flow[0].scheduler", |q| q.scheduler = "fastest".into()),
         ("flow[0].cc", |q| q.cc = "vegas".into()),
         ("flow[0].path_manager", |q| {
-            q.path_manager = "fullmesh".into()
+            q.path_manager = "ndiffports".into()
         }),
         ("flow[0].options.color", |q| {
             q.options.insert("color".into(), toml::Value::from("red"));
@@ -328,14 +328,20 @@ fn multipath_download_over_the_radio_model() {
 #[test]
 fn noq_peer_stack_completes_the_same_transfer() {
     let src = TWO_PATHS
-        .replace("scheduler = \"lamp5g\"", "scheduler = \"default\"\nstack = \"noq\"")
+        .replace(
+            "scheduler = \"lamp5g\"",
+            "scheduler = \"default\"\nstack = \"noq\"",
+        )
         .replace("[flow.options]\nqlog = true\n", "");
     let s = scenario(&src);
     let (r1, o1) = run_quic(&s, 7, None);
     let (r2, _) = run_quic(&s, 7, None);
     assert_complete(&o1[0]);
     assert_eq!(r1.summary.flows[0].app_bytes_received, 2_000_000);
-    assert_eq!(r1.output_hash, r2.output_hash, "noq runs are deterministic too");
+    assert_eq!(
+        r1.output_hash, r2.output_hash,
+        "noq runs are deterministic too"
+    );
     let (_, polypath) = run_quic(&scenario(TWO_PATHS), 7, None);
     assert_complete(&polypath[0]);
     println!(
