@@ -281,6 +281,7 @@ impl QlogFactory for QlogFile {
 struct Options {
     qlog: bool,
     scheduler: Vec<(String, String)>,
+    scheduler_changes: Vec<SchedulerChange>,
     idle_timeout: Option<Option<Duration>>,
 }
 
@@ -332,32 +333,22 @@ fn parse_options(
                 };
                 let mut probe = factory.build();
                 for (k, v) in table {
-                    let text = match v {
-                        toml::Value::String(s) => s.clone(),
-                        toml::Value::Integer(_)
-                        | toml::Value::Float(_)
-                        | toml::Value::Boolean(_) => v.to_string(),
-                        _ => {
-                            return Err(scenario
-                                .error_at(
-                                    &format!("{field}.{k}"),
-                                    "a scheduler parameter is a string, number or boolean",
-                                )
-                                .into());
-                        }
-                    };
+                    let text = scheduler_param_text(scenario, &format!("{field}.{k}"), v)?;
                     probe
                         .configure(k, &text)
                         .map_err(|e| scenario.error_at(&format!("{field}.{k}"), e))?;
                     opts.scheduler.push((k.clone(), text));
                 }
             }
+            "scheduler_changes" => {
+                opts.scheduler_changes = parse_scheduler_changes(scenario, &field, value, factory)?;
+            }
             _ => {
                 return Err(scenario
                     .error_at(
                         &field,
                         format!(
-                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, scheduler"
+                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, scheduler, scheduler_changes"
                         ),
                     )
                     .into());
@@ -365,6 +356,97 @@ fn parse_options(
         }
     }
     Ok(opts)
+}
+
+/// Scheduler parameters applied at a simulated time (`[[flow.options.scheduler_changes]]`):
+/// both endpoints of every instance call [`Connection::configure_scheduler`] with them at
+/// `at` (simulated time since the run's start), e.g. to change WRR weights during a run as
+/// 5G-CLARITY does (seed paper 002, Sections 6.2 and 6.5).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SchedulerChange {
+    /// When.
+    pub at: SimTime,
+    /// The parameters, in order.
+    pub params: Vec<(String, String)>,
+}
+
+/// Reads a scheduler parameter value (string, number or boolean) as text.
+fn scheduler_param_text(
+    scenario: &Scenario,
+    field: &str,
+    v: &toml::Value,
+) -> Result<String, SimError> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+            Ok(v.to_string())
+        }
+        _ => Err(scenario
+            .error_at(
+                field,
+                "a scheduler parameter is a string, number or boolean",
+            )
+            .into()),
+    }
+}
+
+/// Parses `scheduler_changes = [{ at = "30s", weights = "2,3,1" }, ...]`: times must
+/// increase, and every parameter is tried on a fresh scheduler so a bad one is reported
+/// with its field before the run starts.
+fn parse_scheduler_changes(
+    scenario: &Scenario,
+    field: &str,
+    value: &toml::Value,
+    factory: Option<&dyn SchedulerFactory>,
+) -> Result<Vec<SchedulerChange>, SimError> {
+    let list = value.as_array().ok_or_else(|| {
+        scenario.error_at(
+            field,
+            "`scheduler_changes` is a list of tables such as { at = \"30s\", weights = \"3,1\" }",
+        )
+    })?;
+    let Some(factory) = factory else {
+        return Err(scenario
+            .error_at(
+                field,
+                "scheduler parameters apply to the polypath stack only",
+            )
+            .into());
+    };
+    let mut probe = factory.build();
+    let mut changes: Vec<SchedulerChange> = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let item = format!("{field}[{i}]");
+        let table = entry
+            .as_table()
+            .ok_or_else(|| scenario.error_at(&item, "each change is a table with `at`"))?;
+        let at = table
+            .get("at")
+            .and_then(toml::Value::as_str)
+            .ok_or_else(|| {
+                scenario.error_at(&format!("{item}.at"), "`at` is a duration such as \"30s\"")
+            })?;
+        let at = SimTime::from_duration(
+            polypath_scenario::units::parse_duration(at)
+                .map_err(|e| scenario.error_at(&format!("{item}.at"), e))?,
+        );
+        if changes.last().is_some_and(|c| c.at > at) {
+            return Err(scenario
+                .error_at(&format!("{item}.at"), "changes must be in time order")
+                .into());
+        }
+        let mut params = Vec::new();
+        for (k, v) in table.iter().filter(|(k, _)| k.as_str() != "at") {
+            let f = format!("{item}.{k}");
+            let text = scheduler_param_text(scenario, &f, v)?;
+            probe
+                .configure(k, &text)
+                .map_err(|e| scenario.error_at(&f, e))?;
+            params.push((k.clone(), text));
+        }
+        changes.push(SchedulerChange { at, params });
+    }
+    Ok(changes)
 }
 
 /// What `path_manager` asks of a flow: the status of the paths the client opens after the
@@ -521,6 +603,7 @@ impl AgentFactory for QuicFactory {
                 start,
                 stop: inst.stop.map(SimTime::from_duration),
                 scheduler_params: opts.scheduler.clone(),
+                scheduler_changes: Rc::new(opts.scheduler_changes.clone()),
                 outcome,
             },
         };
@@ -653,6 +736,8 @@ pub(crate) struct Common {
     pub start: SimTime,
     pub stop: Option<SimTime>,
     pub scheduler_params: Vec<(String, String)>,
+    /// Scheduler parameters to apply later, in time order.
+    pub scheduler_changes: Rc<Vec<SchedulerChange>>,
     pub outcome: Rc<RefCell<TransferOutcome>>,
 }
 
@@ -968,6 +1053,8 @@ struct QuicAgent {
     extra_status: PathStatus,
     /// The connection is gone (closed, drained or never made).
     gone: bool,
+    /// How many of the flow's scheduler changes this endpoint has applied.
+    changes_applied: usize,
     out: VecDeque<Datagram>,
     buf: Vec<u8>,
 }
@@ -982,9 +1069,33 @@ impl QuicAgent {
             extra_paths: Vec::new(),
             extra_status: PathStatus::Available,
             gone: false,
+            changes_applied: 0,
             out: VecDeque::new(),
             buf: Vec::new(),
         }
+    }
+
+    /// Applies the scheduler changes that are due (once the connection exists).
+    fn apply_scheduler_changes(&mut self, now: SimTime, h: ConnectionHandle) {
+        let changes = self.app.c.scheduler_changes.clone();
+        while let Some(change) = changes.get(self.changes_applied).filter(|c| c.at <= now) {
+            if let Some(conn) = self.endpoint.connection_mut(h) {
+                for (k, v) in &change.params {
+                    // Checked when the flow was built.
+                    let _ = conn.configure_scheduler(k, v);
+                }
+            }
+            self.changes_applied += 1;
+        }
+    }
+
+    /// When the next scheduler change is due.
+    fn next_scheduler_change(&self) -> Option<SimTime> {
+        self.app
+            .c
+            .scheduler_changes
+            .get(self.changes_applied)
+            .map(|c| c.at)
     }
 
     fn configure_scheduler(&mut self, h: ConnectionHandle) {
@@ -1023,6 +1134,7 @@ impl QuicAgent {
         let Some(h) = self.conn else {
             return;
         };
+        self.apply_scheduler_changes(now, h);
         if !self.gone && self.app.stopped(now) {
             if let Some(conn) = self.endpoint.connection_mut(h) {
                 conn.close(t, VarInt::from_u32(CLOSE_STOPPED), b"stopped");
@@ -1159,6 +1271,13 @@ impl Agent for QuicAgent {
             .endpoint
             .poll_timeout()
             .map(|i| self.app.c.clock.sim(i));
+        let change = self
+            .next_scheduler_change()
+            .filter(|_| self.conn.is_some() && !self.gone);
+        let stack = match (stack, change) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.app
             .next_deadline(stack, self.connect.is_some(), self.gone)
     }

@@ -349,3 +349,43 @@ fn noq_peer_stack_completes_the_same_transfer() {
         o1[0].completed, polypath[0].completed
     );
 }
+
+/// `scheduler_changes` reconfigures the scheduler of a running transfer: true WRR over two
+/// equal 40 Mbit/s paths sends 1:1 until 3 s, then 1:3 (weights "1,3"), so the first
+/// path's share of the delivered bytes drops from about 1/2 to about 1/4.
+#[test]
+fn scheduler_changes_apply_at_their_time() {
+    let src = TWO_PATHS
+        .replace("rate = \"20Mbit/s\"", "rate = \"40Mbit/s\"")
+        .replace("delay = \"15ms\"", "delay = \"10ms\"")
+        .replace("bytes = \"2MB\"", "bytes = \"1GB\"")
+        .replace("duration = \"20s\"", "duration = \"6s\"")
+        .replace("scheduler = \"lamp5g\"", "scheduler = \"wrr\"")
+        .replace(
+            "[flow.options]\nqlog = true\n",
+            "[flow.options]\nscheduler = { weights = \"1,1\", cwnd_limited = false }\nscheduler_changes = [{ at = \"3s\", weights = \"1,3\" }]\n",
+        );
+    let dir = tmp("sched-changes");
+    let (_, o) = run_quic(&scenario(&src), 1, Some(dir.clone()));
+    assert_eq!(o[0].client_error, None, "{o:?}");
+    let links = std::fs::read_to_string(dir.join("links.csv")).unwrap();
+    // Mean delivered Mbit/s on link `l` (data flows down: server to client) in (from, to].
+    let mean = |l: &str, from: f64, to: f64| {
+        let v: Vec<f64> = links
+            .lines()
+            .skip(1)
+            .filter_map(|row| {
+                let c: Vec<&str> = row.split(',').collect();
+                let t: f64 = c[0].parse().ok()?;
+                (c[1] == l && c[2] == "down" && t > from && t <= to).then(|| c[4].parse().ok())?
+            })
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let share = |from, to| mean("p1", from, to) / (mean("p1", from, to) + mean("p2", from, to));
+    let (before, after) = (share(1.0, 3.0), share(4.0, 6.0));
+    println!("first path's share: {before:.3} before the change, {after:.3} after");
+    assert!((before - 0.5).abs() < 0.08, "before {before}");
+    assert!((after - 0.25).abs() < 0.08, "after {after}");
+    let _ = std::fs::remove_dir_all(dir);
+}
