@@ -1,0 +1,66 @@
+"""``python -m polypath_lab run EXPERIMENT|all [--seeds 1,2,3] [--quick] [--out report]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .experiments import Context, registry
+from .report import print_tables, write_report
+from .sim import REPO, LabError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the named experiments, prints their tables and writes the report."""
+    experiments = registry()
+    p = argparse.ArgumentParser(prog="python -m polypath_lab", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list the experiments")
+    r = sub.add_parser("run", help="run experiments and write the report")
+    r.add_argument("experiment", nargs="+", help=f"all, or of: {', '.join(experiments)}")
+    r.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds")
+    r.add_argument("--quick", action="store_true", help="reduced versions (seconds)")
+    r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
+    r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    a = p.parse_args(argv)
+    if a.cmd == "list":
+        for name, m in experiments.items():
+            print(f"{name}: {(m.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    names = list(experiments) if "all" in a.experiment else a.experiment
+    unknown = [n for n in names if n not in experiments]
+    if unknown:
+        p.error(f"unknown experiment(s) {', '.join(unknown)}; known: {', '.join(experiments)}")
+    try:
+        seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    except ValueError:
+        p.error(f"--seeds: {a.seeds!r} is not a comma-separated list of integers")
+    if not seeds:
+        p.error("--seeds: give at least one seed")
+    ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress)
+    a.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    done = []
+    try:
+        for n in names:
+            done.append(experiments[n].run(ctx))
+    except LabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    meta = {"seeds": seeds, "mode": "quick" if a.quick else "full",
+            "wall_s": round(time.monotonic() - start, 1)}
+    index = write_report(done, a.out, meta)
+    print_tables(done)
+    print(f"\nreport: {index} ({meta['wall_s']} s)")
+    failed = [c.name for e in done for c in e.checks if not c.ok]
+    if failed:
+        print(f"{len(failed)} check(s) failed: {'; '.join(failed)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
