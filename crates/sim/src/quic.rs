@@ -281,7 +281,48 @@ impl QlogFactory for QlogFile {
 struct Options {
     qlog: bool,
     scheduler: Vec<(String, String)>,
+    path_manager: Vec<(String, String)>,
     idle_timeout: Option<Option<Duration>>,
+    /// `initial_paths = "first"`: the client opens only the first path at the start and
+    /// leaves the others to its path manager.
+    first_path_only: bool,
+}
+
+/// Reads a table of plug-in parameters (`{ key = "value", ... }`) as `key=value` text
+/// pairs, checking each with `probe` (a freshly built plug-in's `configure`).
+fn parameter_table(
+    scenario: &Scenario,
+    field: &str,
+    value: &toml::Value,
+    what: &str,
+    mut probe: impl FnMut(&str, &str) -> Result<(), String>,
+) -> Result<Vec<(String, String)>, SimError> {
+    let table = value.as_table().ok_or_else(|| {
+        scenario.error_at(
+            field,
+            format!("`{what}` must be a table of parameters, e.g. {{ key = \"value\" }}"),
+        )
+    })?;
+    let mut out = Vec::new();
+    for (k, v) in table {
+        let text = match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                v.to_string()
+            }
+            _ => {
+                return Err(scenario
+                    .error_at(
+                        &format!("{field}.{k}"),
+                        format!("a {what} parameter is a string, number or boolean"),
+                    )
+                    .into());
+            }
+        };
+        probe(k, &text).map_err(|e| scenario.error_at(&format!("{field}.{k}"), e))?;
+        out.push((k.clone(), text));
+    }
+    Ok(out)
 }
 
 fn parse_options(
@@ -289,6 +330,7 @@ fn parse_options(
     flow: usize,
     q: &QuicFlow,
     factory: Option<&dyn SchedulerFactory>,
+    path_manager: Option<&dyn PathManagerFactory>,
 ) -> Result<Options, SimError> {
     let mut opts = Options::default();
     for (key, value) in &q.options {
@@ -315,13 +357,18 @@ fn parse_options(
                     )
                 });
             }
+            "initial_paths" => {
+                opts.first_path_only = match value.as_str() {
+                    Some("all") => false,
+                    Some("first") => true,
+                    _ => {
+                        return Err(scenario
+                            .error_at(&field, "`initial_paths` is \"all\" or \"first\"")
+                            .into());
+                    }
+                };
+            }
             "scheduler" => {
-                let table = value.as_table().ok_or_else(|| {
-                    scenario.error_at(
-                        &field,
-                        "`scheduler` must be a table of scheduler parameters, e.g. { weights = \"3,1\" }",
-                    )
-                })?;
                 let Some(factory) = factory else {
                     return Err(scenario
                         .error_at(
@@ -331,33 +378,31 @@ fn parse_options(
                         .into());
                 };
                 let mut probe = factory.build();
-                for (k, v) in table {
-                    let text = match v {
-                        toml::Value::String(s) => s.clone(),
-                        toml::Value::Integer(_)
-                        | toml::Value::Float(_)
-                        | toml::Value::Boolean(_) => v.to_string(),
-                        _ => {
-                            return Err(scenario
-                                .error_at(
-                                    &format!("{field}.{k}"),
-                                    "a scheduler parameter is a string, number or boolean",
-                                )
-                                .into());
-                        }
-                    };
-                    probe
-                        .configure(k, &text)
-                        .map_err(|e| scenario.error_at(&format!("{field}.{k}"), e))?;
-                    opts.scheduler.push((k.clone(), text));
-                }
+                opts.scheduler = parameter_table(scenario, &field, value, "scheduler", |k, v| {
+                    probe.configure(k, v)
+                })?;
+            }
+            "path_manager" => {
+                let Some(factory) = path_manager else {
+                    return Err(scenario
+                        .error_at(
+                            &field,
+                            "path manager parameters need one of polypath's path managers (`path_manager` = fullmesh, lamp5g, lamp5g_throughput or failover)",
+                        )
+                        .into());
+                };
+                let mut probe = factory.build();
+                opts.path_manager =
+                    parameter_table(scenario, &field, value, "path_manager", |k, v| {
+                        probe.configure(k, v)
+                    })?;
             }
             _ => {
                 return Err(scenario
                     .error_at(
                         &field,
                         format!(
-                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, scheduler"
+                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, initial_paths, scheduler, path_manager"
                         ),
                     )
                     .into());
@@ -417,6 +462,10 @@ pub(crate) struct Placement<'s> {
     pub extra_status: PathStatus,
     /// The client's path manager, if `path_manager` names one of polypath's.
     pub path_manager: Option<Arc<dyn PathManagerFactory>>,
+    /// Parameters for the client's path manager (`[flow.options] path_manager`).
+    pub path_manager_params: Vec<(String, String)>,
+    /// The client opens only the first path at the start (`initial_paths = "first"`).
+    pub first_path_only: bool,
     /// Adapter options.
     pub idle_timeout: Option<Option<Duration>>,
     /// Seeds of the client's and the server's randomness.
@@ -464,7 +513,13 @@ impl AgentFactory for QuicFactory {
             }
         };
         let (extra_status, path_manager) = path_manager_plan(scenario, flow, &q.path_manager)?;
-        let opts = parse_options(scenario, flow, q, scheduler.as_deref())?;
+        let opts = parse_options(
+            scenario,
+            flow,
+            q,
+            scheduler.as_deref(),
+            path_manager.as_deref(),
+        )?;
         if inst.paths.is_empty() {
             return Err(scenario
                 .error_at(
@@ -512,6 +567,8 @@ impl AgentFactory for QuicFactory {
                 .collect(),
             extra_status,
             path_manager,
+            path_manager_params: opts.path_manager.clone(),
+            first_path_only: opts.first_path_only,
             idle_timeout: opts.idle_timeout,
             seeds: (ctx.agent_seed(flow, idx, 0), ctx.agent_seed(flow, idx, 1)),
             common: Common {
@@ -638,8 +695,11 @@ impl QuicFactory {
             local,
             remote,
         });
-        client.extra_paths = p.paths[1..].to_vec();
+        if !p.first_path_only {
+            client.extra_paths = p.paths[1..].to_vec();
+        }
         client.extra_status = p.extra_status;
+        client.path_manager_params = p.path_manager_params.clone();
         Ok((Box::new(client), Box::new(server)))
     }
 }
@@ -966,6 +1026,8 @@ struct QuicAgent {
     /// Client: paths still to open, and the status they get.
     extra_paths: Vec<(SocketAddr, SocketAddr)>,
     extra_status: PathStatus,
+    /// Client: parameters for its path manager, applied when it connects.
+    path_manager_params: Vec<(String, String)>,
     /// The connection is gone (closed, drained or never made).
     gone: bool,
     out: VecDeque<Datagram>,
@@ -981,6 +1043,7 @@ impl QuicAgent {
             connect: None,
             extra_paths: Vec::new(),
             extra_status: PathStatus::Available,
+            path_manager_params: Vec::new(),
             gone: false,
             out: VecDeque::new(),
             buf: Vec::new(),
@@ -1007,6 +1070,12 @@ impl QuicAgent {
                 Ok(h) => {
                     self.conn = Some(h);
                     self.configure_scheduler(h);
+                    if let Some(conn) = self.endpoint.connection_mut(h) {
+                        for (k, v) in &self.path_manager_params {
+                            // Checked when the flow was built.
+                            let _ = conn.configure_path_manager(k, v);
+                        }
+                    }
                 }
                 Err(e) => {
                     self.app.fail(format!("connect: {e}"));
