@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use common::*;
 use polypath_sim::scenario::Scenario;
 use polypath_sim::{Hooks, QuicFactory, RunOptions, RunReport, TransferOutcome, run_scenario};
+use serde_json::Value;
 
 /// Runs `s` with a [`QuicFactory`] the test can inspect afterwards.
 fn run_quic(s: &Scenario, seed: u64, out: Option<PathBuf>) -> (RunReport, Vec<TransferOutcome>) {
@@ -345,4 +346,118 @@ port = 4434
     );
     assert!(mp + sp > 40.0, "the link is used: {mp} + {sp}");
     assert!(index >= 0.9, "Jain's index {index}");
+}
+
+/// Reads a JSON-SEQ qlog file: its records after the header.
+fn qlog_records(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split('\u{1e}')
+        .filter(|r| !r.trim().is_empty())
+        .skip(1)
+        .map(|r| serde_json::from_str(r).unwrap())
+        .collect()
+}
+
+/// Times (ms, the qlog's own clock) of the `quic:packet_sent` records on `path` that
+/// carry stream data.
+fn stream_packets_on(records: &[Value], path: u64) -> Vec<f64> {
+    records
+        .iter()
+        .filter(|r| {
+            r["name"] == "quic:packet_sent"
+                && r["data"]["header"]["path_id"] == path
+                && r["data"]["frames"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f["frame_type"] == "stream"))
+        })
+        .map(|r| r["time"].as_f64().unwrap())
+        .collect()
+}
+
+/// Fast failover (`path_manager = "failover"`) moves an upload off a dead path within
+/// 3 × srtt of the surviving path after the loss is detectable.
+///
+/// Paths: `fast` 5 ms one way (the dead one: an outage from 1 s that drops everything) and
+/// `slow` 20 ms one way, both 50 Mbit/s; a 20 MB upload with `minrtt`, which keeps both
+/// paths busy. Measured in the client's qlog (the client sends the data and runs the path
+/// manager):
+///
+/// - **detectable**: the first probe timeout on the dead path after the outage starts (its
+///   `recovery_metrics_updated` with `pto_count` 1): RFC 9002's earliest sign that
+///   acknowledgments stopped rather than lagged;
+/// - **moved off**: the later of the path manager's `path_abandoned` of the dead path
+///   (with its `trigger`) and the last packet carrying stream data sent on it;
+/// - **srtt of the surviving path**: its latest `smoothed_rtt` in the qlog before the
+///   detection.
+///
+/// The surviving path must carry stream data after the move, and the transfer completes.
+#[test]
+fn failover_moves_traffic_off_a_dead_path_within_three_srtt() {
+    let links = vec![
+        (
+            "fast",
+            "rate = \"50Mbit/s\"\ndelay = \"5ms\"\nqueue = \"1bdp\"\noutages = [{ at = \"1s\", duration = \"20s\" }]".to_string(),
+        ),
+        (
+            "slow",
+            "rate = \"50Mbit/s\"\ndelay = \"20ms\"\nqueue = \"1bdp\"".into(),
+        ),
+    ];
+    let flow = "[[flow]]\nname = \"up\"\nkind = \"quic\"\nfrom = \"c\"\nto = \"s\"\nbytes = \"20MB\"\n\
+                scheduler = \"minrtt\"\ncc = \"cubic\"\npath_manager = \"failover\"\n[flow.options]\nqlog = true\n";
+    let src = hosts_on_links(&links, flow, "30s");
+    let dir = tmp("pol-failover");
+    let (_, o) = run_quic(&scenario(&src), 1, Some(dir.clone()));
+    assert_complete(&o[0]);
+    let client = qlog_records(&dir.join("qlog/up-0-client.sqlog"));
+    let (dead, alive) = (0u64, 1u64);
+    let outage_ms = 1000.0;
+    let detect = client
+        .iter()
+        .find(|r| {
+            r["name"] == "quic:recovery_metrics_updated"
+                && r["data"]["path_id"] == dead
+                && r["data"]["pto_count"] == 1
+                && r["time"].as_f64().unwrap() >= outage_ms
+        })
+        .map(|r| r["time"].as_f64().unwrap())
+        .expect("a probe timeout on the dead path");
+    let abandon = client
+        .iter()
+        .find(|r| r["name"] == "quic:path_abandoned" && r["data"]["path_id"] == dead)
+        .expect("the dead path is abandoned");
+    assert_eq!(abandon["data"]["path_manager"], "failover", "{abandon}");
+    let abandoned_at = abandon["time"].as_f64().unwrap();
+    let last_on_dead = stream_packets_on(&client, dead)
+        .into_iter()
+        .fold(0.0, f64::max);
+    let moved = abandoned_at.max(last_on_dead);
+    let srtt = client
+        .iter()
+        .rev()
+        .find(|r| {
+            r["name"] == "quic:recovery_metrics_updated"
+                && r["data"]["path_id"] == alive
+                && r["data"]["smoothed_rtt"].is_number()
+                && r["time"].as_f64().unwrap() <= detect
+        })
+        .map(|r| r["data"]["smoothed_rtt"].as_f64().unwrap())
+        .unwrap();
+    let after = stream_packets_on(&client, alive)
+        .into_iter()
+        .filter(|t| *t > moved)
+        .count();
+    println!(
+        "failover: outage at {outage_ms} ms, first PTO on the dead path at {detect:.1} ms, abandoned at {abandoned_at:.1} ms ({}), last stream data on it at {last_on_dead:.1} ms: moved off {:.1} ms after detection = {:.2} x the surviving path's srtt ({srtt:.1} ms); {after} stream packets on the surviving path afterwards",
+        abandon["data"]["trigger"],
+        moved - detect,
+        (moved - detect) / srtt
+    );
+    assert!(
+        moved - detect <= 3.0 * srtt,
+        "{} ms > 3 x {srtt} ms",
+        moved - detect
+    );
+    assert!(after > 1000, "{after} stream packets after the move");
+    let _ = std::fs::remove_dir_all(dir);
 }
