@@ -461,3 +461,105 @@ fn failover_moves_traffic_off_a_dead_path_within_three_srtt() {
     assert!(after > 1000, "{after} stream packets after the move");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+// ---------------------------------------------------------------------------------------
+// Must-show 4: make-before-break handover.
+
+/// The bundled LAMP5G make-before-break scenario (`scenarios/handover-mbb.toml`), shortened:
+/// the UE starts at x = 130 m (the join threshold is crossed near 150 m, the drop
+/// threshold near 250 m) and moves at 25 m/s, *uploading* 200 MB: the path manager runs on
+/// the client, and its window split acts on the client's congestion controllers, so the
+/// client must be the data sender for the split to matter (see the report: the download
+/// direction needs the split at the server). The client's qlog must
+/// show, in this order: the path through the target cell opened by the path manager
+/// (`path_manager` "lamp5g", trigger `rrc_a1`), validated, its window set to half the
+/// source's (`lamp5g_window_split`, the source keeping the other half), and only then the
+/// source path abandoned (trigger `rrc_a2`); the transfer completes, both radio links
+/// carried data, and the run summary (`TransferOutcome::client_paths` and the per-link
+/// totals) shows two paths at once.
+#[test]
+fn make_before_break_handover_adds_validates_and_splits_before_removing() {
+    let mut text = std::fs::read_to_string(repo().join("scenarios/handover-mbb.toml")).unwrap();
+    text = text
+        .replace(
+            "from = [0.0, 0.0], to = [400.0, 0.0], speed_mps = 8.3",
+            "from = [130.0, 0.0], to = [400.0, 0.0], speed_mps = 25.0",
+        )
+        .replace("bytes = \"1.5GB\"", "bytes = \"200MB\"")
+        .replace("direction = \"download\"", "direction = \"upload\"")
+        .replace("[flow.options]\n", "[flow.options]\nqlog = true\n");
+    let s = Scenario::parse(&text, &repo().join("scenarios/handover-mbb.toml")).unwrap();
+    let dir = tmp("pol-mbb");
+    let (r, o) = run_quic(&s, 1, Some(dir.clone()));
+    assert_complete(&o[0]);
+    assert_eq!(o[0].client_paths, 2, "{:?}", o[0]);
+    let client = qlog_records(&dir.join("qlog/dl-0-client.sqlog"));
+    let time = |r: &Value| r["time"].as_f64().unwrap();
+    let by_pm = |name: &str| -> Vec<&Value> {
+        client
+            .iter()
+            .filter(|r| r["name"] == name && r["data"]["path_manager"] == "lamp5g")
+            .collect()
+    };
+    for r in client
+        .iter()
+        .filter(|r| r["data"]["path_manager"] == "lamp5g")
+    {
+        println!("{:10.1} ms {} {}", time(r), r["name"], r["data"]);
+    }
+    let opened = by_pm("quic:path_assigned");
+    assert_eq!(opened.len(), 1, "one path added");
+    let new_path = opened[0]["data"]["path_id"].clone();
+    assert_eq!(opened[0]["data"]["trigger"], "rrc_a1");
+    let validated = client
+        .iter()
+        .find(|r| r["name"] == "quic:path_validated" && r["data"]["path_id"] == new_path)
+        .expect("the new path is validated");
+    let abandoned = by_pm("quic:path_abandoned");
+    assert_eq!(abandoned.len(), 1, "one path removed");
+    assert_ne!(
+        abandoned[0]["data"]["path_id"], new_path,
+        "the source is removed"
+    );
+    assert_eq!(abandoned[0]["data"]["trigger"], "rrc_a2");
+    let windows: Vec<&Value> = client
+        .iter()
+        .filter(|r| {
+            r["data"]["trigger"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("lamp5g_window_split"))
+        })
+        .collect();
+    assert_eq!(windows.len(), 2, "the new path's and the source's window");
+    let w = |r: &Value| r["data"]["congestion_window"].as_u64().unwrap();
+    assert_eq!(windows[0]["data"]["path_id"], new_path);
+    assert!(w(windows[0]).abs_diff(w(windows[1])) <= 1, "an even split");
+    let (t_open, t_valid, t_split, t_abandon) = (
+        time(opened[0]),
+        time(validated),
+        time(windows[0]),
+        time(abandoned[0]),
+    );
+    assert!(t_open < t_valid && t_valid <= t_split && t_split < t_abandon);
+    let up = |link: &str| {
+        r.summary
+            .links
+            .iter()
+            .find(|l| l.link == link && l.dir == "up")
+            .map_or(0, |l| l.bytes)
+    };
+    println!(
+        "make-before-break: target path {new_path} opened at {t_open:.1} ms, validated at {t_valid:.1} ms, windows split to {} + {} bytes at {t_split:.1} ms, source abandoned at {t_abandon:.1} ms ({:.1} s of overlap); uplink bytes: source cell {}, target cell {}; 200 MB done at {:.2} s",
+        w(windows[0]),
+        w(windows[1]),
+        (t_abandon - t_valid) / 1000.0,
+        up("ran1"),
+        up("ran2"),
+        o[0].completed.unwrap().as_secs_f64()
+    );
+    assert!(up("ran1") > 5_000_000 && up("ran2") > 5_000_000);
+    assert!(w(windows[0]) > 100_000, "the source's window was in use");
+    if std::env::var_os("KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
