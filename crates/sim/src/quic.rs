@@ -282,7 +282,48 @@ struct Options {
     qlog: bool,
     scheduler: Vec<(String, String)>,
     scheduler_changes: Vec<SchedulerChange>,
+    path_manager: Vec<(String, String)>,
     idle_timeout: Option<Option<Duration>>,
+    /// `initial_paths = "first"`: the client opens only the first path at the start and
+    /// leaves the others to its path manager.
+    first_path_only: bool,
+}
+
+/// Reads a table of plug-in parameters (`{ key = "value", ... }`) as `key=value` text
+/// pairs, checking each with `probe` (a freshly built plug-in's `configure`).
+fn parameter_table(
+    scenario: &Scenario,
+    field: &str,
+    value: &toml::Value,
+    what: &str,
+    mut probe: impl FnMut(&str, &str) -> Result<(), String>,
+) -> Result<Vec<(String, String)>, SimError> {
+    let table = value.as_table().ok_or_else(|| {
+        scenario.error_at(
+            field,
+            format!("`{what}` must be a table of parameters, e.g. {{ key = \"value\" }}"),
+        )
+    })?;
+    let mut out = Vec::new();
+    for (k, v) in table {
+        let text = match v {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                v.to_string()
+            }
+            _ => {
+                return Err(scenario
+                    .error_at(
+                        &format!("{field}.{k}"),
+                        format!("a {what} parameter is a string, number or boolean"),
+                    )
+                    .into());
+            }
+        };
+        probe(k, &text).map_err(|e| scenario.error_at(&format!("{field}.{k}"), e))?;
+        out.push((k.clone(), text));
+    }
+    Ok(out)
 }
 
 fn parse_options(
@@ -290,6 +331,7 @@ fn parse_options(
     flow: usize,
     q: &QuicFlow,
     factory: Option<&dyn SchedulerFactory>,
+    path_manager: Option<&dyn PathManagerFactory>,
 ) -> Result<Options, SimError> {
     let mut opts = Options::default();
     for (key, value) in &q.options {
@@ -316,13 +358,18 @@ fn parse_options(
                     )
                 });
             }
+            "initial_paths" => {
+                opts.first_path_only = match value.as_str() {
+                    Some("all") => false,
+                    Some("first") => true,
+                    _ => {
+                        return Err(scenario
+                            .error_at(&field, "`initial_paths` is \"all\" or \"first\"")
+                            .into());
+                    }
+                };
+            }
             "scheduler" => {
-                let table = value.as_table().ok_or_else(|| {
-                    scenario.error_at(
-                        &field,
-                        "`scheduler` must be a table of scheduler parameters, e.g. { weights = \"3,1\" }",
-                    )
-                })?;
                 let Some(factory) = factory else {
                     return Err(scenario
                         .error_at(
@@ -332,13 +379,24 @@ fn parse_options(
                         .into());
                 };
                 let mut probe = factory.build();
-                for (k, v) in table {
-                    let text = scheduler_param_text(scenario, &format!("{field}.{k}"), v)?;
-                    probe
-                        .configure(k, &text)
-                        .map_err(|e| scenario.error_at(&format!("{field}.{k}"), e))?;
-                    opts.scheduler.push((k.clone(), text));
-                }
+                opts.scheduler = parameter_table(scenario, &field, value, "scheduler", |k, v| {
+                    probe.configure(k, v)
+                })?;
+            }
+            "path_manager" => {
+                let Some(factory) = path_manager else {
+                    return Err(scenario
+                        .error_at(
+                            &field,
+                            "path manager parameters need one of polypath's path managers (`path_manager` = fullmesh, lamp5g, lamp5g_throughput or failover)",
+                        )
+                        .into());
+                };
+                let mut probe = factory.build();
+                opts.path_manager =
+                    parameter_table(scenario, &field, value, "path_manager", |k, v| {
+                        probe.configure(k, v)
+                    })?;
             }
             "scheduler_changes" => {
                 opts.scheduler_changes = parse_scheduler_changes(scenario, &field, value, factory)?;
@@ -348,7 +406,7 @@ fn parse_options(
                     .error_at(
                         &field,
                         format!(
-                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, scheduler, scheduler_changes"
+                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, initial_paths, scheduler, scheduler_changes, path_manager"
                         ),
                     )
                     .into());
@@ -368,26 +426,6 @@ pub(crate) struct SchedulerChange {
     pub at: SimTime,
     /// The parameters, in order.
     pub params: Vec<(String, String)>,
-}
-
-/// Reads a scheduler parameter value (string, number or boolean) as text.
-fn scheduler_param_text(
-    scenario: &Scenario,
-    field: &str,
-    v: &toml::Value,
-) -> Result<String, SimError> {
-    match v {
-        toml::Value::String(s) => Ok(s.clone()),
-        toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
-            Ok(v.to_string())
-        }
-        _ => Err(scenario
-            .error_at(
-                field,
-                "a scheduler parameter is a string, number or boolean",
-            )
-            .into()),
-    }
 }
 
 /// Parses `scheduler_changes = [{ at = "30s", weights = "2,3,1" }, ...]`: times must
@@ -435,15 +473,15 @@ fn parse_scheduler_changes(
                 .error_at(&format!("{item}.at"), "changes must be in time order")
                 .into());
         }
-        let mut params = Vec::new();
-        for (k, v) in table.iter().filter(|(k, _)| k.as_str() != "at") {
-            let f = format!("{item}.{k}");
-            let text = scheduler_param_text(scenario, &f, v)?;
-            probe
-                .configure(k, &text)
-                .map_err(|e| scenario.error_at(&f, e))?;
-            params.push((k.clone(), text));
-        }
+        let mut rest = table.clone();
+        rest.remove("at");
+        let params = parameter_table(
+            scenario,
+            &item,
+            &toml::Value::Table(rest),
+            "scheduler",
+            |k, v| probe.configure(k, v),
+        )?;
         changes.push(SchedulerChange { at, params });
     }
     Ok(changes)
@@ -499,6 +537,10 @@ pub(crate) struct Placement<'s> {
     pub extra_status: PathStatus,
     /// The client's path manager, if `path_manager` names one of polypath's.
     pub path_manager: Option<Arc<dyn PathManagerFactory>>,
+    /// Parameters for the client's path manager (`[flow.options] path_manager`).
+    pub path_manager_params: Vec<(String, String)>,
+    /// The client opens only the first path at the start (`initial_paths = "first"`).
+    pub first_path_only: bool,
     /// Adapter options.
     pub idle_timeout: Option<Option<Duration>>,
     /// Seeds of the client's and the server's randomness.
@@ -546,7 +588,13 @@ impl AgentFactory for QuicFactory {
             }
         };
         let (extra_status, path_manager) = path_manager_plan(scenario, flow, &q.path_manager)?;
-        let opts = parse_options(scenario, flow, q, scheduler.as_deref())?;
+        let opts = parse_options(
+            scenario,
+            flow,
+            q,
+            scheduler.as_deref(),
+            path_manager.as_deref(),
+        )?;
         if inst.paths.is_empty() {
             return Err(scenario
                 .error_at(
@@ -594,6 +642,8 @@ impl AgentFactory for QuicFactory {
                 .collect(),
             extra_status,
             path_manager,
+            path_manager_params: opts.path_manager.clone(),
+            first_path_only: opts.first_path_only,
             idle_timeout: opts.idle_timeout,
             seeds: (ctx.agent_seed(flow, idx, 0), ctx.agent_seed(flow, idx, 1)),
             common: Common {
@@ -721,8 +771,11 @@ impl QuicFactory {
             local,
             remote,
         });
-        client.extra_paths = p.paths[1..].to_vec();
+        if !p.first_path_only {
+            client.extra_paths = p.paths[1..].to_vec();
+        }
         client.extra_status = p.extra_status;
+        client.path_manager_params = p.path_manager_params.clone();
         Ok((Box::new(client), Box::new(server)))
     }
 }
@@ -1051,6 +1104,8 @@ struct QuicAgent {
     /// Client: paths still to open, and the status they get.
     extra_paths: Vec<(SocketAddr, SocketAddr)>,
     extra_status: PathStatus,
+    /// Client: parameters for its path manager, applied when it connects.
+    path_manager_params: Vec<(String, String)>,
     /// The connection is gone (closed, drained or never made).
     gone: bool,
     /// How many of the flow's scheduler changes this endpoint has applied.
@@ -1068,6 +1123,7 @@ impl QuicAgent {
             connect: None,
             extra_paths: Vec::new(),
             extra_status: PathStatus::Available,
+            path_manager_params: Vec::new(),
             gone: false,
             changes_applied: 0,
             out: VecDeque::new(),
@@ -1118,6 +1174,12 @@ impl QuicAgent {
                 Ok(h) => {
                     self.conn = Some(h);
                     self.configure_scheduler(h);
+                    if let Some(conn) = self.endpoint.connection_mut(h) {
+                        for (k, v) in &self.path_manager_params {
+                            // Checked when the flow was built.
+                            let _ = conn.configure_path_manager(k, v);
+                        }
+                    }
                 }
                 Err(e) => {
                     self.app.fail(format!("connect: {e}"));

@@ -162,7 +162,14 @@ impl PathTrigger for ThroughputTrigger {
 /// `trigger` (`rrc`, `throughput` or `both`: replaces the triggers by the built-in ones),
 /// `add_above_mbps` and `remove_below_mbps` (thresholds of the built-in throughput trigger,
 /// in effect whenever it is selected, in whichever order the parameters come),
-/// `split_window` (y/n), `locals` (socket addresses to open paths from), `remote`.
+/// `add_on` and `remove_on` (comma-separated RRC events of the built-in RRC trigger, e.g.
+/// `A4,B1` and `A2`; they also select it when no `trigger` was given), `split_window`
+/// (y/n), `locals` (socket addresses to open paths from), `remote`.
+///
+/// `add_on = "A1"` suits a UE with one modem per cell (the LAMP5G emulation of Section
+/// VI-B, two UE instances): the target cell is the *serving* cell of the modem that will
+/// carry the new path, so "target above the join threshold" is that modem's A1, the same
+/// measurement a single modem would report as A4.
 #[derive(Debug, Clone)]
 pub struct MakeBeforeBreak {
     triggers: Vec<Arc<dyn PathTrigger>>,
@@ -170,6 +177,8 @@ pub struct MakeBeforeBreak {
     builtin: Option<(bool, bool)>,
     /// Thresholds of the built-in throughput trigger.
     thresholds: ThroughputTrigger,
+    /// Events of the built-in RRC trigger.
+    rrc_events: RrcEventTrigger,
     locals: Vec<SocketAddr>,
     remote: Option<SocketAddr>,
     split_window: bool,
@@ -187,6 +196,7 @@ impl MakeBeforeBreak {
             triggers,
             builtin: None,
             thresholds: ThroughputTrigger::default(),
+            rrc_events: RrcEventTrigger::default(),
             locals: Vec::new(),
             remote: None,
             split_window: true,
@@ -400,6 +410,19 @@ impl PathManager for MakeBeforeBreak {
                 self.rebuild_triggers();
                 Ok(())
             }
+            "add_on" | "remove_on" => {
+                let events = parse_events(key, value)?;
+                if key == "add_on" {
+                    self.rrc_events.add_on = events;
+                } else {
+                    self.rrc_events.remove_on = events;
+                }
+                if self.builtin.is_none() {
+                    self.builtin = Some((true, false));
+                }
+                self.rebuild_triggers();
+                Ok(())
+            }
             "split_window" => {
                 self.split_window = parse_flag(key, value)?;
                 Ok(())
@@ -429,12 +452,33 @@ impl MakeBeforeBreak {
         };
         self.triggers.clear();
         if rrc {
-            self.triggers.push(Arc::new(RrcEventTrigger::default()));
+            self.triggers.push(Arc::new(self.rrc_events.clone()));
         }
         if throughput {
             self.triggers.push(Arc::new(self.thresholds));
         }
     }
+}
+
+/// Parses a comma-separated list of RRC events (`A1` ... `A5`, `B1`, `B2`; may be empty).
+fn parse_events(key: &str, value: &str) -> Result<Vec<MeasEvent>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.to_ascii_uppercase().as_str() {
+            "A1" => Ok(MeasEvent::A1),
+            "A2" => Ok(MeasEvent::A2),
+            "A3" => Ok(MeasEvent::A3),
+            "A4" => Ok(MeasEvent::A4),
+            "A5" => Ok(MeasEvent::A5),
+            "B1" => Ok(MeasEvent::B1),
+            "B2" => Ok(MeasEvent::B2),
+            _ => Err(format!(
+                "{key}: {s:?} is not an RRC event (A1 to A5, B1, B2)"
+            )),
+        })
+        .collect()
 }
 
 /// Builds [`MakeBeforeBreak`] path managers.
@@ -779,5 +823,36 @@ mod tests {
         pm.configure("trigger", "rrc").unwrap();
         assert_eq!(pm.triggers.len(), 1);
         assert!(pm.configure("hysteresis", "1").is_err());
+    }
+
+    #[test]
+    fn rrc_events_are_configurable() {
+        // One modem per cell: the target modem's A1 adds, the source modem's A2 removes.
+        let mut pm = MakeBeforeBreak::new(Vec::new());
+        pm.configure("add_on", "a1").unwrap();
+        assert_eq!(pm.triggers.len(), 1, "add_on selects the RRC trigger");
+        let verdict = |pm: &MakeBeforeBreak, e| pm.triggers[0].verdict(&rrc(e));
+        assert!(matches!(
+            verdict(&pm, MeasEvent::A1),
+            Some(TriggerVerdict::Add { .. })
+        ));
+        assert_eq!(verdict(&pm, MeasEvent::A4), None);
+        assert!(matches!(
+            verdict(&pm, MeasEvent::A2),
+            Some(TriggerVerdict::Remove { .. })
+        ));
+        pm.configure("remove_on", "A2, A5").unwrap();
+        assert!(matches!(
+            verdict(&pm, MeasEvent::A5),
+            Some(TriggerVerdict::Remove { .. })
+        ));
+        // Switching to both triggers keeps the configured events.
+        pm.configure("trigger", "both").unwrap();
+        assert!(matches!(
+            verdict(&pm, MeasEvent::A1),
+            Some(TriggerVerdict::Add { .. })
+        ));
+        assert!(pm.configure("add_on", "A6").is_err());
+        assert!(pm.configure("remove_on", "A2,x").is_err());
     }
 }

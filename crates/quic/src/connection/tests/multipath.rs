@@ -229,3 +229,47 @@ fn backup_path_is_used_only_when_the_primary_cannot_send() {
         .and_then(|p| p.snapshot.peer_status);
     assert_eq!(peer_status, Some(PathStatus::Backup));
 }
+
+#[test]
+fn wrr_weights_change_at_run_time_through_the_connection() {
+    // True WRR, weights 1:1 from the factory; the application re-weights the paths of a
+    // live connection with `Connection::configure_scheduler`, between two transfers. The
+    // second path is 30 ms slower, so only the weights can explain the proportions.
+    let (mut pair, id) = two_paths(Arc::new(crate::sched::WrrFactory::new()));
+    pair.extra_delay
+        .insert(client_addr2(), Duration::from_millis(30));
+    let ratio_after = |pair: &mut Pair, weights: Option<&str>| {
+        if let Some(w) = weights {
+            assert_eq!(pair.client().configure_scheduler("weights", w), Ok(()));
+        }
+        let before = (
+            bytes_on(pair.client(), PathId::ZERO),
+            bytes_on(pair.client(), id),
+        );
+        let got = pair.transfer(2_000_000, Duration::from_secs(30));
+        assert!(got == expected_payload(2_000_000));
+        let sent = (
+            bytes_on(pair.client(), PathId::ZERO) - before.0,
+            bytes_on(pair.client(), id) - before.1,
+        );
+        sent.0 as f64 / sent.1 as f64
+    };
+    let even = ratio_after(&mut pair, None);
+    let three_to_one = ratio_after(&mut pair, Some("3,1"));
+    let one_to_three = ratio_after(&mut pair, Some("1,3"));
+    println!(
+        "payload bytes path 0 / path 1: 1:1 {even:.3}, 3:1 {three_to_one:.3}, 1:3 {one_to_three:.3}"
+    );
+    assert!((0.9..1.1).contains(&even), "1:1 gave {even}");
+    assert!(
+        (2.7..3.3).contains(&three_to_one),
+        "3:1 gave {three_to_one}"
+    );
+    assert!(
+        (1.0 / 3.3..1.0 / 2.7).contains(&one_to_three),
+        "1:3 gave {one_to_three}"
+    );
+    // A bad value is refused and changes nothing.
+    assert!(pair.client().configure_scheduler("weights", "0,1").is_err());
+    assert_eq!(pair.client().scheduler_name(), "wrr");
+}
