@@ -741,7 +741,15 @@ impl QuicFactory {
             Arc::new(t)
         };
         let mut server_config = ServerConfig::new(server_tls);
-        server_config.transport = transport(server_cc);
+        let mut server_transport = transport(server_cc);
+        // The LAMP5G window split (Section V-C) must reach the sender: the server runs the
+        // same path manager, which splits at the validation of each path the client adds.
+        let split_at_server =
+            p.path_manager.is_some() && q.path_manager.to_ascii_lowercase().starts_with("lamp5g");
+        if let Some(pm) = p.path_manager.as_ref().filter(|_| split_at_server) {
+            Arc::make_mut(&mut server_transport).path_manager = pm.clone();
+        }
+        server_config.transport = server_transport;
         let mut client_config = ClientConfig::new(client_tls);
         let mut client_transport = transport(client_cc);
         if let Some(pm) = &p.path_manager {
@@ -755,11 +763,14 @@ impl QuicFactory {
             client_ep.qlog = self.qlog(name, p.index, "client")?;
             server_ep.qlog = self.qlog(name, p.index, "server")?;
         }
-        let server = QuicAgent::new(
+        let mut server = QuicAgent::new(
             Side::Server,
             Endpoint::new(server_ep, Some(server_config)),
             p.common.clone(),
         );
+        if split_at_server {
+            server.path_manager_params = vec![("split_peer_paths".into(), "y".into())];
+        }
         let mut client = QuicAgent::new(
             Side::Client,
             Endpoint::new(client_ep, None),
@@ -1154,6 +1165,15 @@ impl QuicAgent {
             .map(|c| c.at)
     }
 
+    fn configure_path_manager(&mut self, h: ConnectionHandle) {
+        if let Some(conn) = self.endpoint.connection_mut(h) {
+            for (k, v) in &self.path_manager_params {
+                // Checked when the flow was built.
+                let _ = conn.configure_path_manager(k, v);
+            }
+        }
+    }
+
     fn configure_scheduler(&mut self, h: ConnectionHandle) {
         if let Some(conn) = self.endpoint.connection_mut(h) {
             for (k, v) in &self.app.c.scheduler_params {
@@ -1174,12 +1194,7 @@ impl QuicAgent {
                 Ok(h) => {
                     self.conn = Some(h);
                     self.configure_scheduler(h);
-                    if let Some(conn) = self.endpoint.connection_mut(h) {
-                        for (k, v) in &self.path_manager_params {
-                            // Checked when the flow was built.
-                            let _ = conn.configure_path_manager(k, v);
-                        }
-                    }
+                    self.configure_path_manager(h);
                 }
                 Err(e) => {
                     self.app.fail(format!("connect: {e}"));
@@ -1191,6 +1206,7 @@ impl QuicAgent {
             self.conn = self.endpoint.accept();
             if let Some(h) = self.conn {
                 self.configure_scheduler(h);
+                self.configure_path_manager(h);
             }
         }
         let Some(h) = self.conn else {

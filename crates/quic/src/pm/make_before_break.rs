@@ -14,7 +14,7 @@ use crate::error::TransportErrorCode;
 use crate::sched::{PathEvent, PathSnapshot, PathState, PathStatus, parse_flag};
 use crate::shared::PathId;
 use polypath_link::{LinkEvent, LinkEventKind, MeasEvent};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -164,7 +164,14 @@ impl PathTrigger for ThroughputTrigger {
 /// in effect whenever it is selected, in whichever order the parameters come),
 /// `add_on` and `remove_on` (comma-separated RRC events of the built-in RRC trigger, e.g.
 /// `A4,B1` and `A2`; they also select it when no `trigger` was given), `split_window`
-/// (y/n), `locals` (socket addresses to open paths from), `remote`.
+/// (y/n), `split_peer_paths` (y/n, below), `locals` (socket addresses to open paths from),
+/// `remote`.
+///
+/// `split_peer_paths = y` is for the endpoint that *sends* the data but does not manage the
+/// paths, such as the server of a download whose client runs the handover: paths reach it
+/// opened by the peer, so it never adds one itself, yet its windows are the ones that
+/// matter. With it, every path the peer opened is split with the local path of the largest
+/// window when it is validated, as the client does for the paths it adds (Section V-C).
 ///
 /// `add_on = "A1"` suits a UE with one modem per cell (the LAMP5G emulation of Section
 /// VI-B, two UE instances): the target cell is the *serving* cell of the modem that will
@@ -182,6 +189,10 @@ pub struct MakeBeforeBreak {
     locals: Vec<SocketAddr>,
     remote: Option<SocketAddr>,
     split_window: bool,
+    /// Also split at the validation of paths the peer opened.
+    split_peer_paths: bool,
+    /// Paths the peer opened that are not validated yet (with `split_peer_paths`).
+    peer_paths: BTreeSet<PathId>,
     /// Interfaces with a path being added, and its ID once opened.
     additions: BTreeMap<IpAddr, Option<PathId>>,
     /// Interfaces whose paths wait for a replacement before they are removed, with the
@@ -200,6 +211,8 @@ impl MakeBeforeBreak {
             locals: Vec::new(),
             remote: None,
             split_window: true,
+            split_peer_paths: false,
+            peer_paths: BTreeSet::new(),
             additions: BTreeMap::new(),
             removals: BTreeMap::new(),
         }
@@ -282,7 +295,11 @@ impl MakeBeforeBreak {
     ) {
         let source = paths
             .iter()
-            .filter(|p| p.id != id && p.local.ip() != ip && p.state == PathState::Validated)
+            .filter(|p| {
+                p.id != id
+                    && (p.local.ip() != ip || self.split_peer_paths)
+                    && p.state == PathState::Validated
+            })
             .max_by(|a, b| a.cwnd.cmp(&b.cwnd).then(b.id.cmp(&a.id)));
         let Some(source) = source else {
             return;
@@ -340,6 +357,9 @@ impl PathManager for MakeBeforeBreak {
                     && slot.is_none()
                 {
                     *slot = Some(*id);
+                } else if self.split_peer_paths && paths.iter().any(|p| p.id != *id) {
+                    // Not one of ours, and not the connection's first path.
+                    self.peer_paths.insert(*id);
                 }
             }
             PathEvent::Validated(id) => {
@@ -350,12 +370,18 @@ impl PathManager for MakeBeforeBreak {
                     if self.split_window {
                         self.split_window(*id, ip, paths, actions);
                     }
+                } else if let Some(ip) = ip_of(*id)
+                    && self.peer_paths.remove(id)
+                    && self.split_window
+                {
+                    self.split_window(*id, ip, paths, actions);
                 }
                 self.process_removals(paths, actions);
             }
             PathEvent::Abandoned(id) => {
                 // A path being added that failed validation: a later trigger may try again.
                 self.additions.retain(|_, slot| *slot != Some(*id));
+                self.peer_paths.remove(id);
             }
             _ => {}
         }
@@ -425,6 +451,10 @@ impl PathManager for MakeBeforeBreak {
             }
             "split_window" => {
                 self.split_window = parse_flag(key, value)?;
+                Ok(())
+            }
+            "split_peer_paths" => {
+                self.split_peer_paths = parse_flag(key, value)?;
                 Ok(())
             }
             "locals" => {
@@ -568,6 +598,34 @@ mod tests {
         let mut p = path_on(id, local, 14_720);
         p.state = PathState::Validating;
         p
+    }
+
+    #[test]
+    fn the_sending_peer_splits_its_window_with_paths_the_client_opens() {
+        let now = Instant::now();
+        // A server: every path has its one local address; the client opens path 1.
+        let mut pm = MakeBeforeBreak::new(vec![Arc::new(RrcEventTrigger::default())]);
+        let mut out = Vec::new();
+        let mut paths = vec![path_on(0, "10.9.0.2:4433", 800_001)];
+        pm.on_path_event(now, &PathEvent::Opened(PathId(0)), &paths, &mut out);
+        paths.push(validating(1, "10.9.0.2:4433"));
+        pm.on_path_event(now, &PathEvent::Opened(PathId(1)), &paths, &mut out);
+        paths[1].state = PathState::Validated;
+        pm.on_path_event(now, &PathEvent::Validated(PathId(1)), &paths, &mut out);
+        assert!(out.is_empty(), "off by default: {out:?}");
+        pm.configure("split_peer_paths", "y").unwrap();
+        paths.push(validating(2, "10.9.0.2:4433"));
+        pm.on_path_event(now, &PathEvent::Opened(PathId(2)), &paths, &mut out);
+        paths[2].state = PathState::Validated;
+        pm.on_path_event(now, &PathEvent::Validated(PathId(2)), &paths, &mut out);
+        let windows: Vec<_> = out
+            .iter()
+            .map(|a| match a {
+                PathAction::SetWindow { path, bytes, .. } => (path.0, *bytes),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(windows, vec![(2, 400_000), (0, 400_001)]);
     }
 
     #[test]
