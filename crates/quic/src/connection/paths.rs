@@ -380,7 +380,7 @@ impl Connection {
         self.paths.insert(id, path);
         self.scheduler.on_path_event(now, &PathEvent::Opened(id));
         self.events.push_back(Event::Path(PathEvent::Opened(id)));
-        self.qlog_event(now, "path_assigned", json!({"path_id": id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "local"}));
+        self.qlog_tuple_assigned(now, id, local, remote);
         Ok(id)
     }
 

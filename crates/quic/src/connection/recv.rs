@@ -407,7 +407,7 @@ impl Connection {
             .on_path_event(now, &PathEvent::Opened(path_id));
         self.events
             .push_back(Event::Path(PathEvent::Opened(path_id)));
-        self.qlog_event(now, "path_assigned", json!({"path_id": path_id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "remote"}));
+        self.qlog_tuple_assigned(now, path_id, local, remote);
         Ok(())
     }
 
