@@ -14,6 +14,8 @@ demo: build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p polypath-sim --features noq --all-targets -- -D warnings
 
 test: lint
 	$(CARGO) test --workspace
+	$(CARGO) test -p polypath-sim --features noq --test quic

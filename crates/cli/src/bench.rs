@@ -117,7 +117,10 @@ fn print_human(r: &LoopbackReport) {
     println!("{} bytes over loopback UDP", r.size_bytes);
     println!(
         "polypath 1 path : {:8.1} Mbit/s ({:.3} s, {} packets, {} lost)",
-        r.polypath.goodput_mbps, r.polypath.seconds, r.polypath.packets_sent, r.polypath.packets_lost
+        r.polypath.goodput_mbps,
+        r.polypath.seconds,
+        r.polypath.packets_sent,
+        r.polypath.packets_lost
     );
     println!(
         "noq             : {:8.1} Mbit/s ({:.3} s, {} packets, {} lost)",
@@ -135,7 +138,10 @@ fn print_human(r: &LoopbackReport) {
 async fn loopback(args: &LoopbackArgs) -> Result<LoopbackReport, String> {
     let runs = if args.paths == 2 { 3 } else { 2 };
     let label = |i: usize, what: &str| {
-        eprint!("bench loopback [{i}/{runs}] {what}, {} bytes ... ", args.size);
+        eprint!(
+            "bench loopback [{i}/{runs}] {what}, {} bytes ... ",
+            args.size
+        );
     };
     let done = |m: &Measurement| {
         eprintln!("{:.1} Mbit/s in {:.3} s", m.goodput_mbps, m.seconds);
@@ -173,7 +179,8 @@ async fn loopback(args: &LoopbackArgs) -> Result<LoopbackReport, String> {
 }
 
 fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    s.parse()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
 }
 
 fn random_block() -> Bytes {
@@ -262,7 +269,10 @@ async fn polypath_run(
     send.finish().map_err(|e| e.to_string())?;
     let (received, end) = receiver.await.map_err(|e| e.to_string())??;
     if received != args.size {
-        return Err(format!("polypath delivered {received} of {} bytes", args.size));
+        return Err(format!(
+            "polypath delivered {received} of {} bytes",
+            args.size
+        ));
     }
     let report = SenderReport::of(&conn);
     conn.close(0, b"done");
@@ -283,16 +293,18 @@ async fn polypath_run(
 fn noq_transport() -> Arc<noq::TransportConfig> {
     let defaults = TransportConfig::default();
     let mut t = noq::TransportConfig::default();
-    t.stream_receive_window(noq::VarInt::from_u64(defaults.stream_receive_window).unwrap_or(noq::VarInt::MAX))
-        .receive_window(noq::VarInt::from_u64(defaults.receive_window).unwrap_or(noq::VarInt::MAX))
-        .send_window(defaults.send_window);
+    t.stream_receive_window(
+        noq::VarInt::from_u64(defaults.stream_receive_window).unwrap_or(noq::VarInt::MAX),
+    )
+    .receive_window(noq::VarInt::from_u64(defaults.receive_window).unwrap_or(noq::VarInt::MAX))
+    .send_window(defaults.send_window);
     Arc::new(t)
 }
 
 async fn noq_run(size: u64, block: &Bytes) -> Result<Measurement, String> {
     let (client_tls, server_tls) = tls()?;
-    let server_crypto = noq::crypto::rustls::QuicServerConfig::try_from(server_tls)
-        .map_err(|e| e.to_string())?;
+    let server_crypto =
+        noq::crypto::rustls::QuicServerConfig::try_from(server_tls).map_err(|e| e.to_string())?;
     let mut server_config = noq::ServerConfig::with_crypto(Arc::new(server_crypto));
     server_config.transport_config(noq_transport());
     let server = noq::Endpoint::server(server_config, addr("127.0.0.1:0"))
@@ -319,11 +331,12 @@ async fn noq_run(size: u64, block: &Bytes) -> Result<Measurement, String> {
         server.wait_idle().await;
         Ok::<_, String>((received, end))
     });
-    let client_crypto = noq::crypto::rustls::QuicClientConfig::try_from(client_tls)
-        .map_err(|e| e.to_string())?;
+    let client_crypto =
+        noq::crypto::rustls::QuicClientConfig::try_from(client_tls).map_err(|e| e.to_string())?;
     let mut client_config = noq::ClientConfig::new(Arc::new(client_crypto));
     client_config.transport_config(noq_transport());
-    let client = noq::Endpoint::client(addr("127.0.0.1:0")).map_err(|e| format!("noq client: {e}"))?;
+    let client =
+        noq::Endpoint::client(addr("127.0.0.1:0")).map_err(|e| format!("noq client: {e}"))?;
     let conn = client
         .connect_with(client_config, server_addr, "localhost")
         .map_err(|e| e.to_string())?

@@ -187,7 +187,9 @@ pub async fn open_paths(conn: &Connection, locals: &[SocketAddr]) -> Result<(), 
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(format!("connection lost while opening paths: {e}")),
             Err(_) => {
-                eprintln!("warning: {pending} path(s) not validated after {PATH_VALIDATION_WAIT:?}; starting anyway");
+                eprintln!(
+                    "warning: {pending} path(s) not validated after {PATH_VALIDATION_WAIT:?}; starting anyway"
+                );
                 return Ok(());
             }
         }
@@ -252,7 +254,8 @@ async fn run_transfer(
             })
             .await?;
             if let Some(mut w) = out {
-                w.flush().map_err(|e| format!("writing the output file: {e}"))?;
+                w.flush()
+                    .map_err(|e| format!("writing the output file: {e}"))?;
             }
             let trailer = read_exact(&mut recv, DIGEST_LEN).await?;
             let seconds = start.elapsed().as_secs_f64();
@@ -281,7 +284,11 @@ async fn run_transfer(
 }
 
 /// Sends a file of `size` bytes; returns its SHA-256.
-async fn send_file(send: &mut SendStream, path: &Path, size: u64) -> Result<[u8; DIGEST_LEN], String> {
+async fn send_file(
+    send: &mut SendStream,
+    path: &Path,
+    size: u64,
+) -> Result<[u8; DIGEST_LEN], String> {
     let mut file = tokio::fs::File::open(path)
         .await
         .map_err(|e| format!("{}: {e}", path.display()))?;

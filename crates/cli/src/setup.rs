@@ -40,12 +40,13 @@ impl TransportArgs {
                 self.scheduler
             )
         })?;
-        let congestion_controller = polypath_quic::cc::factory_by_name(&self.cc).ok_or_else(|| {
-            format!(
-                "unknown congestion controller {:?} (known: cubic, newreno, bbr, lia, olia)",
-                self.cc
-            )
-        })?;
+        let congestion_controller =
+            polypath_quic::cc::factory_by_name(&self.cc).ok_or_else(|| {
+                format!(
+                    "unknown congestion controller {:?} (known: cubic, newreno, bbr, lia, olia)",
+                    self.cc
+                )
+            })?;
         Ok(Arc::new(TransportConfig {
             scheduler,
             congestion_controller,
@@ -58,8 +59,8 @@ impl TransportArgs {
     pub fn endpoint(&self) -> Result<EndpointConfig, String> {
         let mut config = EndpointConfig::random();
         if let Some(dir) = &self.qlog {
-            let qlog = QlogDir::new(dir)
-                .map_err(|e| format!("qlog directory {}: {e}", dir.display()))?;
+            let qlog =
+                QlogDir::new(dir).map_err(|e| format!("qlog directory {}: {e}", dir.display()))?;
             config.qlog = Some(Arc::new(qlog));
         }
         Ok(config)
@@ -97,8 +98,13 @@ pub fn server_tls(
         }
         _ => return Err("--cert and --key go together".into()),
     };
-    let config = server_config(chain, key, vec![crate::transfer::ALPN.to_vec()], keylog_enabled())
-        .map_err(|e| e.to_string())?;
+    let config = server_config(
+        chain,
+        key,
+        vec![crate::transfer::ALPN.to_vec()],
+        keylog_enabled(),
+    )
+    .map_err(|e| e.to_string())?;
     Ok((config, generated))
 }
 
@@ -140,9 +146,11 @@ pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, Stri
     } else if verify.insecure {
         ServerVerification::Insecure
     } else {
-        return Err("cannot verify the server: pass --pin FILE (the server's self-signed certificate, \
+        return Err(
+            "cannot verify the server: pass --pin FILE (the server's self-signed certificate, \
              see `polypath server --cert-out`), --ca FILE, or --insecure"
-            .into());
+                .into(),
+        );
     };
     client_config(
         vec![crate::transfer::ALPN.to_vec()],

@@ -170,10 +170,7 @@ pub async fn read_exact(recv: &mut RecvStream, len: usize) -> Result<Vec<u8>, St
         match recv.read_chunk(len - out.len()).await {
             Ok(Some(chunk)) => out.extend_from_slice(&chunk),
             Ok(None) => {
-                return Err(format!(
-                    "stream ended after {} of {len} bytes",
-                    out.len()
-                ));
+                return Err(format!("stream ended after {} of {len} bytes", out.len()));
             }
             Err(e) => return Err(format!("read failed: {e}")),
         }

@@ -254,13 +254,19 @@ impl Connection {
     /// to the peer's address, and returns its ID; validation then runs in the background
     /// (watch [`Connection::path_event`] or [`Connection::paths`]). Waits for the handshake
     /// to be confirmed and, for up to two seconds, for connection IDs for a new path.
-    pub async fn open_path(&self, local: SocketAddr, status: PathStatus) -> Result<PathId, PathError> {
+    pub async fn open_path(
+        &self,
+        local: SocketAddr,
+        status: PathStatus,
+    ) -> Result<PathId, PathError> {
         let attempt = poll_fn(|cx| self.poll_open_path(cx, local, status));
         match tokio::time::timeout(PATH_ID_WAIT, attempt).await {
             Ok(result) => result,
             Err(_) => self
                 .with(|(conn, _, driver)| {
-                    let remote = conn.remote_address().ok_or(PathError::Open(OpenPathError::Closed))?;
+                    let remote = conn
+                        .remote_address()
+                        .ok_or(PathError::Open(OpenPathError::Closed))?;
                     let id = conn
                         .open_path(Instant::now(), local, remote, status)
                         .map_err(PathError::Open)?;
@@ -284,7 +290,9 @@ impl Connection {
         };
         let h = self.inner.handle;
         let (Some(conn), Some(w)) = (state.quic.connection_mut(h), state.conns.get_mut(&h)) else {
-            return Poll::Ready(Err(PathError::ConnectionLost(ConnectionError::LocallyClosed)));
+            return Poll::Ready(Err(PathError::ConnectionLost(
+                ConnectionError::LocallyClosed,
+            )));
         };
         if let Some(e) = &w.lost {
             return Poll::Ready(Err(PathError::ConnectionLost(e.clone())));
@@ -372,7 +380,9 @@ impl Connection {
 
     /// The peer's address on the first open path.
     pub fn remote_address(&self) -> Option<SocketAddr> {
-        self.with(|(conn, _, _)| conn.remote_address()).ok().flatten()
+        self.with(|(conn, _, _)| conn.remote_address())
+            .ok()
+            .flatten()
     }
 
     /// Name of the packet scheduler in use.
@@ -464,22 +474,23 @@ impl SendStream {
     /// returns how many bytes were taken.
     pub async fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
         poll_fn(|cx| {
-            self.conn.poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
-                if let Some(e) = &w.lost {
-                    return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
-                }
-                match conn.write(self.id, data) {
-                    Ok(n) => {
-                        wake(driver);
-                        Poll::Ready(Ok(n))
+            self.conn
+                .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
                     }
-                    Err(CoreWriteError::Blocked) => {
-                        w.writers.insert(self.id, cx.waker().clone());
-                        Poll::Pending
+                    match conn.write(self.id, data) {
+                        Ok(n) => {
+                            wake(driver);
+                            Poll::Ready(Ok(n))
+                        }
+                        Err(CoreWriteError::Blocked) => {
+                            w.writers.insert(self.id, cx.waker().clone());
+                            Poll::Pending
+                        }
+                        Err(e) => Poll::Ready(Err(write_error(e))),
                     }
-                    Err(e) => Poll::Ready(Err(write_error(e))),
-                }
-            })
+                })
         })
         .await
     }
@@ -497,22 +508,23 @@ impl SendStream {
     pub async fn write_chunk(&mut self, mut data: Bytes) -> Result<(), WriteError> {
         while !data.is_empty() {
             poll_fn(|cx| {
-                self.conn.poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
-                    if let Some(e) = &w.lost {
-                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
-                    }
-                    match conn.write_bytes(self.id, &mut data) {
-                        Ok(_) => {
-                            wake(driver);
-                            Poll::Ready(Ok(()))
+                self.conn
+                    .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
+                        if let Some(e) = &w.lost {
+                            return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
                         }
-                        Err(CoreWriteError::Blocked) => {
-                            w.writers.insert(self.id, cx.waker().clone());
-                            Poll::Pending
+                        match conn.write_bytes(self.id, &mut data) {
+                            Ok(_) => {
+                                wake(driver);
+                                Poll::Ready(Ok(()))
+                            }
+                            Err(CoreWriteError::Blocked) => {
+                                w.writers.insert(self.id, cx.waker().clone());
+                                Poll::Pending
+                            }
+                            Err(e) => Poll::Ready(Err(write_error(e))),
                         }
-                        Err(e) => Poll::Ready(Err(write_error(e))),
-                    }
-                })
+                    })
             })
             .await?;
         }
@@ -546,20 +558,21 @@ impl SendStream {
     /// [`SendStream::finish`]).
     pub async fn finished(&mut self) -> Result<(), WriteError> {
         poll_fn(|cx| {
-            self.conn.poll_with(WriteError::ConnectionLost, |(conn, w, _)| {
-                if w.finished.remove(&self.id) {
-                    return Poll::Ready(Ok(()));
-                }
-                if let Some(e) = &w.lost {
-                    return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
-                }
-                // A write of nothing reports whether the peer stopped the stream.
-                if let Err(CoreWriteError::Stopped(code)) = conn.write(self.id, &[]) {
-                    return Poll::Ready(Err(WriteError::Stopped(code)));
-                }
-                w.finishers.insert(self.id, cx.waker().clone());
-                Poll::Pending
-            })
+            self.conn
+                .poll_with(WriteError::ConnectionLost, |(conn, w, _)| {
+                    if w.finished.remove(&self.id) {
+                        return Poll::Ready(Ok(()));
+                    }
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+                    }
+                    // A write of nothing reports whether the peer stopped the stream.
+                    if let Err(CoreWriteError::Stopped(code)) = conn.write(self.id, &[]) {
+                        return Poll::Ready(Err(WriteError::Stopped(code)));
+                    }
+                    w.finishers.insert(self.id, cx.waker().clone());
+                    Poll::Pending
+                })
         })
         .await
     }
@@ -592,26 +605,27 @@ impl RecvStream {
     /// `Ok(None)` at the end of the stream.
     pub async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, ReadError> {
         poll_fn(|cx| {
-            self.conn.poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
-                match conn.read(self.id, max) {
-                    Ok(chunk) => {
-                        // Reading may open flow-control windows (MAX_STREAM_DATA).
-                        wake(driver);
-                        Poll::Ready(Ok(chunk))
-                    }
-                    Err(CoreReadError::Blocked) => {
-                        if let Some(e) = &w.lost {
-                            return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
+            self.conn
+                .poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
+                    match conn.read(self.id, max) {
+                        Ok(chunk) => {
+                            // Reading may open flow-control windows (MAX_STREAM_DATA).
+                            wake(driver);
+                            Poll::Ready(Ok(chunk))
                         }
-                        w.readers.insert(self.id, cx.waker().clone());
-                        Poll::Pending
+                        Err(CoreReadError::Blocked) => {
+                            if let Some(e) = &w.lost {
+                                return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
+                            }
+                            w.readers.insert(self.id, cx.waker().clone());
+                            Poll::Pending
+                        }
+                        Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
+                        Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
+                            Poll::Ready(Err(ReadError::ClosedStream))
+                        }
                     }
-                    Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
-                    Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
-                        Poll::Ready(Err(ReadError::ClosedStream))
-                    }
-                }
-            })
+                })
         })
         .await
     }

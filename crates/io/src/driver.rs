@@ -120,7 +120,11 @@ impl Driver {
                 let now = Instant::now();
                 for (meta, slot) in self.recv.meta.iter().zip(&self.recv.slots).take(count) {
                     let local = local_address(&socket, meta);
-                    let stride = if meta.stride == 0 { meta.len } else { meta.stride };
+                    let stride = if meta.stride == 0 {
+                        meta.len
+                    } else {
+                        meta.stride
+                    };
                     for datagram in slot[..meta.len].chunks(stride.max(1)) {
                         let data = BytesMut::from(datagram);
                         if let Some(h) = state.quic.handle(now, local, meta.addr, data)

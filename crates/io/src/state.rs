@@ -94,7 +94,9 @@ impl State {
             .or_else(|| {
                 self.sockets.iter().find(|s| {
                     let l = s.local_addr();
-                    l.ip().is_unspecified() && l.port() == addr.port() && l.is_ipv4() == addr.is_ipv4()
+                    l.ip().is_unspecified()
+                        && l.port() == addr.port()
+                        && l.is_ipv4() == addr.is_ipv4()
                 })
             })
     }

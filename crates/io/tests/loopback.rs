@@ -1,6 +1,6 @@
 //! The driver over real loopback UDP: streams, datagrams, paths, close, qlog.
 
-use polypath_io::{Connection, Endpoint, PathStatus};
+use polypath_io::{Connection, Endpoint};
 use polypath_quic::crypto::{
     ServerVerification, client_config, self_signed_certificate, server_config,
 };
@@ -24,9 +24,14 @@ fn transport(multipath: bool) -> Arc<TransportConfig> {
 }
 
 /// A server endpoint on 127.0.0.1 and a client endpoint on `client_locals`.
-fn pair(client_locals: &[&str], multipath: bool, qlog: Option<polypath_io::QlogDir>) -> (Endpoint, Endpoint, ClientConfig) {
+fn pair(
+    client_locals: &[&str],
+    multipath: bool,
+    qlog: Option<polypath_io::QlogDir>,
+) -> (Endpoint, Endpoint, ClientConfig) {
     let cert = self_signed_certificate(&["localhost".into()]).unwrap();
-    let server_tls = server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap();
+    let server_tls =
+        server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap();
     let client_tls = client_config(
         vec![ALPN.to_vec()],
         ServerVerification::Pinned(cert.chain[0].clone()),
@@ -47,7 +52,11 @@ fn pair(client_locals: &[&str], multipath: bool, qlog: Option<polypath_io::QlogD
     (server, client, cc)
 }
 
-async fn connect(server: &Endpoint, client: &Endpoint, cc: ClientConfig) -> (Connection, Connection) {
+async fn connect(
+    server: &Endpoint,
+    client: &Endpoint,
+    cc: ClientConfig,
+) -> (Connection, Connection) {
     let server_addr = server.local_addrs()[0];
     let (c, s) = tokio::join!(client.connect(cc, server_addr, "localhost"), async {
         let s = server.accept().await.unwrap();
@@ -77,5 +86,7 @@ async fn bulk_upload_over_one_stream() {
     send.finished().await.unwrap();
     c.close(0, b"done");
     drop((send, _recv, c));
-    tokio::time::timeout(Duration::from_secs(5), client.wait_idle()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), client.wait_idle())
+        .await
+        .unwrap();
 }

@@ -1,6 +1,7 @@
 //! Configuration of endpoints and connections.
 
 use crate::cc::{ControllerFactory, CubicConfig};
+use crate::pm::{ManualFactory, PathManagerFactory};
 use crate::qlog::QlogFactory;
 use crate::sched::{MinRttFactory, SchedulerFactory};
 use std::fmt;
@@ -64,6 +65,9 @@ pub struct TransportConfig {
     pub congestion_controller: Arc<dyn ControllerFactory>,
     /// Packet scheduler of each connection.
     pub scheduler: Arc<dyn SchedulerFactory>,
+    /// Path manager of each connection (default: [`crate::pm::Manual`], paths change only
+    /// when the application asks).
+    pub path_manager: Arc<dyn PathManagerFactory>,
     /// Persistent congestion threshold (RFC 9002 section 7.6.1, recommended 3).
     pub persistent_congestion_threshold: u32,
 }
@@ -102,6 +106,7 @@ impl Default for TransportConfig {
             initial_max_path_id: None,
             congestion_controller: Arc::new(CubicConfig::default()),
             scheduler: Arc::new(MinRttFactory),
+            path_manager: Arc::new(ManualFactory),
             persistent_congestion_threshold: 3,
         }
     }

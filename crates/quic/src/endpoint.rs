@@ -378,6 +378,23 @@ impl Endpoint {
         self.initial_map.retain(|_, h| *h != handle);
     }
 
+    /// Gives a link-layer event to every connection of this endpoint (see
+    /// [`Connection::handle_link_event`]); `local` is the local IP address of the interface
+    /// the event concerns.
+    pub fn handle_link_event(
+        &mut self,
+        now: Instant,
+        event: &polypath_link::LinkEvent,
+        local: Option<std::net::IpAddr>,
+    ) {
+        for h in self.connection_handles() {
+            if let Some(conn) = self.connections.get_mut(&h) {
+                conn.handle_link_event(now, event, local);
+            }
+            self.drain_endpoint_events(h);
+        }
+    }
+
     /// Writes the next datagram to send into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let Some((t, data)) = self.stateless.pop_front() {

@@ -522,9 +522,19 @@ pub struct AckEncoded {
     pub largest: u64,
 }
 
+/// Most ACK Ranges after the first that one ACK frame carries. Without this limit a
+/// receiver whose ACK frames are never acknowledged (it sends nothing ack-eliciting, as
+/// in a one-way transfer) reports every gap since the start, and its ACK frames grow to
+/// fill whole packets; the older ranges were reported in earlier frames.
+//= https://www.rfc-editor.org/rfc/rfc9000#section-13.2.3
+//# A receiver limits the number of ACK Ranges ({{ack-ranges}}) it remembers and
+//# sends in ACK frames, both to limit the size of ACK frames and to avoid resource
+//# exhaustion.
+pub const MAX_ACK_RANGES: usize = 64;
+
 /// Writes an ACK (or, with `path_id`, a PATH_ACK) frame acknowledging the packet numbers
-/// in `ranges`, highest ranges first, using at most `max_len` bytes: lower ranges that do
-/// not fit are left out.
+/// in `ranges`, highest ranges first, using at most `max_len` bytes and
+/// [`MAX_ACK_RANGES`] ranges after the first: lower ranges that do not fit are left out.
 ///
 /// `ack_delay` is the ACK Delay field value (already divided by 2^ack_delay_exponent).
 /// Returns `None`, writing nothing, if `ranges` is empty, if its largest value is not below
@@ -572,7 +582,9 @@ pub fn encode_ack<B: BufMut + ?Sized>(
         let gap = prev_smallest - r.end - 1;
         let len = r.end - 1 - r.start;
         let size = VarInt::encoded_size(gap) + VarInt::encoded_size(len);
-        if fixed + VarInt::encoded_size(count as u64 + 1) + body + size > max_len {
+        if count == MAX_ACK_RANGES
+            || fixed + VarInt::encoded_size(count as u64 + 1) + body + size > max_len
+        {
             break;
         }
         count += 1;
@@ -1717,6 +1729,23 @@ mod tests {
             })
         );
         assert_eq!(path.ranges().count(), 3);
+    }
+
+    #[test]
+    fn ack_carries_at_most_max_ack_ranges() {
+        let mut set = RangeSet::new();
+        for i in 0..500u64 {
+            set.insert_one(i * 2);
+        }
+        let mut buf = Vec::new();
+        let info = encode_ack(&mut buf, None, &set, 0, None, usize::MAX).unwrap();
+        assert_eq!(info.ranges, MAX_ACK_RANGES + 1);
+        assert_eq!(info.largest, 998);
+        assert_eq!(info.smallest, 998 - 2 * MAX_ACK_RANGES as u64);
+        let Frame::Ack(ack) = decode_all(&buf).unwrap().remove(0) else {
+            panic!()
+        };
+        assert_eq!(ack.ranges().count(), MAX_ACK_RANGES + 1);
     }
 
     #[test]

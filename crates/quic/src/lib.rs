@@ -12,6 +12,11 @@
 //!
 //! The entry point is [`Endpoint`]; each [`Connection`] it manages exposes streams,
 //! datagrams, paths and statistics.
+//!
+//! The plug-in policies live in [`sched`] (which path the next packet takes), [`cc`]
+//! (congestion control per path) and [`pm`] (which paths exist: path managers acting on
+//! link-layer events and path state). Link-layer events are [`polypath_link`] types, given
+//! to a connection with [`Connection::handle_link_event`].
 #![warn(missing_docs)]
 
 pub mod cc;
@@ -23,15 +28,21 @@ pub mod datagrams;
 pub mod endpoint;
 pub mod error;
 pub mod frame;
+pub mod link_hints;
 pub mod packet;
+pub mod pm;
 pub mod qlog;
 pub mod range_set;
 pub mod recovery;
 pub mod sched;
 pub mod shared;
 pub mod streams;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod transport_parameters;
 pub mod varint;
+
+pub use polypath_link;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{

@@ -76,11 +76,18 @@ impl QlogStream {
     /// Writes one event; `name` is given without the `quic:` namespace prefix. Write errors
     /// stop further logging silently: a full disk must not break the connection.
     pub fn event(&mut self, now: Instant, name: &str, data: Value) {
+        self.event_in(now, "quic", name, data);
+    }
+
+    /// Writes one event of another namespace (`polypath` for the project's own events, such
+    /// as link-layer events and path-manager decisions; qlog tools show unknown namespaces
+    /// as custom events).
+    pub fn event_in(&mut self, now: Instant, namespace: &str, name: &str, data: Value) {
         if self.failed {
             return;
         }
         let time = now.saturating_duration_since(self.start).as_secs_f64() * 1000.0;
-        let record = json!({ "time": time, "name": format!("quic:{name}"), "data": data });
+        let record = json!({ "time": time, "name": format!("{namespace}:{name}"), "data": data });
         if write_record(&mut self.out, &record).is_err() {
             self.failed = true;
         }

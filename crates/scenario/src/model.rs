@@ -474,6 +474,9 @@ pub struct QuicFlow {
     pub cc: String,
     /// Path manager name (default `"default"`).
     pub path_manager: String,
+    /// QUIC implementation: `"polypath"` (default) or a peer stack for comparisons
+    /// (`"noq"`).
+    pub stack: String,
     /// Server UDP port (default 4433).
     pub port: u16,
     /// Free-form `[flow.options]` for the adapter.

@@ -386,6 +386,7 @@ pub(crate) struct RawFlow {
     pub scheduler: Option<String>,
     pub cc: Option<String>,
     pub path_manager: Option<String>,
+    pub stack: Option<String>,
     pub port: Option<u16>,
     pub options: Option<toml::Table>,
     // udp traffic

@@ -893,8 +893,9 @@ fn flows(ctx: &Ctx<'_>, raw: &[RawFlow], hosts: &[Host]) -> Result<Vec<Flow>, Er
 }
 
 fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
-    let set: [(&str, bool); 15] = [
+    let set: [(&str, bool); 16] = [
         ("bytes", f.bytes.is_some()),
+        ("stack", f.stack.is_some()),
         ("direction", f.direction.is_some()),
         ("scheduler", f.scheduler.is_some()),
         ("cc", f.cc.is_some()),
@@ -917,6 +918,7 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             "scheduler",
             "cc",
             "path_manager",
+            "stack",
             "port",
             "options",
         ],
@@ -969,6 +971,7 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             scheduler: f.scheduler.clone().unwrap_or_else(|| "default".into()),
             cc: f.cc.clone().unwrap_or_else(|| "cubic".into()),
             path_manager: f.path_manager.clone().unwrap_or_else(|| "default".into()),
+            stack: f.stack.clone().unwrap_or_else(|| "polypath".into()),
             port: f.port.unwrap_or(4433),
             options: f.options.clone().unwrap_or_default(),
         }),

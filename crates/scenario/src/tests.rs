@@ -91,6 +91,7 @@ fn resolves_two_path() {
     assert_eq!(q.bytes, 1_000_000_000);
     assert_eq!(q.scheduler, "minrtt");
     assert_eq!(q.cc, "cubic");
+    assert_eq!(q.stack, "polypath");
     assert_eq!(
         q.options.get("max_paths").and_then(|v| v.as_integer()),
         Some(4)

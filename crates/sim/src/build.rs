@@ -30,7 +30,7 @@ impl<'a> BuildContext<'a> {
     }
 
     /// The scenario being built.
-    pub fn scenario(&self) -> &Scenario {
+    pub fn scenario(&self) -> &'a Scenario {
         self.scenario
     }
 

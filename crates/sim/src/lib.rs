@@ -9,6 +9,10 @@
 //!   rate (constant, schedule, Lumos5G / CSV / Mahimahi trace, or an external
 //!   [`LinkSource`]), delay, jitter, Bernoulli and Gilbert-Elliott loss,
 //!   duplication, drop-tail queues and outages.
+//! * [`QuicFactory`]: the QUIC adapter. Every `kind = "quic"` flow instance runs the
+//!   real polypath-quic stack, a client endpoint on the `from` host and a server on the
+//!   `to` host, Multipath QUIC over the flow's paths, with radio link events fed to the
+//!   client as link hints ([`quic`]).
 //! * The 5G radio model ([`ran`], `polypath-ran`), driven from the scenario's
 //!   `[radio]` section: a link with `radio = { ue, iface }` carries that radio
 //!   path, its downlink queued in the serving cell's buffer and served slot by
@@ -29,6 +33,9 @@ mod build;
 mod engine;
 mod error;
 mod link;
+#[cfg(feature = "noq")]
+mod noq;
+pub mod quic;
 mod radio;
 mod record;
 mod run;
@@ -44,6 +51,7 @@ pub use link::DropReason;
 pub use polypath_link::{LinkEvent, LinkEventKind};
 pub use polypath_ran as ran;
 pub use polypath_scenario as scenario;
+pub use quic::{QuicFactory, TransferOutcome};
 pub use radio::{InterruptionRecord, RadioSummary, radio_config};
 pub use record::{CompletionStats, DelayStats, FlowSummary, LinkSummary, Summary};
 pub use run::{Hooks, RunOptions, RunReport, run, run_scenario};

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::build::{AgentFactory, BuildContext, UdpTrafficFactory};
 use crate::engine::{Outputs, Simulator};
 use crate::error::SimError;
+use crate::quic::QuicFactory;
 use crate::radio::EventSink;
 use crate::record::{OutFile, Summary, combine_hashes};
 use crate::source::LinkSource;
@@ -33,11 +34,12 @@ pub struct RunOptions {
     pub events: Option<PathBuf>,
 }
 
-/// Plug-ins for a run: agents for flow kinds the simulator does not build
-/// itself (QUIC), and external link sources.
+/// Plug-ins for a run: agents built before the built-in ones (another transport for
+/// `kind = "quic"` flows, say), and external link sources.
 #[derive(Default)]
 pub struct Hooks<'a> {
-    /// Tried before the built-in raw-UDP factory for every flow instance.
+    /// Tried before the built-in factories ([`crate::QuicFactory`], then the raw-UDP
+    /// one) for every flow instance.
     pub agents: Option<&'a mut dyn AgentFactory>,
     /// Sources for links with `rate = { source = "..." }`, and other timed
     /// link changes (not for radio links: the simulator drives those from the
@@ -63,7 +65,8 @@ pub struct RunReport {
     pub events_per_s: f64,
 }
 
-/// Reads `scenario_path` and runs it with the built-in agents only.
+/// Reads `scenario_path` and runs it with the built-in agents (raw UDP traffic and the
+/// QUIC adapter).
 pub fn run(scenario_path: &Path, opts: &RunOptions) -> Result<RunReport, SimError> {
     let scenario = Scenario::load(scenario_path)?;
     run_scenario(&scenario, opts, Hooks::default())
@@ -99,11 +102,15 @@ pub fn run_scenario(
     {
         let mut ctx = BuildContext::new(&mut sim, scenario);
         let mut udp = UdpTrafficFactory;
+        let mut quic = QuicFactory::new(opts.out_dir.as_deref());
         for (fi, f) in scenario.flows.iter().enumerate() {
             for ii in 0..f.instances.len() {
                 let mut built = false;
                 if let Some(ext) = hooks.agents.as_deref_mut() {
                     built = ext.build(&mut ctx, fi, ii)?;
+                }
+                if !built {
+                    built = quic.build(&mut ctx, fi, ii)?;
                 }
                 if !built {
                     built = udp.build(&mut ctx, fi, ii)?;
@@ -113,7 +120,7 @@ pub fn run_scenario(
                         .error_at(
                             &format!("flow[{fi}].kind"),
                             format!(
-                                "flow `{}` of kind `{}` needs an agent factory for that kind (the QUIC adapter); polypath-sim builds only cbr, onoff and reqresp itself",
+                                "no agent factory builds flow `{}` of kind `{}`",
                                 f.name,
                                 f.kind.name()
                             ),

@@ -2,10 +2,11 @@
 //! every byte sent is delivered exactly once and intact.
 //!
 //! The transport here is a TEST-ONLY sliding-window protocol with selective
-//! acknowledgements and timeout retransmission. It exists to exercise the
-//! simulator's reliability-relevant behaviour before the QUIC stack lands; it
-//! is not a product feature. It also shows how a factory for `kind = "quic"`
-//! flows plugs into a run (the shape the QUIC adapter takes).
+//! acknowledgements and timeout retransmission. It exercises the simulator's
+//! reliability-relevant behaviour independently of the QUIC stack (whose own
+//! version of this property is in `quic_reliable.rs`); it is not a product
+//! feature. It also shows how a custom factory for `kind = "quic"` flows plugs
+//! into a run ahead of the built-in QUIC adapter.
 
 mod common;
 

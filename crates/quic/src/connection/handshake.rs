@@ -253,6 +253,7 @@ impl Connection {
             return;
         }
         self.handshake_confirmed = true;
+        self.pm_tick_due = true;
         //= https://www.rfc-editor.org/rfc/rfc9001#section-4.9.2
         //# An endpoint MUST discard its Handshake keys when the TLS handshake is
         //# confirmed (Section 4.1.2).
@@ -316,14 +317,12 @@ impl Connection {
             //# In order to let the peer open new paths, it is RECOMMENDED to proactively
             //# issue at least one Connection ID for each unused path ID up to the
             //# minimum of the peer's and the local maximum path ID limits.
-            let max = mp
-                .peer_max_path_id
-                .min(mp.local_max_path_id)
-                .min(MAX_PROACTIVE_PATHS);
+            let max = mp.peer_max_path_id.min(mp.local_max_path_id);
             path_ids.extend(
                 (1..=max)
                     .map(PathId)
-                    .filter(|id| !self.retired_paths.contains(id)),
+                    .filter(|id| !self.retired_paths.contains(id))
+                    .take(MAX_PROACTIVE_PATHS),
             );
         }
         for path_id in path_ids {
@@ -344,6 +343,6 @@ impl Connection {
     }
 }
 
-/// Path IDs for which connection IDs are issued ahead of use (bounding the state a peer
-/// with a huge initial_max_path_id can make us keep).
-const MAX_PROACTIVE_PATHS: u32 = 8;
+/// Path IDs not yet retired for which connection IDs are issued ahead of use (bounding the
+/// state a peer with a huge initial_max_path_id can make us keep).
+const MAX_PROACTIVE_PATHS: usize = 8;

@@ -67,6 +67,11 @@ impl Connection {
         if outcome.acked.is_empty() {
             return Ok(());
         }
+        if matches!(space, AckSpace::Path(_))
+            && let Some(path) = self.paths.get_mut(&path_id)
+        {
+            path.last_ack_received = Some(now);
+        }
         if let (AckSpace::Path(_), Some(keys)) = (space, self.one_rtt.as_mut())
             && let Some((largest, _)) = outcome.acked.last()
         {
@@ -235,7 +240,7 @@ impl Connection {
                 cwnd_before,
                 cwnd_after: path.cc.window(),
             };
-            self.scheduler.on_path_event(now, &event);
+            self.path_event(now, event, false);
             self.qlog_event(
                 now,
                 "congestion_state_updated",

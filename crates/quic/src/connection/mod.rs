@@ -8,11 +8,13 @@
 //!
 //! The implementation is split by concern: `handshake` (TLS, keys, transport parameters),
 //! `loss` (acknowledgments, loss detection, congestion control), `timers`, `paths` (per-path
-//! state and the path lifecycle), `recv` (packets and frames in) and `send` (packets out).
+//! state and the path lifecycle), `path_manager` (link hints and the path manager's
+//! actions), `recv` (packets and frames in) and `send` (packets out).
 
 mod cids;
 mod handshake;
 mod loss;
+mod path_manager;
 mod paths;
 mod qlog_frames;
 mod recv;
@@ -25,6 +27,8 @@ pub use paths::{OpenPathError, PathStats};
 use crate::config::TransportConfig;
 use crate::crypto::{OneRttKeys, ResetKey, TlsSession};
 use crate::datagrams::{DatagramQueues, SendDatagramError};
+use crate::link_hints::LinkHints;
+use crate::pm::{PathAction, PathManager};
 use crate::qlog::QlogStream;
 use crate::sched::{PathEvent, PathSnapshot, PathState, PathStatus, Scheduler};
 use crate::shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
@@ -39,7 +43,7 @@ use rand_chacha::ChaCha20Rng;
 use serde_json::json;
 use spaces::{AckSpace, PacketSpace};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -255,6 +259,17 @@ pub struct Connection {
     current_packet_dcid: ConnectionId,
     multipath: Option<Multipath>,
     scheduler: Box<dyn Scheduler>,
+    /// Decides which paths exist (see [`crate::pm`]).
+    path_manager: Box<dyn PathManager>,
+    /// Actions the path manager asked for that are not applied yet.
+    pm_actions: Vec<PathAction>,
+    /// The path manager is owed a tick (the handshake was confirmed, or the peer made a new
+    /// path ID usable).
+    pm_tick_due: bool,
+    /// When the path manager was last ticked.
+    pm_last_tick: Option<Instant>,
+    /// The latest link hints and throughput prediction per local interface address.
+    link_hints: BTreeMap<IpAddr, (LinkHints, Option<u64>)>,
     /// Builds the congestion controller of each new path of this connection.
     cc_factory: Arc<dyn crate::cc::ControllerFactory>,
     /// Paths that owe a copy of the data just sent elsewhere (redundant scheduling).
@@ -389,6 +404,7 @@ impl Connection {
             config.datagram_send_buffer,
         );
         let scheduler = config.scheduler.build();
+        let path_manager = config.path_manager.build();
         let idle_timeout = config.max_idle_timeout;
         use crate::recovery::SpaceKind;
         let mut conn = Connection {
@@ -425,6 +441,11 @@ impl Connection {
             current_packet_dcid: p.local_cid,
             multipath: None,
             scheduler,
+            path_manager,
+            pm_actions: Vec::new(),
+            pm_tick_due: false,
+            pm_last_tick: None,
+            link_hints: BTreeMap::new(),
             cc_factory,
             duplicate_on: Vec::new(),
             streams,
@@ -679,6 +700,17 @@ impl Connection {
         self.scheduler.name()
     }
 
+    /// Passes a run-time parameter to the path manager (see
+    /// [`PathManager::configure`]).
+    pub fn configure_path_manager(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.path_manager.configure(key, value)
+    }
+
+    /// Name of the path manager in use.
+    pub fn path_manager_name(&self) -> &str {
+        self.path_manager.name()
+    }
+
     // ----------------------------------------------------------------------------------
     // Closing
     // ----------------------------------------------------------------------------------
@@ -782,6 +814,13 @@ impl Connection {
                 "tuple_remote": qlog_tuple(remote),
             }),
         );
+    }
+
+    /// A qlog event outside the QUIC event schema, in the `polypath` namespace.
+    fn qlog_polypath_event(&mut self, now: Instant, name: &str, data: serde_json::Value) {
+        if let Some(q) = self.qlog.as_mut() {
+            q.event_in(now, "polypath", name, data);
+        }
     }
 
     fn qlog_metrics(&mut self, now: Instant, path_id: PathId) {

@@ -7,6 +7,7 @@
 //# therefore separate congestion control state is maintained for each path.
 
 use super::loss::Requeue;
+use super::path_manager::Origin;
 use super::spaces::{PacketSpace, SentFrames};
 use super::*;
 use crate::cc::CongestionController;
@@ -98,6 +99,9 @@ pub(crate) struct Path {
     pub abandon_pending: Option<u64>,
     /// When the path's state is dropped after abandonment.
     pub discard_at: Option<Instant>,
+    /// For a path abandoned while it still worked: when the data still unacknowledged on
+    /// it goes back to the send queues (see [`InFlightOnAbandon::Drain`]).
+    pub drain_until: Option<Instant>,
     /// Last time an ack-eliciting packet was sent on the path.
     pub last_ack_eliciting_sent: Option<Instant>,
     /// Exponentially weighted fraction of packets lost.
@@ -106,6 +110,10 @@ pub(crate) struct Path {
     pub delivery_rate: Option<u64>,
     /// Latest link-layer throughput prediction in bit/s.
     pub predicted_throughput: Option<u64>,
+    /// Latest link hints of the interface the path sends from.
+    pub link: LinkHints,
+    /// When an acknowledgment of a packet of this path last arrived.
+    pub last_ack_received: Option<Instant>,
     /// When the pacer next allows a packet, as of the last check.
     pub pacing_release: Option<Instant>,
     pub stats: PathStats,
@@ -161,10 +169,13 @@ impl Path {
             unvalidated_sent: 0,
             abandon_pending: None,
             discard_at: None,
+            drain_until: None,
             last_ack_eliciting_sent: None,
             loss_rate: 0.0,
             delivery_rate: None,
             predicted_throughput: None,
+            link: LinkHints::default(),
+            last_ack_received: None,
             pacing_release: None,
             stats: PathStats::default(),
         }
@@ -290,8 +301,40 @@ impl Path {
             bytes_sent: self.stats.payload_bytes_sent,
             predicted_throughput: self.predicted_throughput,
             pto_count: self.pto_count,
+            awaiting_ack_since: self.awaiting_ack_since(),
+            link: self.link,
         }
     }
+
+    /// See [`PathSnapshot::awaiting_ack_since`].
+    fn awaiting_ack_since(&self) -> Option<Instant> {
+        let recovery = &self.space.recovery;
+        if !recovery.has_ack_eliciting_in_flight() {
+            return None;
+        }
+        let oldest = recovery
+            .outstanding()
+            .find(|(_, p)| p.ack_eliciting && p.in_flight)
+            .map(|(_, p)| p.time_sent);
+        match (oldest, self.last_ack_received) {
+            (Some(sent), Some(acked)) => Some(sent.max(acked)),
+            (sent, acked) => sent.or(acked),
+        }
+    }
+}
+
+/// What happens to the data in flight on a path when it is abandoned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InFlightOnAbandon {
+    /// It goes back to the send queues at once for the other paths to carry (the path
+    /// failed, or nothing is known about it).
+    Retransmit,
+    /// The path still works (a make-before-break handover source): its in-flight packets
+    /// are left to be acknowledged (PATH_ACKs ride on the other paths) or declared lost by
+    /// acknowledgments of later packets, and only what is still unacknowledged one PTO of
+    /// the path later is retransmitted elsewhere. Retransmitting at once would spend the
+    /// new path's window on duplicates of packets about to arrive.
+    Drain,
 }
 
 /// Why a path could not be opened.
@@ -323,6 +366,17 @@ impl Connection {
         local: SocketAddr,
         remote: SocketAddr,
         status: PathStatus,
+    ) -> Result<PathId, OpenPathError> {
+        self.open_path_for(now, local, remote, status, Origin::Application)
+    }
+
+    pub(super) fn open_path_for(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        status: PathStatus,
+        origin: Origin<'_>,
     ) -> Result<PathId, OpenPathError> {
         if self.is_closed() {
             return Err(OpenPathError::Closed);
@@ -377,10 +431,13 @@ impl Connection {
                 .min(u16::try_from(peer.max_udp_payload_size).unwrap_or(u16::MAX));
             path.plan_mtu_discovery(target);
         }
+        self.inherit_link_hints(&mut path);
         self.paths.insert(id, path);
-        self.scheduler.on_path_event(now, &PathEvent::Opened(id));
-        self.events.push_back(Event::Path(PathEvent::Opened(id)));
+        let mut data = json!({"path_id": id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "local"});
+        self.add_origin(&mut data, origin);
+        self.qlog_event(now, "path_assigned", data);
         self.qlog_tuple_assigned(now, id, local, remote);
+        self.path_event(now, PathEvent::Opened(id), true);
         Ok(id)
     }
 
@@ -389,12 +446,28 @@ impl Connection {
         if self.multipath.is_none() || !self.paths.contains_key(&id) {
             return false;
         }
-        self.abandon_path_internal(now, id, code.0);
+        self.abandon_path_internal(
+            now,
+            id,
+            code.0,
+            Origin::Application,
+            InFlightOnAbandon::Retransmit,
+        );
         true
     }
 
     /// Changes our status for a path and tells the peer (PATH_STATUS_AVAILABLE / _BACKUP).
     pub fn set_path_status(&mut self, now: Instant, id: PathId, status: PathStatus) -> bool {
+        self.set_path_status_for(now, id, status, Origin::Application)
+    }
+
+    pub(super) fn set_path_status_for(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        status: PathStatus,
+        origin: Origin<'_>,
+    ) -> bool {
         if self.multipath.is_none() {
             return false;
         }
@@ -416,8 +489,16 @@ impl Connection {
             local: status,
             peer: path.peer_status,
         };
-        self.scheduler.on_path_event(now, &event);
-        self.events.push_back(Event::Path(event));
+        let mut data = json!({
+            "path_id": id.0,
+            "status": match status {
+                PathStatus::Available => "available",
+                PathStatus::Backup => "backup",
+            },
+        });
+        self.add_origin(&mut data, origin);
+        self.qlog_polypath_event(now, "path_status_updated", data);
+        self.path_event(now, event, true);
         true
     }
 
@@ -434,13 +515,11 @@ impl Connection {
         };
         path.predicted_throughput = bits_per_second;
         if let Some(bps) = bits_per_second {
-            self.scheduler.on_path_event(
-                now,
-                &PathEvent::PredictedThroughput {
-                    path: id,
-                    bits_per_second: bps,
-                },
-            );
+            let event = PathEvent::PredictedThroughput {
+                path: id,
+                bits_per_second: bps,
+            };
+            self.path_event(now, event, false);
         }
     }
 
@@ -479,9 +558,8 @@ impl Connection {
             return;
         }
         path.state = PathState::Validated;
-        self.scheduler.on_path_event(now, &PathEvent::Validated(id));
-        self.events.push_back(Event::Path(PathEvent::Validated(id)));
         self.qlog_event(now, "path_validated", json!({"path_id": id.0}));
+        self.path_event(now, PathEvent::Validated(id), true);
     }
 
     pub(super) fn on_path_validation_failed(&mut self, now: Instant, id: PathId) {
@@ -501,11 +579,25 @@ impl Connection {
         //# As the used path ID is consumed either way,
         //# the endpoint MUST explicitly close the path, as specified in
         //# {{path-close}}.
-        self.abandon_path_internal(now, id, TransportErrorCode::PATH_UNSTABLE_OR_POOR.0);
+        self.abandon_path_internal(
+            now,
+            id,
+            TransportErrorCode::PATH_UNSTABLE_OR_POOR.0,
+            Origin::Protocol("path_validation_failed"),
+            InFlightOnAbandon::Retransmit,
+        );
     }
 
-    pub(super) fn abandon_path_internal(&mut self, now: Instant, id: PathId, code: u64) {
+    pub(super) fn abandon_path_internal(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        code: u64,
+        origin: Origin<'_>,
+        in_flight_data: InFlightOnAbandon,
+    ) {
         let discard_at = now + 3 * self.largest_pto();
+        let max_ack_delay = self.peer_max_ack_delay();
         let Some(path) = self.paths.get_mut(&id) else {
             return;
         };
@@ -522,14 +614,21 @@ impl Connection {
         //# of the number space associated to the path SHOULD be retained for
         //# 3 PTO after the PATH_ABANDON frame has been received.
         path.discard_at = Some(discard_at);
-        // Data in flight on the path goes back to the queues at once, so the other paths
-        // carry it without waiting for loss detection.
-        let in_flight: Vec<SentFrames> = path
-            .space
-            .recovery
-            .outstanding()
-            .map(|(_, p)| p.payload.clone())
-            .collect();
+        let in_flight: Vec<SentFrames> = match in_flight_data {
+            // Data in flight on the path goes back to the queues at once, so the other paths
+            // carry it without waiting for loss detection.
+            InFlightOnAbandon::Retransmit => path
+                .space
+                .recovery
+                .outstanding()
+                .map(|(_, p)| p.payload.clone())
+                .collect(),
+            InFlightOnAbandon::Drain => {
+                path.drain_until =
+                    Some(now + crate::recovery::pto_duration(&path.rtt, max_ack_delay, 0));
+                Vec::new()
+            }
+        };
         self.retired_paths.insert(id);
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
         //# Endpoints that send a PATH_ABANDON frame MUST treat all connection
@@ -541,13 +640,10 @@ impl Connection {
         for frames in &in_flight {
             self.requeue_frames(AckSpace::Path(id), frames, Requeue::Probe);
         }
-        self.scheduler.on_path_event(now, &PathEvent::Abandoned(id));
-        self.events.push_back(Event::Path(PathEvent::Abandoned(id)));
-        self.qlog_event(
-            now,
-            "path_abandoned",
-            json!({"path_id": id.0, "error_code": code}),
-        );
+        let mut data = json!({"path_id": id.0, "error_code": code});
+        self.add_origin(&mut data, origin);
+        self.qlog_event(now, "path_abandoned", data);
+        self.path_event(now, PathEvent::Abandoned(id), true);
         if self.paths.values().all(|p| p.state == PathState::Abandoned) {
             //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
             //# If a PATH_ABANDON frame is received for the only open path of a QUIC
@@ -557,6 +653,24 @@ impl Connection {
                 now,
                 TransportError::new(TransportErrorCode::NO_VIABLE_PATH, "no open path left"),
             );
+        }
+    }
+
+    /// The end of a drained path's grace period: what is still unacknowledged on it goes
+    /// back to the send queues.
+    pub(super) fn end_path_drain(&mut self, id: PathId) {
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
+        path.drain_until = None;
+        let in_flight: Vec<SentFrames> = path
+            .space
+            .recovery
+            .outstanding()
+            .map(|(_, p)| p.payload.clone())
+            .collect();
+        for frames in &in_flight {
+            self.requeue_frames(AckSpace::Path(id), frames, Requeue::Probe);
         }
     }
 
@@ -575,5 +689,18 @@ impl Connection {
                 .push_back(EndpointEvent::RetiredLocalCid(issued.cid));
         }
         self.qlog_event(now, "path_discarded", json!({"path_id": id.0}));
+        // The path ID is used up for good; allow the peer one more, so that as many paths as
+        // initially agreed can be open at once however many came and went (handovers,
+        // interfaces going down and up).
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
+        //# As such to allow for the use of more paths later,
+        //# endpoints can send the MAX_PATH_ID frame to increase the maximum allowed path ID.
+        if let Some(mp) = self.multipath.as_mut()
+            && mp.local_max_path_id < u32::MAX
+        {
+            mp.local_max_path_id += 1;
+            self.pending.max_path_id = true;
+            self.issue_connection_ids();
+        }
     }
 }

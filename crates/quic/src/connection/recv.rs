@@ -402,12 +402,11 @@ impl Connection {
             path.peer_status_sequence = Some(sequence);
             path.peer_status = Some(status);
         }
+        self.inherit_link_hints(&mut path);
         self.paths.insert(path_id, path);
-        self.scheduler
-            .on_path_event(now, &PathEvent::Opened(path_id));
-        self.events
-            .push_back(Event::Path(PathEvent::Opened(path_id)));
+        self.qlog_event(now, "path_assigned", json!({"path_id": path_id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "remote"}));
         self.qlog_tuple_assigned(now, path_id, local, remote);
+        self.path_event(now, PathEvent::Opened(path_id), true);
         Ok(())
     }
 
@@ -935,6 +934,13 @@ impl Connection {
         if self.peer_cids.active(path_id).is_some() {
             self.pending.path_cids_blocked.remove(&path_id);
         }
+        if path_id != PathId::ZERO
+            && !self.paths.contains_key(&path_id)
+            && !self.retired_paths.contains(&path_id)
+        {
+            // A path ID the path manager may now open a path with.
+            self.pm_tick_due = true;
+        }
         Ok(())
     }
 
@@ -988,8 +994,7 @@ impl Connection {
             local: path.local_status,
             peer: Some(status),
         };
-        self.scheduler.on_path_event(now, &event);
-        self.events.push_back(Event::Path(event));
+        self.path_event(now, event, true);
     }
 
     fn on_path_abandon(&mut self, now: Instant, id: PathId) {
@@ -1000,7 +1005,13 @@ impl Connection {
         //# retired.
         match self.paths.get(&id) {
             Some(p) if p.state == PathState::Abandoned => {}
-            Some(_) => self.abandon_path_internal(now, id, TransportErrorCode::NO_ERROR.0),
+            Some(_) => self.abandon_path_internal(
+                now,
+                id,
+                TransportErrorCode::NO_ERROR.0,
+                super::path_manager::Origin::Protocol("peer_abandoned"),
+                super::paths::InFlightOnAbandon::Retransmit,
+            ),
             None => {
                 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
                 //# It is also possible that an endpoint will receive a PATH_ABANDON frame

@@ -72,6 +72,10 @@ impl Connection {
         if self.one_rtt.is_none() || !self.handshake_complete {
             return None;
         }
+        self.run_path_manager(now);
+        if self.is_closed() {
+            return self.poll_close(now, buf);
+        }
         let ids: Vec<PathId> = self.paths.keys().copied().collect();
         for &id in &ids {
             if let Some(t) = self.poll_path_probes(now, id, buf) {

@@ -16,6 +16,7 @@ impl Connection {
         }
         let mut t = earliest(self.idle_deadline, self.keep_alive_deadline);
         t = earliest(t, self.key_discard_deadline());
+        t = earliest(t, self.path_manager_deadline());
         let data_waiting = self.has_scheduled_work();
         for path in self.paths.values() {
             t = earliest(t, self.loss_detection_deadline(path));
@@ -30,6 +31,7 @@ impl Connection {
                 );
             }
             t = earliest(t, path.discard_at);
+            t = earliest(t, path.drain_until);
             if data_waiting && path.is_usable() {
                 t = earliest(t, path.pacing_release);
             }
@@ -88,6 +90,7 @@ impl Connection {
         for id in ids {
             self.handle_path_timers(now, id);
         }
+        self.run_path_manager(now);
     }
 
     fn key_discard_deadline(&self) -> Option<Instant> {
@@ -106,6 +109,12 @@ impl Connection {
             self.discard_path(now, id);
             return;
         }
+        if path.drain_until.is_some_and(|d| now >= d) {
+            self.end_path_drain(id);
+        }
+        let Some(path) = self.paths.get(&id) else {
+            return;
+        };
         if let Some(ch) = path.challenge {
             if now >= ch.give_up_at {
                 self.on_path_validation_failed(now, id);

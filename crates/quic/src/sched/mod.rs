@@ -7,12 +7,15 @@
 //! by nature (acknowledgments of that path, PATH_CHALLENGE/PATH_RESPONSE, probe timeouts,
 //! MTU probes) are not scheduled: the connection sends them on their own path.
 //!
-//! Schedulers hear about path lifecycle events through [`Scheduler::on_path_event`] and
-//! about every packet they caused through [`Scheduler::on_packet_sent`], so stateful
-//! policies (weighted round robin, LAMP5G ranking) keep their own bookkeeping.
+//! Schedulers hear about path lifecycle events through [`Scheduler::on_path_event`], about
+//! link-layer events through [`Scheduler::on_link_event`] (the latest hints are also in each
+//! snapshot's [`PathSnapshot::link`]) and about every packet they caused through
+//! [`Scheduler::on_packet_sent`], so stateful policies (weighted round robin, LAMP5G ranking)
+//! keep their own bookkeeping.
 //!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
-//! `largest-cwnd` example crate in the repository.
+//! `largest-cwnd` example crate in the repository (`crates/example-largest-cwnd`, package
+//! `polypath-example-largest-cwnd`), which builds and tests one against the public API only.
 //!
 //! # Built-in schedulers
 //!
@@ -56,7 +59,10 @@ pub use redundant::{Redundant, RedundantFactory};
 pub use round_robin::{RoundRobin, RoundRobinFactory};
 pub use wrr::{WeightedRoundRobin, WrrFactory};
 
+pub use crate::link_hints::{LinkHints, RrcEventHint};
+
 use crate::shared::PathId;
+use polypath_link::LinkEvent;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -140,6 +146,16 @@ pub struct PathSnapshot {
     /// Failover policies treat a path with repeated probe timeouts as failed before the
     /// path manager abandons it, like Linux MPTCP's "potentially failed" subflows.
     pub pto_count: u32,
+    /// Since when the path has been waiting for an acknowledgment: `None` while no
+    /// ack-eliciting packet is in flight on it, otherwise the later of the last time an
+    /// acknowledgment for the path arrived and the time the oldest ack-eliciting packet
+    /// still in flight was sent. A path that works keeps this within about one RTT of now;
+    /// failover path managers treat a long wait as a dead path.
+    pub awaiting_ack_since: Option<Instant>,
+    /// The latest link-layer hints (signal, serving cell, link up/down, last RRC event) for
+    /// the interface the path sends from, as given to
+    /// [`crate::Connection::handle_link_event`].
+    pub link: LinkHints,
 }
 
 impl PathSnapshot {
@@ -298,6 +314,14 @@ pub trait Scheduler: Send + fmt::Debug {
     /// Told about path lifecycle events.
     fn on_path_event(&mut self, _now: Instant, _event: &PathEvent) {}
 
+    /// Told about a link-layer event given to the connection. `paths` lists the open paths
+    /// that send from the local address the event concerns (empty when it concerns none).
+    /// The connection has already folded the event into those paths'
+    /// [`PathSnapshot::link`] hints (and a throughput prediction into
+    /// [`PathSnapshot::predicted_throughput`], also announced as
+    /// [`PathEvent::PredictedThroughput`]).
+    fn on_link_event(&mut self, _now: Instant, _event: &LinkEvent, _paths: &[PathId]) {}
+
     /// Applies run-time parameters (for example path weights), given as `key=value` pairs;
     /// returns an error message for keys or values the scheduler does not understand.
     fn configure(&mut self, key: &str, value: &str) -> Result<(), String> {
@@ -438,6 +462,8 @@ pub(crate) mod tests {
             bytes_sent: 0,
             predicted_throughput: None,
             pto_count: 0,
+            awaiting_ack_since: None,
+            link: LinkHints::default(),
         }
     }
 

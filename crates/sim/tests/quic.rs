@@ -1,0 +1,351 @@
+//! The real polypath-quic stack inside the simulator: determinism, link utilisation,
+//! multipath over the NR-DC scenario, scenario errors, link hints and qlog.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use polypath_sim::scenario::{FlowKind, Scenario};
+use polypath_sim::{Hooks, QuicFactory, RunOptions, RunReport, TransferOutcome, run_scenario};
+
+/// Runs `s` with a [`QuicFactory`] the test can inspect afterwards.
+fn run_quic(
+    s: &Scenario,
+    seed: u64,
+    out: Option<std::path::PathBuf>,
+) -> (RunReport, Vec<TransferOutcome>) {
+    let mut factory = QuicFactory::new(out.as_deref());
+    let opts = RunOptions {
+        seed: Some(seed),
+        out_dir: out,
+        progress: false,
+        events: None,
+    };
+    let r = run_scenario(
+        s,
+        &opts,
+        Hooks {
+            agents: Some(&mut factory),
+            sources: Vec::new(),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    (r, factory.outcomes())
+}
+
+fn assert_complete(o: &TransferOutcome) {
+    assert_eq!(o.client_error, None, "{o:?}");
+    assert_eq!(o.server_error, None, "{o:?}");
+    assert_eq!(o.received, o.bytes, "{o:?}");
+    assert_eq!(o.corrupt, 0, "{o:?}");
+    assert!(o.completed.is_some(), "{o:?}");
+}
+
+/// Two paths with loss, jitter and duplication, a 2 MB multipath download.
+const TWO_PATHS: &str = r#"
+name = "two-path-quic"
+[sim]
+duration = "20s"
+stop_when_done = true
+[output]
+bin = "100ms"
+[[host]]
+name = "c"
+interfaces = [
+  { name = "p1", addr = "10.0.1.1", link = "p1", side = "a" },
+  { name = "p2", addr = "10.0.2.1", link = "p2", side = "a" },
+]
+[[host]]
+name = "s"
+interfaces = [
+  { name = "p1", addr = "10.9.1.1", link = "p1", side = "b" },
+  { name = "p2", addr = "10.9.2.1", link = "p2", side = "b" },
+]
+[[link]]
+name = "p1"
+rate = "40Mbit/s"
+delay = "10ms"
+jitter = "2ms"
+loss = { model = "gilbert-elliott", mean = 0.01, burst = 2 }
+queue = "1bdp"
+[[link]]
+name = "p2"
+rate = "20Mbit/s"
+delay = "15ms"
+loss = 0.005
+duplicate = 0.01
+queue = "1bdp"
+[[flow]]
+name = "dl"
+kind = "quic"
+from = "c"
+to = "s"
+bytes = "2MB"
+direction = "download"
+scheduler = "lamp5g"
+cc = "cubic"
+[flow.options]
+qlog = true
+"#;
+
+#[test]
+fn same_seed_same_bytes_other_seed_differs() {
+    let s = scenario(TWO_PATHS);
+    let d1 = tmp("quic-det1");
+    let d2 = tmp("quic-det2");
+    let (r1, o1) = run_quic(&s, 1, Some(d1.clone()));
+    let (r2, _) = run_quic(&s, 1, Some(d2.clone()));
+    let (r3, o3) = run_quic(&s, 2, None);
+    assert_complete(&o1[0]);
+    assert_complete(&o3[0]);
+    assert_eq!(o1[0].client_paths, 2, "both paths opened");
+    assert_eq!(r1.summary.stopped_by, "done");
+    assert_eq!(r1.output_hash, r2.output_hash);
+    assert_ne!(r1.output_hash, r3.output_hash);
+    let mut names: Vec<String> = r1.files.iter().map(|(n, _)| n.clone()).collect();
+    names.push("qlog/dl-0-client.sqlog".into());
+    names.push("qlog/dl-0-server.sqlog".into());
+    for name in &names {
+        let a = std::fs::read(d1.join(name)).unwrap();
+        let b = std::fs::read(d2.join(name)).unwrap();
+        assert!(!a.is_empty(), "{name} is empty");
+        assert!(a == b, "{name} differs between runs with the same seed");
+    }
+    // Both paths carried data in the data direction (server to client).
+    let sent_on = |link: &str| {
+        r1.summary
+            .links
+            .iter()
+            .find(|l| l.link == link && l.dir == "down")
+            .map(|l| l.bytes)
+            .unwrap()
+    };
+    assert!(sent_on("p1") > 200_000 && sent_on("p2") > 200_000);
+    // The per-path series carries the stack's state.
+    let paths = std::fs::read_to_string(d1.join("paths.csv")).unwrap();
+    let last = paths.lines().last().unwrap().split(',').collect::<Vec<_>>();
+    assert!(!last[9].is_empty() && !last[10].is_empty(), "{paths}");
+    let completions = std::fs::read_to_string(d1.join("completions.csv")).unwrap();
+    assert_eq!(completions.lines().count(), 2, "{completions}");
+    assert_eq!(r1.summary.flows[0].app_bytes_received, 2_000_000);
+    let _ = std::fs::remove_dir_all(d1);
+    let _ = std::fs::remove_dir_all(d2);
+}
+
+/// Delivered Mbit/s on link `l`'s `up` direction, averaged over the 100 ms bins from
+/// `from_s` up to the last full bin before `end_s`.
+fn mean_link_mbps(links_csv: &str, from_s: f64, end_s: f64) -> f64 {
+    let rows: Vec<f64> = links_csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            (c[2] == "up" && t > from_s + 1e-9 && t <= end_s - 0.1).then(|| c[4].parse().ok())?
+        })
+        .collect();
+    assert!(rows.len() >= 10, "{links_csv}");
+    rows.iter().sum::<f64>() / rows.len() as f64
+}
+
+#[test]
+fn one_flow_fills_a_100_mbit_link_with_a_one_bdp_buffer() {
+    // 100 Mbit/s, 10 ms each way (20 ms RTT), a 1-BDP drop-tail queue (250 kB).
+    // Utilisation: delivered IP bytes per second on the bottleneck from 1 s (after slow
+    // start) to the end of the transfer, over the link rate. Tolerance: >= 90 %.
+    for cc in ["newreno", "cubic"] {
+        let src = pair(
+            "rate = \"100Mbit/s\"\ndelay = \"10ms\"\nqueue = \"1bdp\"",
+            &format!(
+                "[[flow]]\nname = \"bulk\"\nkind = \"quic\"\nfrom = \"a\"\nto = \"b\"\nbytes = \"40MB\"\ncc = \"{cc}\"\n"
+            ),
+            "duration = \"30s\"\nstop_when_done = true",
+        );
+        let dir = tmp(&format!("util-{cc}"));
+        let (r, o) = run_quic(&scenario(&src), 1, Some(dir.clone()));
+        assert_complete(&o[0]);
+        let end = o[0].completed.unwrap().as_secs_f64();
+        let links = std::fs::read_to_string(dir.join("links.csv")).unwrap();
+        let util = mean_link_mbps(&links, 1.0, end) / 100.0;
+        let goodput = 40e6 * 8.0 / end / 1e6;
+        println!(
+            "{cc}: utilisation {:.2} % from 1 s to {end:.3} s; goodput over the whole transfer {goodput:.2} Mbit/s; {} packets lost",
+            util * 100.0,
+            r.summary.flows[0].drops_queue + r.summary.flows[0].drops_loss
+        );
+        assert!(util >= 0.90, "{cc}: utilisation {util}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn nrdc_two_path_scenario_runs_multipath_quic() {
+    let mut s = Scenario::load(&repo().join("scenarios/nrdc-two-path.toml")).unwrap();
+    if let FlowKind::Quic(q) = &mut s.flows[0].kind {
+        q.bytes = 8_000_000;
+    }
+    // What `polypath sim run` does: the built-in factories.
+    let r = run(&s, 1);
+    assert_eq!(r.summary.stopped_by, "done");
+    let f = &r.summary.flows[0];
+    assert_eq!(f.app_bytes_received, 8_000_000);
+    assert_eq!(f.completions.as_ref().map(|c| c.count), Some(1));
+    for link in ["mn", "sn"] {
+        let down = r
+            .summary
+            .links
+            .iter()
+            .find(|l| l.link == link && l.dir == "down")
+            .unwrap();
+        assert!(
+            down.bytes > 1_000_000,
+            "{link} carried {} bytes",
+            down.bytes
+        );
+    }
+}
+
+#[test]
+fn upload_with_several_instances_to_one_server_host() {
+    let src = r#"
+[sim]
+duration = "20s"
+stop_when_done = true
+[output]
+bin = "100ms"
+[[host]]
+name = "dev"
+count = 3
+interfaces = [{ name = "e", addr = "10.0.0.10", link = "l", side = "a" }]
+[[host]]
+name = "core"
+interfaces = [{ name = "e", addr = "10.0.1.1", link = "l", side = "b" }]
+[[link]]
+name = "l"
+rate = "30Mbit/s"
+delay = "5ms"
+queue = "20ms"
+[[flow]]
+name = "up"
+kind = "quic"
+from = "dev"
+to = "core"
+bytes = "300KB"
+cc = "bbr"
+scheduler = "wrr"
+start_spread = "30ms"
+[flow.options]
+scheduler = { weights = "1" }
+"#;
+    let (r, o) = run_quic(&scenario(src), 5, None);
+    assert_eq!(o.len(), 3);
+    for t in &o {
+        assert_complete(t);
+        assert_eq!(t.client_paths, 1);
+    }
+    assert_eq!(r.summary.flows[0].app_bytes_received, 900_000);
+    assert_eq!(r.summary.flows[0].completions.as_ref().unwrap().count, 3);
+}
+
+#[test]
+fn unknown_names_and_options_are_errors_naming_file_and_field() {
+    let base = Scenario::load(&repo().join("scenarios/nrdc-two-path.toml")).unwrap();
+    type Change = fn(&mut polypath_sim::scenario::QuicFlow);
+    let cases: [(&str, Change); 5] = [
+        ("flow[0].scheduler", |q| q.scheduler = "fastest".into()),
+        ("flow[0].cc", |q| q.cc = "vegas".into()),
+        ("flow[0].path_manager", |q| {
+            q.path_manager = "ndiffports".into()
+        }),
+        ("flow[0].options.color", |q| {
+            q.options.insert("color".into(), toml::Value::from("red"));
+        }),
+        ("flow[0].options.scheduler.speed", |q| {
+            let mut t = toml::Table::new();
+            t.insert("speed".into(), toml::Value::from(3));
+            q.options.insert("scheduler".into(), toml::Value::Table(t));
+        }),
+    ];
+    for (field, change) in cases {
+        let mut s = base.clone();
+        if let FlowKind::Quic(q) = &mut s.flows[0].kind {
+            change(q);
+        }
+        let e = run_scenario(&s, &RunOptions::default(), Hooks::default()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("nrdc-two-path.toml"), "{msg}");
+        assert!(msg.contains(field), "{field}: {msg}");
+    }
+}
+
+#[test]
+fn stop_time_ends_an_unfinished_transfer() {
+    let src = pair(
+        "rate = \"10Mbit/s\"\ndelay = \"10ms\"",
+        "[[flow]]\nname = \"f\"\nkind = \"quic\"\nfrom = \"a\"\nto = \"b\"\nbytes = \"50MB\"\nstop = \"1s\"\n",
+        "duration = \"5s\"\nstop_when_done = true",
+    );
+    let (r, o) = run_quic(&scenario(&src), 1, None);
+    assert_eq!(r.summary.stopped_by, "done");
+    assert!(r.summary.sim_time_s < 2.0);
+    assert!(o[0].completed.is_none());
+    assert!(o[0].client_error.as_deref().unwrap().contains("stop"));
+    assert!(o[0].received > 100_000 && o[0].received < 2_000_000);
+    assert_eq!(o[0].corrupt, 0);
+}
+
+#[test]
+fn multipath_download_over_the_radio_model() {
+    // The bundled two-gNB scenario with its raw-UDP flows replaced by a QUIC download to
+    // the NR-DC UE over both cell groups; the client gets the UE's link events.
+    let text = std::fs::read_to_string(repo().join("scenarios/handover-two-gnb.toml")).unwrap();
+    let flows_at = text.find("# A steady 10 Mbit/s").unwrap();
+    let radio_at = text.find("\n[radio.").unwrap();
+    let src = format!(
+        "{}\n[[flow]]\nname = \"dl\"\nkind = \"quic\"\nfrom = \"ue-dc\"\nto = \"server\"\npaths = [\"mcg\", \"scg\"]\nbytes = \"3MB\"\ndirection = \"download\"\nscheduler = \"lamp5g\"\n{}",
+        &text[..flows_at],
+        &text[radio_at..]
+    );
+    let mut s = scenario(&src);
+    s.sim.duration = Duration::from_secs(10);
+    s.sim.stop_when_done = true;
+    let (r, o) = run_quic(&s, 1, None);
+    assert_complete(&o[0]);
+    assert_eq!(o[0].client_paths, 2);
+    assert!(
+        r.summary
+            .radio
+            .as_ref()
+            .is_some_and(|radio| radio.link_events > 0)
+    );
+}
+
+/// The noq peer stack runs the same transfer over the same two lossy paths
+/// (`stack = "noq"`, built with the `noq` feature), and polypath's own run of the scenario
+/// delivers the same bytes, so the two can be compared under identical conditions.
+#[cfg(feature = "noq")]
+#[test]
+fn noq_peer_stack_completes_the_same_transfer() {
+    let src = TWO_PATHS
+        .replace(
+            "scheduler = \"lamp5g\"",
+            "scheduler = \"default\"\nstack = \"noq\"",
+        )
+        .replace("[flow.options]\nqlog = true\n", "");
+    let s = scenario(&src);
+    let (r1, o1) = run_quic(&s, 7, None);
+    let (r2, _) = run_quic(&s, 7, None);
+    assert_complete(&o1[0]);
+    assert_eq!(r1.summary.flows[0].app_bytes_received, 2_000_000);
+    assert_eq!(
+        r1.output_hash, r2.output_hash,
+        "noq runs are deterministic too"
+    );
+    let (_, polypath) = run_quic(&scenario(TWO_PATHS), 7, None);
+    assert_complete(&polypath[0]);
+    println!(
+        "2 MB over two lossy paths: noq {:?}, polypath {:?}",
+        o1[0].completed, polypath[0].completed
+    );
+}
