@@ -372,6 +372,13 @@ impl Connection {
         self.with(|(conn, _, _)| conn.paths()).unwrap_or_default()
     }
 
+    /// The ALPN protocol agreed in the handshake, if any.
+    pub fn alpn_protocol(&self) -> Option<Vec<u8>> {
+        self.with(|(conn, _, _)| conn.alpn_protocol().map(<[u8]>::to_vec))
+            .ok()
+            .flatten()
+    }
+
     /// True if both sides negotiated Multipath QUIC.
     pub fn is_multipath(&self) -> bool {
         self.with(|(conn, _, _)| conn.is_multipath())
