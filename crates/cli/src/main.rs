@@ -2,9 +2,20 @@
 //!
 //! ```text
 //! polypath sim run SCENARIO.toml [--seed N] [--out DIR] [--events FILE] [--json]
+//! polypath server [--listen ADDR] [--cert FILE --key FILE | --cert-out FILE] [--once] ...
+//! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
+//!                 [--pin FILE | --ca FILE | --insecure] [--scheduler NAME] [--cc NAME] [--qlog DIR]
+//! polypath bench loopback [--size N] [--paths 1|2] [--json]
 //! ```
+//!
+//! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 
+mod bench;
+mod client;
+mod server;
+mod setup;
 mod sim;
+mod transfer;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,12 +33,30 @@ enum Command {
     /// The deterministic network simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Serve transfers over (Multipath) QUIC to `polypath client`s, one after the other.
+    Server(server::ServerArgs),
+    /// Transfer one object to or from a `polypath server`, verified with SHA-256, and print
+    /// a JSON summary.
+    Client(client::ClientArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Server(args) => server::run(args),
+        Command::Client(args) => client::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -793,6 +793,29 @@ impl Connection {
         }
     }
 
+    /// Logs the addresses of a new path. The QUIC events draft calls a path's 4-tuple a
+    /// tuple; the path ID serves as its TupleID.
+    //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-qlog-quic-events#section-4.7
+    //# This event is used to associate a single TupleID's value with other parameters
+    //# that describe a unique network tuple.
+    fn qlog_tuple_assigned(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) {
+        self.qlog_event(
+            now,
+            "tuple_assigned",
+            json!({
+                "tuple_id": id.0.to_string(),
+                "tuple_local": qlog_tuple(local),
+                "tuple_remote": qlog_tuple(remote),
+            }),
+        );
+    }
+
     /// A qlog event outside the QUIC event schema, in the `polypath` namespace.
     fn qlog_polypath_event(&mut self, now: Instant, name: &str, data: serde_json::Value) {
         if let Some(q) = self.qlog.as_mut() {
@@ -868,8 +891,18 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// A TupleEndpointInfo of the QUIC events draft.
+//= https://datatracker.ietf.org/doc/html/draft-ietf-quic-qlog-quic-events#section-8.5
+//# TupleEndpointInfo = {
+//#     ? ip_v4: IPAddress
+//#     ? port_v4: uint16
+//#     ? ip_v6: IPAddress
+//#     ? port_v6: uint16
 fn qlog_tuple(addr: SocketAddr) -> serde_json::Value {
-    json!({ "ip": addr.ip().to_string(), "port": addr.port() })
+    match addr {
+        SocketAddr::V4(a) => json!({ "ip_v4": a.ip().to_string(), "port_v4": a.port() }),
+        SocketAddr::V6(a) => json!({ "ip_v6": a.ip().to_string(), "port_v6": a.port() }),
+    }
 }
 
 fn space_packet_type(space: AckSpace) -> &'static str {

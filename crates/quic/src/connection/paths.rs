@@ -436,6 +436,7 @@ impl Connection {
         let mut data = json!({"path_id": id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "local"});
         self.add_origin(&mut data, origin);
         self.qlog_event(now, "path_assigned", data);
+        self.qlog_tuple_assigned(now, id, local, remote);
         self.path_event(now, PathEvent::Opened(id), true);
         Ok(id)
     }

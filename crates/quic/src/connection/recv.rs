@@ -405,6 +405,7 @@ impl Connection {
         self.inherit_link_hints(&mut path);
         self.paths.insert(path_id, path);
         self.qlog_event(now, "path_assigned", json!({"path_id": path_id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "remote"}));
+        self.qlog_tuple_assigned(now, path_id, local, remote);
         self.path_event(now, PathEvent::Opened(path_id), true);
         Ok(())
     }

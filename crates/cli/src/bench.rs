@@ -1,0 +1,364 @@
+//! `polypath bench loopback`: polypath and noq (a quinn fork, the reference peer) moving
+//! the same object over real loopback UDP in one process, one after the other, with the
+//! same application code on top: one stream, 1 MB chunks written without copying, the
+//! receiver counting bytes. The figures are measured on every run; the ratio compares
+//! the two stacks within that run.
+
+use crate::client::open_paths;
+use crate::transfer::{ALPN, SenderReport, parse_size};
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use polypath_io::Endpoint;
+use polypath_quic::crypto::{
+    ServerVerification, client_config, self_signed_certificate, server_config,
+};
+use polypath_quic::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
+use rand::RngCore;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Size of the block the sender writes again and again.
+const BLOCK: usize = 1 << 20;
+/// How long the end of a run may take to close down before it is abandoned.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// polypath vs noq over loopback UDP (and polypath over two loopback paths).
+    Loopback(LoopbackArgs),
+}
+
+/// `polypath bench loopback`.
+#[derive(Debug, Args)]
+pub struct LoopbackArgs {
+    /// Bytes per transfer (e.g. 100MB).
+    #[arg(long, default_value = "100MB", value_parser = parse_size)]
+    size: u64,
+    /// 2 adds a polypath run over two paths (127.0.0.1 and 127.0.0.2).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    paths: u8,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// polypath packet scheduler.
+    #[arg(long, default_value = "minrtt")]
+    scheduler: String,
+    /// polypath congestion controller (noq uses its default, CUBIC).
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+}
+
+/// One measured transfer.
+#[derive(Debug, Serialize)]
+struct Measurement {
+    seconds: f64,
+    goodput_mbps: f64,
+    packets_sent: u64,
+    packets_lost: u64,
+    /// Stream payload bytes sent per path (polypath only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    path_bytes: Vec<u64>,
+}
+
+impl Measurement {
+    fn new(size: u64, seconds: f64, packets_sent: u64, packets_lost: u64) -> Self {
+        Measurement {
+            seconds,
+            goodput_mbps: size as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+            packets_sent,
+            packets_lost,
+            path_bytes: Vec::new(),
+        }
+    }
+}
+
+/// What `bench loopback` prints.
+#[derive(Debug, Serialize)]
+struct LoopbackReport {
+    size_bytes: u64,
+    scheduler: String,
+    cc: String,
+    polypath: Measurement,
+    noq: Measurement,
+    /// polypath goodput / noq goodput.
+    ratio: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    polypath_two_paths: Option<Measurement>,
+    /// polypath two-path goodput / noq goodput.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    two_path_ratio: Option<f64>,
+}
+
+/// Runs a benchmark command.
+pub fn run(cmd: BenchCommand) -> Result<(), String> {
+    match cmd {
+        BenchCommand::Loopback(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the runtime: {e}"))?;
+            let report = runtime.block_on(loopback(&args))?;
+            if args.json {
+                let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+                println!("{json}");
+            } else {
+                print_human(&report);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_human(r: &LoopbackReport) {
+    println!("{} bytes over loopback UDP", r.size_bytes);
+    println!(
+        "polypath 1 path : {:8.1} Mbit/s ({:.3} s, {} packets, {} lost)",
+        r.polypath.goodput_mbps,
+        r.polypath.seconds,
+        r.polypath.packets_sent,
+        r.polypath.packets_lost
+    );
+    println!(
+        "noq             : {:8.1} Mbit/s ({:.3} s, {} packets, {} lost)",
+        r.noq.goodput_mbps, r.noq.seconds, r.noq.packets_sent, r.noq.packets_lost
+    );
+    println!("ratio polypath/noq: {:.3}", r.ratio);
+    if let (Some(m), Some(ratio)) = (&r.polypath_two_paths, r.two_path_ratio) {
+        println!(
+            "polypath 2 paths: {:8.1} Mbit/s ({:.3} s, bytes per path {:?}); ratio to noq {:.3}",
+            m.goodput_mbps, m.seconds, m.path_bytes, ratio
+        );
+    }
+}
+
+async fn loopback(args: &LoopbackArgs) -> Result<LoopbackReport, String> {
+    let runs = if args.paths == 2 { 3 } else { 2 };
+    let label = |i: usize, what: &str| {
+        eprint!(
+            "bench loopback [{i}/{runs}] {what}, {} bytes ... ",
+            args.size
+        );
+    };
+    let done = |m: &Measurement| {
+        eprintln!("{:.1} Mbit/s in {:.3} s", m.goodput_mbps, m.seconds);
+    };
+    let block = random_block();
+    label(1, "polypath -> polypath, 1 path");
+    let local = addr("127.0.0.1:0");
+    let polypath = polypath_run(args, &block, &[local]).await?;
+    done(&polypath);
+    label(2, "noq -> noq");
+    let noq = noq_run(args.size, &block).await?;
+    done(&noq);
+    let polypath_two_paths = if args.paths == 2 {
+        label(3, "polypath -> polypath, 2 paths (127.0.0.1, 127.0.0.2)");
+        let m = polypath_run(args, &block, &[local, addr("127.0.0.2:0")]).await?;
+        done(&m);
+        Some(m)
+    } else {
+        None
+    };
+    let ratio = polypath.goodput_mbps / noq.goodput_mbps.max(1e-9);
+    let two_path_ratio = polypath_two_paths
+        .as_ref()
+        .map(|m| m.goodput_mbps / noq.goodput_mbps.max(1e-9));
+    Ok(LoopbackReport {
+        size_bytes: args.size,
+        scheduler: args.scheduler.clone(),
+        cc: args.cc.clone(),
+        polypath,
+        noq,
+        ratio,
+        polypath_two_paths,
+        two_path_ratio,
+    })
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+}
+
+fn random_block() -> Bytes {
+    let mut block = vec![0u8; BLOCK];
+    rand::rng().fill_bytes(&mut block);
+    block.into()
+}
+
+/// Chunks of `block` adding up to `size` bytes.
+fn chunks(block: &Bytes, size: u64) -> impl Iterator<Item = Bytes> + '_ {
+    let mut left = size;
+    std::iter::from_fn(move || {
+        if left == 0 {
+            return None;
+        }
+        let n = left.min(block.len() as u64) as usize;
+        left -= n as u64;
+        Some(block.slice(..n))
+    })
+}
+
+/// TLS configurations for one run: a fresh self-signed certificate, pinned by the client.
+fn tls() -> Result<(Arc<rustls::ClientConfig>, Arc<rustls::ServerConfig>), String> {
+    let cert = self_signed_certificate(&["localhost".into()]).map_err(|e| e.to_string())?;
+    let server = server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false)
+        .map_err(|e| e.to_string())?;
+    let client = client_config(
+        vec![ALPN.to_vec()],
+        ServerVerification::Pinned(cert.chain[0].clone()),
+        false,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((client, server))
+}
+
+async fn polypath_run(
+    args: &LoopbackArgs,
+    block: &Bytes,
+    locals: &[SocketAddr],
+) -> Result<Measurement, String> {
+    let transport_args = crate::setup::TransportArgs {
+        scheduler: args.scheduler.clone(),
+        cc: args.cc.clone(),
+        qlog: None,
+    };
+    let multipath = locals.len() > 1;
+    let transport: Arc<TransportConfig> = transport_args.transport(multipath)?;
+    let (client_tls, server_tls) = tls()?;
+    let mut server_config = ServerConfig::new(server_tls);
+    server_config.transport = transport.clone();
+    let server = Endpoint::server(addr("127.0.0.1:0"), EndpointConfig::random(), server_config)
+        .map_err(|e| e.to_string())?;
+    let server_addr = server.local_addrs()[0];
+    let receiver = tokio::spawn(async move {
+        let conn = server.accept().await.ok_or("server endpoint closed")?;
+        conn.handshake().await.map_err(|e| e.to_string())?;
+        let (_send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
+        let mut received = 0u64;
+        while let Some(chunk) = recv
+            .read_chunk(usize::MAX)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            received += chunk.len() as u64;
+        }
+        let end = Instant::now();
+        let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
+        Ok::<_, String>((received, end))
+    });
+    let client = Endpoint::client(locals, EndpointConfig::random()).map_err(|e| e.to_string())?;
+    let bound = client.local_addrs();
+    let mut config = ClientConfig::new(client_tls);
+    config.transport = transport;
+    let conn = client
+        .connect_from(bound[0], config, server_addr, "localhost")
+        .await
+        .map_err(|e| e.to_string())?;
+    if multipath {
+        open_paths(&conn, &bound[1..]).await?;
+    }
+    let start = Instant::now();
+    let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    for chunk in chunks(block, args.size) {
+        send.write_chunk(chunk).await.map_err(|e| e.to_string())?;
+    }
+    send.finish().map_err(|e| e.to_string())?;
+    let (received, end) = receiver.await.map_err(|e| e.to_string())??;
+    if received != args.size {
+        return Err(format!(
+            "polypath delivered {received} of {} bytes",
+            args.size
+        ));
+    }
+    let report = SenderReport::of(&conn);
+    conn.close(0, b"done");
+    drop((send, _recv, conn));
+    let _ = tokio::time::timeout(CLOSE_WAIT, client.wait_idle()).await;
+    let mut m = Measurement::new(
+        args.size,
+        (end - start).as_secs_f64(),
+        report.packets_sent,
+        report.packets_lost,
+    );
+    m.path_bytes = report.paths.iter().map(|p| p.bytes).collect();
+    Ok(m)
+}
+
+/// noq with flow-control windows equal to polypath's defaults, so both stacks work with the
+/// same limits.
+fn noq_transport() -> Arc<noq::TransportConfig> {
+    let defaults = TransportConfig::default();
+    let mut t = noq::TransportConfig::default();
+    t.stream_receive_window(
+        noq::VarInt::from_u64(defaults.stream_receive_window).unwrap_or(noq::VarInt::MAX),
+    )
+    .receive_window(noq::VarInt::from_u64(defaults.receive_window).unwrap_or(noq::VarInt::MAX))
+    .send_window(defaults.send_window);
+    Arc::new(t)
+}
+
+async fn noq_run(size: u64, block: &Bytes) -> Result<Measurement, String> {
+    let (client_tls, server_tls) = tls()?;
+    let server_crypto =
+        noq::crypto::rustls::QuicServerConfig::try_from(server_tls).map_err(|e| e.to_string())?;
+    let mut server_config = noq::ServerConfig::with_crypto(Arc::new(server_crypto));
+    server_config.transport_config(noq_transport());
+    let server = noq::Endpoint::server(server_config, addr("127.0.0.1:0"))
+        .map_err(|e| format!("noq server: {e}"))?;
+    let server_addr = server.local_addr().map_err(|e| e.to_string())?;
+    let receiver = tokio::spawn(async move {
+        let incoming = server.accept().await.ok_or("noq server endpoint closed")?;
+        let conn = incoming
+            .accept()
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+        let (_send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
+        let mut received = 0u64;
+        while let Some(chunk) = recv
+            .read_chunk(usize::MAX)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            received += chunk.len() as u64;
+        }
+        let end = Instant::now();
+        let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
+        server.wait_idle().await;
+        Ok::<_, String>((received, end))
+    });
+    let client_crypto =
+        noq::crypto::rustls::QuicClientConfig::try_from(client_tls).map_err(|e| e.to_string())?;
+    let mut client_config = noq::ClientConfig::new(Arc::new(client_crypto));
+    client_config.transport_config(noq_transport());
+    let client =
+        noq::Endpoint::client(addr("127.0.0.1:0")).map_err(|e| format!("noq client: {e}"))?;
+    let conn = client
+        .connect_with(client_config, server_addr, "localhost")
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    for chunk in chunks(block, size) {
+        send.write_chunk(chunk).await.map_err(|e| e.to_string())?;
+    }
+    send.finish().map_err(|e| e.to_string())?;
+    let (received, end) = receiver.await.map_err(|e| e.to_string())??;
+    if received != size {
+        return Err(format!("noq delivered {received} of {size} bytes"));
+    }
+    let stats = conn.stats();
+    conn.close(noq::VarInt::from_u32(0), b"done");
+    let _ = tokio::time::timeout(CLOSE_WAIT, client.wait_idle()).await;
+    Ok(Measurement::new(
+        size,
+        (end - start).as_secs_f64(),
+        stats.sent_packets,
+        stats.lost_packets,
+    ))
+}

@@ -1,0 +1,321 @@
+//! `polypath client`: one transfer to or from a `polypath server`, verified with SHA-256 at
+//! both ends, summarised as JSON on stdout.
+
+use crate::setup::{TransportArgs, VerifyArgs, client_tls};
+use crate::transfer::{
+    CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport, expect_end,
+    parse_size, read_exact, receive_object, send_generated, write_failed,
+};
+use clap::Args;
+use polypath_io::{Connection, Endpoint, PathStatus, SendStream};
+use polypath_quic::ClientConfig;
+use polypath_quic::sched::PathState;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+
+/// How long the client waits for extra paths to be validated before it starts anyway.
+const PATH_VALIDATION_WAIT: Duration = Duration::from_secs(3);
+/// How long the client waits for its connection to close cleanly at the end.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// Object size when neither --size nor an upload --file is given.
+const DEFAULT_SIZE: u64 = 100_000_000;
+
+/// `polypath client`.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// The server's address.
+    #[arg(long, value_name = "ADDR")]
+    connect: SocketAddr,
+    /// Local address to send from, repeatable: one path per address, Multipath QUIC when
+    /// more than one; the first carries the handshake. Default: any address, free port.
+    #[arg(long = "local", value_name = "ADDR")]
+    locals: Vec<SocketAddr>,
+    /// Object size (e.g. 100MB, 64MiB; MB = 10^6 bytes). Default 100MB, or the --file
+    /// size for an upload.
+    #[arg(long, value_parser = parse_size)]
+    size: Option<u64>,
+    /// Upload this file instead of generated data; with --download, write the received
+    /// object here.
+    #[arg(long, value_name = "PATH")]
+    file: Option<PathBuf>,
+    /// Have the server send the object.
+    #[arg(long)]
+    download: bool,
+    /// Server name for TLS (SNI and, with --ca, certificate verification).
+    #[arg(long, default_value = "localhost")]
+    server_name: String,
+    #[command(flatten)]
+    verify: VerifyArgs,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+/// The JSON summary printed at the end.
+#[derive(Debug, Serialize)]
+struct Summary {
+    direction: Direction,
+    bytes: u64,
+    seconds: f64,
+    goodput_mbps: f64,
+    handshake_ms: f64,
+    sha256: String,
+    verified: bool,
+    multipath: bool,
+    scheduler: String,
+    cc: String,
+    /// Whose connection the congestion figures below come from (the sending side).
+    sender: &'static str,
+    #[serde(flatten)]
+    report: SenderReport,
+}
+
+/// Runs one transfer and prints its summary.
+pub fn run(args: ClientArgs) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let summary = runtime.block_on(transfer(&args))?;
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+    println!("{json}");
+    Ok(())
+}
+
+async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
+    let direction = if args.download {
+        Direction::Download
+    } else {
+        Direction::Upload
+    };
+    let size = match (&args.file, direction, args.size) {
+        (Some(path), Direction::Upload, given) => {
+            let len = std::fs::metadata(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .len();
+            if given.is_some_and(|g| g != len) {
+                return Err(format!(
+                    "--size {} differs from the size of {} ({len} bytes)",
+                    given.unwrap_or_default(),
+                    path.display()
+                ));
+            }
+            len
+        }
+        (_, _, given) => given.unwrap_or(DEFAULT_SIZE),
+    };
+    let locals = if args.locals.is_empty() {
+        let any: IpAddr = if args.connect.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
+        vec![SocketAddr::new(any, 0)]
+    } else {
+        args.locals.clone()
+    };
+    let multipath = locals.len() > 1;
+    let mut config = ClientConfig::new(client_tls(&args.verify)?);
+    config.transport = args.transport.transport(multipath)?;
+    let endpoint =
+        Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
+    let bound = endpoint.local_addrs();
+    let conn = endpoint
+        .connect_from(bound[0], config, args.connect, &args.server_name)
+        .await
+        .map_err(|e| e.to_string())?;
+    if multipath {
+        open_paths(&conn, &bound[1..]).await?;
+    }
+    let outcome = run_transfer(&conn, args, direction, size).await;
+    let summary = outcome.map(|(seconds, digest, report)| Summary {
+        direction,
+        bytes: size,
+        seconds,
+        goodput_mbps: size as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        handshake_ms: conn
+            .stats()
+            .handshake_duration
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        sha256: hex::encode(digest),
+        verified: true,
+        multipath: conn.is_multipath(),
+        scheduler: conn.scheduler_name(),
+        cc: args.transport.cc.clone(),
+        sender: match direction {
+            Direction::Upload => "client",
+            Direction::Download => "server",
+        },
+        report,
+    });
+    conn.close(0, b"done");
+    drop(conn);
+    let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
+    summary
+}
+
+/// Opens one path per extra local address and waits (bounded) until they are validated.
+pub async fn open_paths(conn: &Connection, locals: &[SocketAddr]) -> Result<(), String> {
+    if !conn.is_multipath() {
+        return Err("the server did not negotiate Multipath QUIC".into());
+    }
+    for &local in locals {
+        conn.open_path(local, PathStatus::Available)
+            .await
+            .map_err(|e| format!("path from {local}: {e}"))?;
+    }
+    let deadline = tokio::time::Instant::now() + PATH_VALIDATION_WAIT;
+    loop {
+        let paths = conn.paths();
+        let pending = paths
+            .iter()
+            .filter(|p| p.snapshot.state == PathState::Validating)
+            .count();
+        if pending == 0 {
+            let failed = locals.len() + 1 - paths.len();
+            if failed > 0 {
+                eprintln!("warning: {failed} path(s) failed validation; continuing without them");
+            }
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, conn.path_event()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("connection lost while opening paths: {e}")),
+            Err(_) => {
+                eprintln!(
+                    "warning: {pending} path(s) not validated after {PATH_VALIDATION_WAIT:?}; starting anyway"
+                );
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The transfer proper: returns the seconds it took, the object's SHA-256 and the sending
+/// side's report.
+async fn run_transfer(
+    conn: &Connection,
+    args: &ClientArgs,
+    direction: Direction,
+    size: u64,
+) -> Result<(f64, [u8; DIGEST_LEN], SenderReport), String> {
+    let start = Instant::now();
+    let (mut send, mut recv) = conn
+        .open_bi()
+        .await
+        .map_err(|e| format!("cannot open a stream: {e}"))?;
+    let request = Request { direction, size };
+    send.write_all(&request.encode())
+        .await
+        .map_err(write_failed)?;
+    match direction {
+        Direction::Upload => {
+            let digest = match &args.file {
+                Some(path) => send_file(&mut send, path, size).await?,
+                None => send_generated(&mut send, size).await?,
+            };
+            send.write_all(&digest).await.map_err(write_failed)?;
+            send.finish().map_err(write_failed)?;
+            let status = read_exact(&mut recv, 1).await?;
+            let server_digest = read_exact(&mut recv, DIGEST_LEN).await?;
+            expect_end(&mut recv).await?;
+            let seconds = start.elapsed().as_secs_f64();
+            if status[0] != STATUS_OK || server_digest[..] != digest[..] {
+                return Err(format!(
+                    "SHA-256 mismatch: sent {}, the server received {}",
+                    hex::encode(digest),
+                    hex::encode(&server_digest)
+                ));
+            }
+            Ok((seconds, digest, SenderReport::of(conn)))
+        }
+        Direction::Download => {
+            let mut out = match &args.file {
+                Some(path) => Some(std::io::BufWriter::new(
+                    std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+                )),
+                None => None,
+            };
+            let file_name = args
+                .file
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let digest = receive_object(&mut recv, size, |chunk| match out.as_mut() {
+                Some(w) => w
+                    .write_all(chunk)
+                    .map_err(|e| format!("writing {file_name}: {e}")),
+                None => Ok(()),
+            })
+            .await?;
+            if let Some(mut w) = out {
+                w.flush()
+                    .map_err(|e| format!("writing the output file: {e}"))?;
+            }
+            let trailer = read_exact(&mut recv, DIGEST_LEN).await?;
+            let seconds = start.elapsed().as_secs_f64();
+            send.write_all(&digest).await.map_err(write_failed)?;
+            send.finish().map_err(write_failed)?;
+            if trailer[..] != digest[..] {
+                return Err(format!(
+                    "SHA-256 mismatch: the server sent {}, the data received hashes to {}",
+                    hex::encode(&trailer),
+                    hex::encode(digest)
+                ));
+            }
+            let status = read_exact(&mut recv, 1).await?;
+            let report = recv
+                .read_to_end(MAX_REPORT_LEN)
+                .await
+                .map_err(|e| format!("reading the server's report: {e}"))?;
+            if status[0] != STATUS_OK {
+                return Err("the server reports a SHA-256 mismatch".into());
+            }
+            let report: SenderReport = serde_json::from_slice(&report)
+                .map_err(|e| format!("the server's report is not valid: {e}"))?;
+            Ok((seconds, digest, report))
+        }
+    }
+}
+
+/// Sends a file of `size` bytes; returns its SHA-256.
+async fn send_file(
+    send: &mut SendStream,
+    path: &Path,
+    size: u64,
+) -> Result<[u8; DIGEST_LEN], String> {
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut sent = 0u64;
+    loop {
+        let mut chunk = vec![0u8; CHUNK];
+        let n = file
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        chunk.truncate(n);
+        sent += n as u64;
+        if sent > size {
+            break;
+        }
+        hasher.update(&chunk);
+        send.write_chunk(chunk.into()).await.map_err(write_failed)?;
+    }
+    if sent != size {
+        return Err(format!(
+            "{} changed size while being sent ({size} bytes expected)",
+            path.display()
+        ));
+    }
+    Ok(hasher.finalize().into())
+}

@@ -1,0 +1,161 @@
+//! Building polypath-quic configurations from command-line options: transport policies,
+//! qlog output, TLS certificates and verification, key logging.
+
+use clap::Args;
+use polypath_io::QlogDir;
+use polypath_quic::crypto::{
+    ServerVerification, client_config, load_certificate_chain, load_private_key,
+    self_signed_certificate, server_config,
+};
+use polypath_quic::{EndpointConfig, TransportConfig};
+use rustls::pki_types::CertificateDer;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Highest path ID both sides allow when multipath is on (up to 9 paths).
+pub const MAX_PATH_ID: u32 = 8;
+
+/// Options shared by `server` and `client`.
+#[derive(Debug, Args, Clone)]
+pub struct TransportArgs {
+    /// Packet scheduler: minrtt, rr, redundant, wrr, ecf, blest, lamp5g, qos.
+    #[arg(long, default_value = "minrtt")]
+    pub scheduler: String,
+    /// Congestion controller: cubic, newreno, bbr, lia, olia.
+    #[arg(long, default_value = "cubic")]
+    pub cc: String,
+    /// Write one qlog file (JSON-SEQ, .sqlog) per connection into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
+}
+
+impl TransportArgs {
+    /// The transport configuration: the named policies, Multipath QUIC allowed when
+    /// `multipath` is set.
+    pub fn transport(&self, multipath: bool) -> Result<Arc<TransportConfig>, String> {
+        let scheduler = polypath_quic::sched::scheduler_by_name(&self.scheduler).ok_or_else(|| {
+            format!(
+                "unknown scheduler {:?} (known: minrtt, rr, redundant, wrr, ecf, blest, lamp5g, qos)",
+                self.scheduler
+            )
+        })?;
+        let congestion_controller =
+            polypath_quic::cc::factory_by_name(&self.cc).ok_or_else(|| {
+                format!(
+                    "unknown congestion controller {:?} (known: cubic, newreno, bbr, lia, olia)",
+                    self.cc
+                )
+            })?;
+        Ok(Arc::new(TransportConfig {
+            scheduler,
+            congestion_controller,
+            initial_max_path_id: multipath.then_some(MAX_PATH_ID),
+            ..TransportConfig::default()
+        }))
+    }
+
+    /// An endpoint configuration with fresh secrets and, with `--qlog`, a qlog directory.
+    pub fn endpoint(&self) -> Result<EndpointConfig, String> {
+        let mut config = EndpointConfig::random();
+        if let Some(dir) = &self.qlog {
+            let qlog =
+                QlogDir::new(dir).map_err(|e| format!("qlog directory {}: {e}", dir.display()))?;
+            config.qlog = Some(Arc::new(qlog));
+        }
+        Ok(config)
+    }
+}
+
+/// True when `SSLKEYLOGFILE` names a file: TLS secrets are then appended to it (NSS key
+/// log format, which Wireshark reads to decrypt QUIC).
+pub fn keylog_enabled() -> bool {
+    std::env::var_os("SSLKEYLOGFILE").is_some_and(|v| !v.is_empty())
+}
+
+/// The server's TLS configuration: the certificate and key from `--cert`/`--key`, or a
+/// fresh self-signed certificate for `localhost` and the listening IP. Returns the
+/// self-signed certificate too, for `--cert-out`.
+pub fn server_tls(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    listen: SocketAddr,
+) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
+    let (chain, key, generated) = match (cert, key) {
+        (Some(cert), Some(key)) => (
+            load_certificate_chain(cert).map_err(|e| e.to_string())?,
+            load_private_key(key).map_err(|e| e.to_string())?,
+            None,
+        ),
+        (None, None) => {
+            let mut names = vec!["localhost".to_string()];
+            if !listen.ip().is_unspecified() {
+                names.push(listen.ip().to_string());
+            }
+            let generated = self_signed_certificate(&names).map_err(|e| e.to_string())?;
+            let first = generated.chain[0].clone();
+            (generated.chain, generated.key, Some(first))
+        }
+        _ => return Err("--cert and --key go together".into()),
+    };
+    let config = server_config(
+        chain,
+        key,
+        vec![crate::transfer::ALPN.to_vec()],
+        keylog_enabled(),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((config, generated))
+}
+
+/// Writes a certificate as PEM.
+pub fn write_certificate(path: &Path, cert: &CertificateDer<'_>) -> Result<(), String> {
+    let text = pem::encode(&pem::Pem::new("CERTIFICATE", cert.to_vec()));
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// How the client checks the server's certificate.
+#[derive(Debug, Args, Clone)]
+pub struct VerifyArgs {
+    /// Accept exactly the certificate in this PEM file (the server's self-signed
+    /// certificate, written by `polypath server --cert-out FILE`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ca", "insecure"])]
+    pub pin: Option<PathBuf>,
+    /// Verify the server's chain against the certificates in this PEM file and check the
+    /// server name.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub ca: Option<PathBuf>,
+    /// Accept any certificate. Insecure: for labs and quick tries only.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// The client's TLS configuration.
+pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, String> {
+    let verification = if let Some(pin) = &verify.pin {
+        let chain = load_certificate_chain(pin).map_err(|e| e.to_string())?;
+        ServerVerification::Pinned(chain[0].clone())
+    } else if let Some(ca) = &verify.ca {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in load_certificate_chain(ca).map_err(|e| e.to_string())? {
+            roots
+                .add(cert)
+                .map_err(|e| format!("{}: {e}", ca.display()))?;
+        }
+        ServerVerification::Roots(roots)
+    } else if verify.insecure {
+        ServerVerification::Insecure
+    } else {
+        return Err(
+            "cannot verify the server: pass --pin FILE (the server's self-signed certificate, \
+             see `polypath server --cert-out`), --ca FILE, or --insecure"
+                .into(),
+        );
+    };
+    client_config(
+        vec![crate::transfer::ALPN.to_vec()],
+        verification,
+        keylog_enabled(),
+    )
+    .map_err(|e| e.to_string())
+}

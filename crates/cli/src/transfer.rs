@@ -1,0 +1,370 @@
+//! The transfer protocol of `polypath server` and `polypath client`, and what both report.
+//!
+//! One bidirectional stream per connection, opened by the client. It starts with a
+//! 13-byte request: the magic `PPT1`, the operation (`U` upload, `D` download) and the
+//! object size in bytes (u64, big endian). Then:
+//!
+//! * **upload**: the client sends the object and its SHA-256 (32 bytes) and finishes its
+//!   side. The server hashes what arrives, compares it with the trailer, and answers with
+//!   a status byte (0 = verified) and its own SHA-256, then finishes. The client compares
+//!   that digest with its own: both ends have verified the object.
+//! * **download**: the server sends the object and its SHA-256. The client hashes what
+//!   arrives, compares, and sends its own SHA-256 and finishes. The server compares that
+//!   digest with its own and answers with a status byte and a JSON [`SenderReport`] of its
+//!   connection (the sending side's congestion figures), then finishes.
+
+use polypath_io::{Connection, ReadError, RecvStream, SendStream, WriteError};
+use polypath_quic::sched::PathState;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// ALPN protocol of the transfer protocol.
+pub const ALPN: &[u8] = b"polypath-transfer/1";
+/// First bytes of every request.
+const MAGIC: &[u8; 4] = b"PPT1";
+/// Length of a request.
+pub const REQUEST_LEN: usize = 13;
+/// Length of a SHA-256 digest.
+pub const DIGEST_LEN: usize = 32;
+/// Status byte: the object arrived intact.
+pub const STATUS_OK: u8 = 0;
+/// Status byte: the digests differ.
+pub const STATUS_MISMATCH: u8 = 1;
+/// Largest sender report the client accepts.
+pub const MAX_REPORT_LEN: usize = 1 << 20;
+/// Chunk size for generating, hashing and writing data.
+pub const CHUNK: usize = 256 * 1024;
+/// Seed of the generated object (both sides only hash it, so any seed works).
+const PAYLOAD_SEED: u64 = 0x706f_6c79_7061_7468;
+
+/// Which way the object goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client to server.
+    Upload,
+    /// Server to client.
+    Download,
+}
+
+/// A transfer request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Which way.
+    pub direction: Direction,
+    /// Object size in bytes.
+    pub size: u64,
+}
+
+impl Request {
+    /// The request on the wire.
+    pub fn encode(&self) -> [u8; REQUEST_LEN] {
+        let mut out = [0u8; REQUEST_LEN];
+        out[..4].copy_from_slice(MAGIC);
+        out[4] = match self.direction {
+            Direction::Upload => b'U',
+            Direction::Download => b'D',
+        };
+        out[5..].copy_from_slice(&self.size.to_be_bytes());
+        out
+    }
+
+    /// Parses a request; says what is wrong otherwise.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() != REQUEST_LEN {
+            return Err(format!(
+                "request of {} bytes, expected {REQUEST_LEN}",
+                bytes.len()
+            ));
+        }
+        if &bytes[..4] != MAGIC {
+            return Err("request does not start with PPT1".into());
+        }
+        let direction = match bytes[4] {
+            b'U' => Direction::Upload,
+            b'D' => Direction::Download,
+            other => return Err(format!("unknown operation {other:#04x}")),
+        };
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&bytes[5..]);
+        Ok(Request {
+            direction,
+            size: u64::from_be_bytes(size),
+        })
+    }
+}
+
+/// Parses a size such as `100MB`, `64KiB`, `1.5GB` or `4096` (bytes). `K`, `M`, `G`, `T`
+/// (with or without `B`) are powers of 1000; `KiB`, `MiB`, `GiB`, `TiB` powers of 1024.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        other => return Err(format!("size {text:?}: unknown unit {other:?}")),
+    };
+    if number.is_empty() {
+        return Err(format!("size {text:?}: no number"));
+    }
+    if let Ok(n) = number.parse::<u64>() {
+        return n
+            .checked_mul(multiplier)
+            .ok_or_else(|| format!("size {text:?} is too large"));
+    }
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("size {text:?}: {number:?} is not a number"))?;
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("size {text:?} is too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// The generated object: a deterministic pseudo-random byte stream of a given length.
+#[derive(Debug)]
+pub struct Generated {
+    rng: ChaCha8Rng,
+    remaining: u64,
+}
+
+impl Generated {
+    /// An object of `size` bytes.
+    pub fn new(size: u64) -> Self {
+        Generated {
+            rng: ChaCha8Rng::seed_from_u64(PAYLOAD_SEED),
+            remaining: size,
+        }
+    }
+
+    /// The next chunk (at most [`CHUNK`] bytes), or `None` at the end.
+    pub fn next_chunk(&mut self) -> Option<Vec<u8>> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let len = self.remaining.min(CHUNK as u64) as usize;
+        let mut chunk = vec![0u8; len];
+        self.rng.fill_bytes(&mut chunk);
+        self.remaining -= len as u64;
+        Some(chunk)
+    }
+}
+
+/// Reads exactly `len` bytes (a premature end of stream is an error).
+pub async fn read_exact(recv: &mut RecvStream, len: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        match recv.read_chunk(len - out.len()).await {
+            Ok(Some(chunk)) => out.extend_from_slice(&chunk),
+            Ok(None) => {
+                return Err(format!("stream ended after {} of {len} bytes", out.len()));
+            }
+            Err(e) => return Err(format!("read failed: {e}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `size` bytes of object data, hashing them and handing each chunk to `sink`.
+pub async fn receive_object(
+    recv: &mut RecvStream,
+    size: u64,
+    mut sink: impl FnMut(&[u8]) -> Result<(), String>,
+) -> Result<[u8; DIGEST_LEN], String> {
+    let mut hasher = Sha256::new();
+    let mut left = size;
+    while left > 0 {
+        let max = left.min(4 * CHUNK as u64) as usize;
+        match recv.read_chunk(max).await {
+            Ok(Some(chunk)) => {
+                hasher.update(&chunk);
+                sink(&chunk)?;
+                left -= chunk.len() as u64;
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "stream ended after {} of {size} bytes",
+                    size - left
+                ));
+            }
+            Err(e) => return Err(format!("read failed after {} bytes: {e}", size - left)),
+        }
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// Expects the end of the stream (no more data).
+pub async fn expect_end(recv: &mut RecvStream) -> Result<(), String> {
+    match recv.read_chunk(1).await {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err("unexpected data after the end of the message".into()),
+        Err(ReadError::ClosedStream) => Ok(()),
+        Err(e) => Err(format!("read failed: {e}")),
+    }
+}
+
+/// Sends the generated object of `size` bytes; returns its SHA-256.
+pub async fn send_generated(send: &mut SendStream, size: u64) -> Result<[u8; DIGEST_LEN], String> {
+    let mut hasher = Sha256::new();
+    let mut source = Generated::new(size);
+    while let Some(chunk) = source.next_chunk() {
+        hasher.update(&chunk);
+        send.write_chunk(chunk.into()).await.map_err(write_failed)?;
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// Describes a failed write.
+pub fn write_failed(e: WriteError) -> String {
+    format!("write failed: {e}")
+}
+
+/// The sending side's view of a finished transfer: congestion control and per-path
+/// figures, read from its connection.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SenderReport {
+    /// Packets sent on all paths (all packet-number spaces).
+    pub packets_sent: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Congestion window of the first path (the handshake path), bytes.
+    pub cwnd: u64,
+    /// Smoothed RTT of the first path, milliseconds.
+    pub srtt_ms: f64,
+    /// Every path the connection had.
+    pub paths: Vec<PathReport>,
+}
+
+/// One path in a [`SenderReport`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PathReport {
+    /// Path ID (0 is the handshake path).
+    pub id: u32,
+    /// Local address of the path.
+    pub local: String,
+    /// Peer address of the path.
+    pub remote: String,
+    /// `validating`, `validated` or `abandoned`.
+    pub state: String,
+    /// Stream and datagram payload bytes sent on the path (including retransmissions).
+    pub bytes: u64,
+    /// UDP payload bytes sent.
+    pub udp_bytes_sent: u64,
+    /// Packets sent on the path.
+    pub packets_sent: u64,
+    /// Packets received on the path.
+    pub packets_received: u64,
+    /// Packets on the path declared lost.
+    pub packets_lost: u64,
+    /// Smoothed RTT, milliseconds.
+    pub srtt_ms: f64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Recent loss rate (exponentially weighted, 0 to 1).
+    pub loss_rate: f64,
+}
+
+impl SenderReport {
+    /// The report of a connection as it is now.
+    pub fn of(conn: &Connection) -> Self {
+        let stats = conn.stats();
+        let paths: Vec<PathReport> = conn
+            .paths()
+            .iter()
+            .map(|p| PathReport {
+                id: p.snapshot.id.0,
+                local: p.snapshot.local.to_string(),
+                remote: p.snapshot.remote.to_string(),
+                state: match p.snapshot.state {
+                    PathState::Validating => "validating",
+                    PathState::Validated => "validated",
+                    PathState::Abandoned => "abandoned",
+                }
+                .into(),
+                bytes: p.stats.payload_bytes_sent,
+                udp_bytes_sent: p.stats.udp_bytes_sent,
+                packets_sent: p.stats.packets_sent,
+                packets_received: p.stats.packets_received,
+                packets_lost: p.stats.packets_lost,
+                srtt_ms: p.snapshot.srtt.as_secs_f64() * 1000.0,
+                cwnd: p.snapshot.cwnd,
+                loss_rate: p.snapshot.loss_rate,
+            })
+            .collect();
+        let first = paths.first();
+        SenderReport {
+            packets_sent: stats.packets_sent,
+            packets_lost: stats.packets_lost,
+            cwnd: first.map_or(0, |p| p.cwnd),
+            srtt_ms: first.map_or(0.0, |p| p.srtt_ms),
+            paths,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert_eq!(parse_size("100 mb"), Ok(100_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1.5GB"), Ok(1_500_000_000));
+        assert_eq!(parse_size("2M"), Ok(2_000_000));
+        assert!(parse_size("MB").is_err());
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("99999999999999999999TB").is_err());
+    }
+
+    #[test]
+    fn requests_round_trip_and_garbage_is_refused() {
+        for r in [
+            Request {
+                direction: Direction::Upload,
+                size: 0,
+            },
+            Request {
+                direction: Direction::Download,
+                size: u64::MAX,
+            },
+        ] {
+            assert_eq!(Request::decode(&r.encode()), Ok(r));
+        }
+        let mut bad = Request {
+            direction: Direction::Upload,
+            size: 5,
+        }
+        .encode();
+        bad[4] = b'X';
+        assert!(Request::decode(&bad).is_err());
+        assert!(Request::decode(b"PPT2\x55\0\0\0\0\0\0\0\0").is_err());
+        assert!(Request::decode(b"PPT1").is_err());
+    }
+
+    #[test]
+    fn generated_object_is_deterministic_and_sized() {
+        let mut a = Generated::new(CHUNK as u64 + 10);
+        let mut b = Generated::new(CHUNK as u64 + 10);
+        let (a1, b1) = (a.next_chunk().unwrap(), b.next_chunk().unwrap());
+        assert_eq!(a1, b1);
+        assert_eq!(a1.len(), CHUNK);
+        assert_eq!(a.next_chunk().unwrap().len(), 10);
+        assert!(a.next_chunk().is_none());
+    }
+}

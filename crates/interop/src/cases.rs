@@ -1,0 +1,684 @@
+//! The cases of the matrix. Each runs on a fresh connection (or two) between a client of
+//! one stack and a server of the other, and returns what it measured or why it failed.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use crate::peer::{ALPN, CaseError, Conn, Pair, PathBytes, RecvS, SendS, Setup, Tls};
+use crate::report::Stack;
+
+/// One case of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// Handshake completes and both sides agree on the ALPN protocol.
+    Handshake,
+    /// The client sends the transfer size on one stream; SHA-256 compared.
+    Upload,
+    /// The client asks for the transfer size on a bidirectional stream and the server
+    /// sends it; SHA-256 compared.
+    Download,
+    /// 1000 DATAGRAM frames (RFC 9221) each way; see [`DATAGRAM_PASS_PERCENT`].
+    Datagrams,
+    /// 1-RTT key updates forced on both sides during an upload.
+    KeyUpdate,
+    /// Application close codes reach the peer (client closes; then, on a second
+    /// connection, the server closes).
+    Close,
+    /// Both sides negotiate the multipath extension (initial_max_path_id).
+    MultipathHandshake,
+    /// The client opens a second path from 127.0.0.2; both sides see it validated.
+    MultipathSecondPath,
+    /// Upload over two paths; both carry data; the client abandons the second path
+    /// mid-transfer; the transfer completes intact.
+    MultipathUpload,
+    /// Download over two paths, with the same checks as [`Case::MultipathUpload`].
+    MultipathDownload,
+}
+
+impl Case {
+    /// Every case, in the order the matrix runs them.
+    pub const ALL: [Case; 10] = [
+        Case::Handshake,
+        Case::Upload,
+        Case::Download,
+        Case::Datagrams,
+        Case::KeyUpdate,
+        Case::Close,
+        Case::MultipathHandshake,
+        Case::MultipathSecondPath,
+        Case::MultipathUpload,
+        Case::MultipathDownload,
+    ];
+
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Handshake => "handshake",
+            Case::Upload => "upload",
+            Case::Download => "download",
+            Case::Datagrams => "datagrams",
+            Case::KeyUpdate => "key-update",
+            Case::Close => "close",
+            Case::MultipathHandshake => "mp-handshake",
+            Case::MultipathSecondPath => "mp-second-path",
+            Case::MultipathUpload => "mp-upload",
+            Case::MultipathDownload => "mp-download",
+        }
+    }
+
+    /// The case with this name.
+    pub fn from_name(name: &str) -> Option<Case> {
+        Case::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    fn setup(self) -> Setup {
+        Setup {
+            multipath: matches!(
+                self,
+                Case::MultipathHandshake
+                    | Case::MultipathSecondPath
+                    | Case::MultipathUpload
+                    | Case::MultipathDownload
+            ),
+        }
+    }
+}
+
+/// Sizes of the cases.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// Bytes of each stream transfer.
+    pub transfer_bytes: usize,
+    /// Datagrams sent each way in [`Case::Datagrams`].
+    pub datagrams: usize,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes {
+            transfer_bytes: 10 * 1024 * 1024,
+            datagrams: 1000,
+        }
+    }
+}
+
+/// Least share of datagrams that must arrive (each intact, none twice) for
+/// [`Case::Datagrams`] to pass. DATAGRAM frames are never retransmitted, so a loss
+/// on loopback (a full socket buffer) is legal; anything beyond 1 % points to a bug.
+pub const DATAGRAM_PASS_PERCENT: usize = 99;
+
+/// The per-path byte count the receiver must see on each path, before the abandonment,
+/// for a multipath transfer to count as carried on both paths.
+pub const MIN_BYTES_PER_PATH: u64 = 64 * 1024;
+
+/// Shared inputs of every case of a run.
+pub struct Context {
+    /// TLS configurations.
+    pub tls: Tls,
+    /// The data every transfer sends.
+    pub data: Bytes,
+    /// Case sizes.
+    pub sizes: Sizes,
+}
+
+impl Context {
+    /// Generates the transfer data (pseudo-random, fixed seed) and a certificate.
+    pub fn new(sizes: Sizes) -> Result<Self, CaseError> {
+        Ok(Context {
+            tls: Tls::new()?,
+            data: pattern(sizes.transfer_bytes, 0x5eed),
+            sizes,
+        })
+    }
+}
+
+/// `len` pseudo-random bytes from `seed` (xorshift64*), incompressible and reproducible;
+/// different seeds give different streams.
+fn pattern(len: usize, seed: u64) -> Bytes {
+    // Multiplying by an odd constant maps distinct seeds to distinct states; the only
+    // state xorshift cannot use is 0.
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).max(1);
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out.into()
+}
+
+/// Runs one case between a fresh client and server and returns its detail on success.
+pub async fn run(
+    ctx: &Context,
+    case: Case,
+    client: Stack,
+    server: Stack,
+) -> Result<String, CaseError> {
+    let pair = Pair::connect(client, server, &ctx.tls, case.setup()).await?;
+    let result = match case {
+        Case::Handshake => handshake(&pair),
+        Case::Upload => transfer(ctx, &pair, Direction::Upload, |_| {})
+            .await
+            .map(|t| t.summary()),
+        Case::Download => transfer(ctx, &pair, Direction::Download, |_| {})
+            .await
+            .map(|t| t.summary()),
+        Case::Datagrams => datagrams(ctx, &pair).await,
+        Case::KeyUpdate => key_update(ctx, &pair).await,
+        Case::MultipathHandshake => multipath_handshake(&pair),
+        Case::MultipathSecondPath => second_path(&pair).await.map(|(_, d)| d),
+        Case::MultipathUpload => multipath_transfer(ctx, &pair, Direction::Upload).await,
+        Case::MultipathDownload => multipath_transfer(ctx, &pair, Direction::Download).await,
+        Case::Close => close(ctx, &pair).await,
+    };
+    pair.shutdown().await;
+    result
+}
+
+fn handshake(pair: &Pair) -> Result<String, CaseError> {
+    let client = pair.client.alpn();
+    let server = pair.server.alpn();
+    let show = |a: &Option<Vec<u8>>| {
+        a.as_deref()
+            .map(|p| format!("{:?}", String::from_utf8_lossy(p)))
+            .unwrap_or_else(|| "none".into())
+    };
+    if client.as_deref() != Some(ALPN) || server.as_deref() != Some(ALPN) {
+        return Err(format!(
+            "ALPN not agreed: client {}, server {}, offered {:?}",
+            show(&client),
+            show(&server),
+            String::from_utf8_lossy(ALPN)
+        ));
+    }
+    Ok(format!(
+        "ALPN {} on both sides; handshake {:.1} ms",
+        show(&client),
+        pair.handshake_time.as_secs_f64() * 1e3
+    ))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Client to server.
+    Upload,
+    /// Server to client.
+    Download,
+}
+
+/// What a transfer measured.
+struct Transferred {
+    bytes: u64,
+    elapsed: Duration,
+}
+
+impl Transferred {
+    fn summary(&self) -> String {
+        format!(
+            "{} bytes, SHA-256 equal, {:.0} ms ({:.1} Mbit/s)",
+            self.bytes,
+            self.elapsed.as_secs_f64() * 1e3,
+            self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64().max(1e-9) / 1e6
+        )
+    }
+}
+
+/// Moves `ctx.data` over one stream in `direction` and checks length and SHA-256.
+/// `progress` is called with the bytes received so far after every chunk the receiver
+/// reads, so a case can act mid-transfer.
+async fn transfer(
+    ctx: &Context,
+    pair: &Pair,
+    direction: Direction,
+    progress: impl FnMut(u64),
+) -> Result<Transferred, CaseError> {
+    let started = Instant::now();
+    let data = &ctx.data;
+    // The streams are held until the end, so that none is dropped (and reset or stopped)
+    // early.
+    let (len, hash, _streams): (u64, [u8; 32], (Vec<SendS>, Vec<RecvS>)) = match direction {
+        Direction::Upload => {
+            let send = async {
+                let mut s = pair.client.open_uni().await?;
+                s.write_all(data).await?;
+                s.finish()?;
+                Ok::<_, CaseError>(s)
+            };
+            let recv = async {
+                let mut r = pair.server.accept_uni().await?;
+                let got = read_with_progress(&mut r, progress).await?;
+                Ok::<_, CaseError>((got, r))
+            };
+            let (s, ((len, hash), r)) = tokio::try_join!(send, recv)?;
+            (len, hash, (vec![s], vec![r]))
+        }
+        Direction::Download => {
+            let request = format!("GET {}", data.len());
+            let client = async {
+                let (mut s, mut r) = pair.client.open_bi().await?;
+                s.write_all(request.as_bytes()).await?;
+                s.finish()?;
+                let got = read_with_progress(&mut r, progress).await?;
+                Ok::<_, CaseError>((got, s, r))
+            };
+            let server = async {
+                let (mut s, mut r) = pair.server.accept_bi().await?;
+                let mut asked = Vec::new();
+                while let Some(c) = r.read_chunk().await? {
+                    asked.extend_from_slice(&c);
+                }
+                if asked != request.as_bytes() {
+                    return Err(format!(
+                        "server got request {:?}, expected {request:?}",
+                        String::from_utf8_lossy(&asked)
+                    ));
+                }
+                s.write_all(data).await?;
+                s.finish()?;
+                Ok::<_, CaseError>((s, r))
+            };
+            let (((len, hash), cs, cr), ss) = tokio::try_join!(client, server)?;
+            (len, hash, (vec![cs, ss.0], vec![cr, ss.1]))
+        }
+    };
+    let elapsed = started.elapsed();
+    let expected: [u8; 32] = Sha256::digest(data).into();
+    if len != data.len() as u64 || hash != expected {
+        return Err(format!(
+            "received {len} bytes with SHA-256 {}, sent {} bytes with SHA-256 {}",
+            hex::encode(hash),
+            data.len(),
+            hex::encode(expected)
+        ));
+    }
+    Ok(Transferred {
+        bytes: len,
+        elapsed,
+    })
+}
+
+async fn read_with_progress(
+    r: &mut RecvS,
+    mut progress: impl FnMut(u64),
+) -> Result<(u64, [u8; 32]), CaseError> {
+    let mut hash = Sha256::new();
+    let mut len = 0u64;
+    while let Some(chunk) = r.read_chunk().await? {
+        len += chunk.len() as u64;
+        hash.update(&chunk);
+        progress(len);
+    }
+    Ok((len, hash.finalize().into()))
+}
+
+/// Datagram `i` of a run: its index, then bytes derived from it, so that any corruption
+/// or mix-up shows.
+fn datagram(i: usize, size: usize) -> Bytes {
+    let mut d = (i as u64).to_le_bytes().to_vec();
+    d.extend_from_slice(&pattern(size.saturating_sub(8), i as u64 + 1));
+    d.into()
+}
+
+/// Sends `n` datagrams from `from` to `to`; returns (intact distinct received, corrupt or
+/// duplicate received, size).
+async fn datagrams_one_way(
+    from: &Conn,
+    to: &Conn,
+    n: usize,
+) -> Result<(usize, usize, usize), CaseError> {
+    let size = from
+        .max_datagram_size()
+        .ok_or_else(|| format!("{} sender: the peer accepts no datagrams", from.stack()))?
+        .min(1000);
+    let send = async {
+        for i in 0..n {
+            from.send_datagram(datagram(i, size))?;
+            // A light pace (20 datagrams a millisecond), so that the test measures the
+            // protocol rather than the queue lengths of the two stacks.
+            if i % 20 == 19 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        Ok::<_, CaseError>(())
+    };
+    let recv = async {
+        let mut seen = vec![false; n];
+        let (mut good, mut bad) = (0, 0);
+        while good < n {
+            // Stop once nothing has come for a second (the rest is lost).
+            let Ok(d) = tokio::time::timeout(Duration::from_secs(1), to.recv_datagram()).await
+            else {
+                break;
+            };
+            let d = d?;
+            let index = d
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+                .and_then(|i| usize::try_from(i).ok());
+            match index {
+                Some(i) if i < n && !seen[i] && d == datagram(i, size) => {
+                    seen[i] = true;
+                    good += 1;
+                }
+                _ => bad += 1,
+            }
+        }
+        Ok::<_, CaseError>((good, bad))
+    };
+    let ((), (good, bad)) = tokio::try_join!(send, recv)?;
+    Ok((good, bad, size))
+}
+
+async fn datagrams(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let n = ctx.sizes.datagrams;
+    let need = (n * DATAGRAM_PASS_PERCENT).div_ceil(100);
+    let mut detail = String::new();
+    let mut ok = true;
+    for (label, from, to) in [
+        ("client->server", &pair.client, &pair.server),
+        ("server->client", &pair.server, &pair.client),
+    ] {
+        let (good, bad, size) = datagrams_one_way(from, to, n).await?;
+        ok &= good >= need && bad == 0;
+        let _ = write!(
+            detail,
+            "{label}: {good}/{n} of {size} B arrived intact, {bad} corrupt or duplicate; "
+        );
+    }
+    let _ = write!(
+        detail,
+        "pass rule: >= {DATAGRAM_PASS_PERCENT}% intact each way, none corrupt or duplicate"
+    );
+    if ok { Ok(detail) } else { Err(detail) }
+}
+
+/// Key updates in the middle of an upload. The data goes in three thirds; before each
+/// third, once the previous one has arrived, a key update is forced: by polypath, then by
+/// noq, then by polypath again. polypath may start one only three PTOs after its previous
+/// update was acknowledged (RFC 9001 section 6.5), so it is asked again every 10 ms until it
+/// starts (at most [`KEY_UPDATE_WAIT`]); its second update starting therefore shows that
+/// noq acknowledged the first in the new key phase.
+async fn key_update(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let (polypath, noq) = match (&pair.client, &pair.server) {
+        (p @ Conn::Polypath(_), n @ Conn::Noq { .. })
+        | (n @ Conn::Noq { .. }, p @ Conn::Polypath(_)) => (p, n),
+        _ => return Err("the key-update case needs one polypath and one noq side".into()),
+    };
+    let data = &ctx.data;
+    let third = data.len().div_ceil(3).max(1);
+    let before = polypath.key_updates().unwrap_or(0);
+    let (progress_tx, mut progress_rx) = tokio::sync::watch::channel(0u64);
+    let started = Instant::now();
+    let send = async {
+        let mut log = Vec::new();
+        let mut s = pair.client.open_uni().await?;
+        for (round, piece) in data.chunks(third).enumerate() {
+            let sent_so_far = (round * third) as u64;
+            progress_rx
+                .wait_for(|&r| r >= sent_so_far)
+                .await
+                .map_err(|_| "the receiver stopped early")?;
+            let (who, side) = if round == 1 {
+                ("noq", noq)
+            } else {
+                ("polypath", polypath)
+            };
+            let asked = Instant::now();
+            let ok = if round == 1 {
+                noq_key_update(noq, polypath).await
+            } else {
+                let mut ok = side.force_key_update();
+                while !ok && asked.elapsed() < KEY_UPDATE_WAIT {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    ok = side.force_key_update();
+                }
+                ok
+            };
+            if !ok {
+                return Err(format!(
+                    "{who} key update at {sent_so_far} B did not happen within {} ms",
+                    KEY_UPDATE_WAIT.as_millis()
+                ));
+            }
+            log.push(format!(
+                "{who} update at {sent_so_far} B (after {} ms)",
+                asked.elapsed().as_millis()
+            ));
+            s.write_all(piece).await?;
+        }
+        s.finish()?;
+        Ok::<_, CaseError>((log, s))
+    };
+    let recv = async {
+        let mut r = pair.server.accept_uni().await?;
+        let got = read_with_progress(&mut r, |n| {
+            progress_tx.send_replace(n);
+        })
+        .await?;
+        Ok::<_, CaseError>((got, r))
+    };
+    let ((log, _s), ((len, hash), _r)) = tokio::try_join!(send, recv)?;
+    let elapsed = started.elapsed();
+    let expected: [u8; 32] = Sha256::digest(data).into();
+    if len != data.len() as u64 || hash != expected {
+        return Err(format!(
+            "{}; received {len} bytes with SHA-256 {}, sent {} with SHA-256 {}",
+            log.join(", "),
+            hex::encode(hash),
+            data.len(),
+            hex::encode(expected)
+        ));
+    }
+    let seen = polypath.key_updates().unwrap_or(0) - before;
+    let detail = format!(
+        "{}; polypath went through {seen} key updates (2 started, 1 followed); \
+         transfer after them: {}",
+        log.join(", "),
+        Transferred {
+            bytes: len,
+            elapsed
+        }
+        .summary()
+    );
+    // polypath counts the updates it starts and those it follows: three means it also
+    // followed noq's (saw the flipped key phase and opened the packet).
+    if seen == 3 { Ok(detail) } else { Err(detail) }
+}
+
+/// Asks noq for a key update until polypath has seen it. noq ignores the request, without
+/// saying so, while it still holds the keys of the previous update (for three PTOs after
+/// it), so the request is repeated every 10 ms, each time followed by a PING for noq to
+/// send in its new key phase, until polypath's key update count goes up (at most
+/// [`KEY_UPDATE_WAIT`]).
+async fn noq_key_update(noq: &Conn, polypath: &Conn) -> bool {
+    let before = polypath.key_updates().unwrap_or(0);
+    let asked = Instant::now();
+    while asked.elapsed() < KEY_UPDATE_WAIT {
+        noq.force_key_update();
+        noq.ping();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if polypath.key_updates().unwrap_or(0) > before {
+            return true;
+        }
+    }
+    false
+}
+
+/// How long the key-update case keeps asking for an update.
+pub const KEY_UPDATE_WAIT: Duration = Duration::from_secs(5);
+
+/// The client closes `pair`; then the server closes a second connection.
+async fn close(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let second = Pair::connect(
+        pair.client.stack(),
+        pair.server.stack(),
+        &ctx.tls,
+        Setup::default(),
+    )
+    .await?;
+    let mut detail = String::new();
+    for (closer_is_client, code, reason, pair) in [
+        (true, 0x42u32, "client done", pair),
+        (false, 0x43u32, "server done", &second),
+    ] {
+        let (closer, peer) = if closer_is_client {
+            (&pair.client, &pair.server)
+        } else {
+            (&pair.server, &pair.client)
+        };
+        closer.close(code, reason.as_bytes());
+        let seen = tokio::time::timeout(Duration::from_secs(5), peer.closed())
+            .await
+            .map_err(|_| format!("{} never saw the close", peer.stack()))?;
+        let who = if closer_is_client { "client" } else { "server" };
+        if seen.app_code != Some(u64::from(code)) || seen.reason != reason {
+            return Err(format!(
+                "{who} closed with code {code:#x} reason {reason:?}; the peer saw: {}",
+                seen.text
+            ));
+        }
+        let _ = write!(
+            detail,
+            "{who} close code {code:#x} reason {reason:?} seen by the peer; "
+        );
+    }
+    second.shutdown().await;
+    Ok(detail.trim_end_matches("; ").to_owned())
+}
+
+fn multipath_handshake(pair: &Pair) -> Result<String, CaseError> {
+    let (c, s) = (pair.client.is_multipath(), pair.server.is_multipath());
+    let detail = format!(
+        "multipath negotiated: client {c}, server {s} (each side allows {} paths)",
+        crate::peer::MAX_PATHS
+    );
+    if c && s { Ok(detail) } else { Err(detail) }
+}
+
+/// Opens the second path and waits until both sides have it; returns its ID.
+async fn second_path(pair: &Pair) -> Result<(u32, String), CaseError> {
+    let local = pair
+        .second_local
+        .ok_or("the client has no second local address")?;
+    let (client_id, server_id) = tokio::try_join!(
+        pair.client.open_path(local, pair.server_addr),
+        pair.server.peer_opened_path()
+    )?;
+    if client_id != server_id {
+        return Err(format!(
+            "the client opened path {client_id} but the server saw path {server_id}"
+        ));
+    }
+    Ok((
+        client_id,
+        format!("path {client_id} from {local} validated; the server sees it"),
+    ))
+}
+
+fn show_paths(paths: &[PathBytes], sender_stack: Stack) -> String {
+    let unit = match sender_stack {
+        Stack::Polypath => "stream payload B",
+        Stack::Noq => "STREAM frames",
+    };
+    paths
+        .iter()
+        .map(|p| {
+            format!(
+                "path {}: tx {} B rx {} B ({} {unit})",
+                p.id, p.udp_tx, p.udp_rx, p.stream_tx
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Two-path transfer: opens the second path, moves the data, and when half of it has
+/// arrived checks that both paths carried data and abandons the second path.
+async fn multipath_transfer(
+    ctx: &Context,
+    pair: &Pair,
+    direction: Direction,
+) -> Result<String, CaseError> {
+    let (second, _) = second_path(pair).await?;
+    let (sender, receiver) = match direction {
+        Direction::Upload => (&pair.client, &pair.server),
+        Direction::Download => (&pair.server, &pair.client),
+    };
+    let half = ctx.data.len() as u64 / 2;
+    // (sender's paths, receiver's paths, result of the abandonment)
+    type AtAbandon = (Vec<PathBytes>, Vec<PathBytes>, Result<(), CaseError>);
+    let mut at_abandon: Option<AtAbandon> = None;
+    let t = transfer(ctx, pair, direction, |received| {
+        if at_abandon.is_none() && received >= half {
+            let snapshot = (sender.path_bytes(), receiver.path_bytes());
+            let abandoned = pair.client.abandon_path(second);
+            at_abandon = Some((snapshot.0, snapshot.1, abandoned));
+        }
+    })
+    .await?;
+    let (sent, received, abandoned) =
+        at_abandon.ok_or("the transfer ended before half of it had arrived")?;
+    abandoned?;
+    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(second))
+        .await
+        .map_err(|_| format!("the server never saw path {second} abandoned"))??;
+    let on = |paths: &[PathBytes], id: u32, f: fn(&PathBytes) -> u64| {
+        paths.iter().find(|p| p.id == id).map(f).unwrap_or(0)
+    };
+    let both_carried = [0, second].iter().all(|&id| {
+        on(&sent, id, |p| p.stream_tx) > 0 && on(&received, id, |p| p.udp_rx) >= MIN_BYTES_PER_PATH
+    });
+    let detail = format!(
+        "at half ({half} B received): sender [{}]; receiver [{}]; client abandoned path {second} \
+         then, server saw it; after: sender [{}]; {}",
+        show_paths(&sent, sender.stack()),
+        show_paths(&received, receiver.stack()),
+        show_paths(&sender.path_bytes(), sender.stack()),
+        t.summary()
+    );
+    if both_carried {
+        Ok(detail)
+    } else {
+        Err(format!(
+            "not both paths carried data (need stream data sent and >= {MIN_BYTES_PER_PATH} B \
+             received on each): {detail}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for c in Case::ALL {
+            assert_eq!(Case::from_name(c.name()), Some(c));
+        }
+        assert_eq!(Case::from_name("nope"), None);
+    }
+
+    #[test]
+    fn datagrams_carry_their_index_and_differ() {
+        let a = datagram(3, 100);
+        assert_eq!(a.len(), 100);
+        assert_eq!(&a[..8], &3u64.to_le_bytes());
+        assert_ne!(a[8..], datagram(4, 100)[8..]);
+        assert_eq!(a, datagram(3, 100));
+    }
+
+    #[test]
+    fn pattern_is_reproducible() {
+        assert_eq!(pattern(1000, 1), pattern(1000, 1));
+        for seed in 0..64 {
+            assert_ne!(pattern(64, seed), pattern(64, seed + 1));
+        }
+        assert_eq!(pattern(13, 1).len(), 13);
+    }
+}

@@ -1,0 +1,75 @@
+//! `polypath-interop`: runs the interop matrix against noq over loopback UDP and prints
+//! the results (a table, or one JSON object with `--json`). Exits with status 1 if any case
+//! failed.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use polypath_interop::{Case, MatrixOptions, Sizes, run_matrix};
+
+/// Interop matrix: polypath against noq over loopback UDP, both directions.
+#[derive(Debug, Parser)]
+#[command(name = "polypath-interop", version)]
+struct Args {
+    /// Print one JSON object {"cases":[...]} instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Run only these cases (repeatable). Known: handshake, upload, download, datagrams,
+    /// key-update, close, mp-handshake, mp-second-path, mp-upload, mp-download.
+    #[arg(long = "case", value_name = "NAME", value_parser = parse_case)]
+    cases: Vec<Case>,
+    /// Bytes of each stream transfer.
+    #[arg(long, default_value_t = Sizes::default().transfer_bytes)]
+    transfer_bytes: usize,
+    /// Datagrams sent each way in the datagrams case.
+    #[arg(long, default_value_t = Sizes::default().datagrams)]
+    datagrams: usize,
+    /// Seconds after which a case fails as timed out.
+    #[arg(long, default_value_t = 60)]
+    case_timeout: u64,
+}
+
+fn parse_case(name: &str) -> Result<Case, String> {
+    Case::from_name(name).ok_or_else(|| {
+        let known: Vec<_> = Case::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown case {name:?}; known: {}", known.join(", "))
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let options = MatrixOptions {
+        cases: if args.cases.is_empty() {
+            Case::ALL.to_vec()
+        } else {
+            args.cases
+        },
+        sizes: Sizes {
+            transfer_bytes: args.transfer_bytes,
+            datagrams: args.datagrams,
+        },
+        case_timeout: Duration::from_secs(args.case_timeout),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("polypath-interop: cannot start the Tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = runtime.block_on(run_matrix(&options));
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    if report.all_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,765 @@
+//! One face for both stacks: endpoints, connections and streams of polypath (through
+//! polypath-io) and of noq, so that every case is written once and runs in both
+//! directions.
+
+use std::future::poll_fn;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_core::Stream;
+use noq::crypto::rustls::{HandshakeData, QuicClientConfig, QuicServerConfig};
+use polypath_quic::crypto::{
+    ServerVerification, client_config, self_signed_certificate, server_config,
+};
+use sha2::{Digest, Sha256};
+
+use crate::noq_socket::MultiAddrSocket;
+use crate::report::Stack;
+
+/// The ALPN protocol both sides offer (and the only one).
+pub const ALPN: &[u8] = b"polypath-interop";
+/// The server name the client asks for; the certificate carries it.
+pub const SERVER_NAME: &str = "localhost";
+/// Paths each side allows when multipath is on (initial_max_path_id = this − 1).
+pub const MAX_PATHS: u32 = 4;
+/// The client's first local address.
+pub const FIRST_LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+/// The client's second local address, for the second path.
+pub const SECOND_LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+/// A failure inside a case, as text for the report.
+pub type CaseError = String;
+
+/// TLS configurations shared by all connections of a run: one self-signed certificate,
+/// pinned by the clients of both stacks.
+#[derive(Clone)]
+pub struct Tls {
+    client: Arc<rustls::ClientConfig>,
+    server: Arc<rustls::ServerConfig>,
+}
+
+impl Tls {
+    /// A fresh self-signed certificate for [`SERVER_NAME`] and configs offering [`ALPN`].
+    pub fn new() -> Result<Self, CaseError> {
+        let err = |e: polypath_quic::crypto::ConfigError| format!("TLS setup: {e}");
+        let cert = self_signed_certificate(&[SERVER_NAME.into()]).map_err(err)?;
+        let server =
+            server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).map_err(err)?;
+        let client = client_config(
+            vec![ALPN.to_vec()],
+            ServerVerification::Pinned(cert.chain[0].clone()),
+            false,
+        )
+        .map_err(err)?;
+        Ok(Tls { client, server })
+    }
+}
+
+/// How the connection of a case is set up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Setup {
+    /// Offer the multipath extension (both sides), and give the client a second local
+    /// address ([`SECOND_LOCAL`]).
+    pub multipath: bool,
+}
+
+fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
+    let mut t = polypath_quic::TransportConfig::default();
+    if setup.multipath {
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
+        //# For example, if initial_max_path_id is set to 1, only connection IDs
+        //# associated with path IDs 0 and 1 should be issued by the peer.
+        t.initial_max_path_id = Some(MAX_PATHS - 1);
+        // Round robin, so that both paths carry data whatever their RTT estimates.
+        if let Some(rr) = polypath_quic::sched::scheduler_by_name("rr") {
+            t.scheduler = rr;
+        }
+    }
+    Arc::new(t)
+}
+
+fn noq_transport(setup: Setup) -> Arc<noq::TransportConfig> {
+    let mut t = noq::TransportConfig::default();
+    if setup.multipath {
+        t.max_concurrent_multipath_paths(MAX_PATHS);
+    }
+    Arc::new(t)
+}
+
+/// An endpoint of either stack; kept alive for as long as its connection is used.
+pub enum Endpoint {
+    /// A polypath-io endpoint.
+    Polypath(polypath_io::Endpoint),
+    /// A noq endpoint.
+    Noq(noq::Endpoint),
+}
+
+impl Endpoint {
+    /// Closes the endpoint and waits (at most two seconds) for its connections to drain.
+    pub async fn shutdown(&self) {
+        match self {
+            Endpoint::Polypath(e) => {
+                e.close(0, b"");
+                let _ = tokio::time::timeout(Duration::from_secs(2), e.wait_idle()).await;
+            }
+            Endpoint::Noq(e) => {
+                e.close(0u32.into(), b"");
+                let _ = tokio::time::timeout(Duration::from_secs(2), e.wait_idle()).await;
+            }
+        }
+    }
+}
+
+/// A client and a server connection of one case, with their endpoints.
+pub struct Pair {
+    /// The client's connection.
+    pub client: Conn,
+    /// The server's connection.
+    pub server: Conn,
+    /// The client's second local address, when multipath is set up.
+    pub second_local: Option<SocketAddr>,
+    /// The server's address.
+    pub server_addr: SocketAddr,
+    /// How long the client waited for its handshake.
+    pub handshake_time: Duration,
+    client_endpoint: Endpoint,
+    server_endpoint: Endpoint,
+}
+
+impl Pair {
+    /// Starts a server of stack `server` on 127.0.0.1, connects a client of stack `client`
+    /// to it, and waits for both handshakes.
+    pub async fn connect(
+        client: Stack,
+        server: Stack,
+        tls: &Tls,
+        setup: Setup,
+    ) -> Result<Pair, CaseError> {
+        let listen = SocketAddr::new(FIRST_LOCAL, 0);
+        let (server_endpoint, server_addr) = match server {
+            Stack::Polypath => {
+                let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
+                config.transport = polypath_transport(setup);
+                let e = polypath_io::Endpoint::server(
+                    listen,
+                    polypath_quic::EndpointConfig::random(),
+                    config,
+                )
+                .map_err(|e| format!("polypath server endpoint: {e}"))?;
+                let addr = e
+                    .local_addrs()
+                    .first()
+                    .copied()
+                    .ok_or("polypath server endpoint has no address")?;
+                (Endpoint::Polypath(e), addr)
+            }
+            Stack::Noq => {
+                let crypto = QuicServerConfig::try_from(tls.server.clone())
+                    .map_err(|e| format!("noq server TLS: {e}"))?;
+                let mut config = noq::ServerConfig::with_crypto(Arc::new(crypto));
+                config.transport_config(noq_transport(setup));
+                let e = noq::Endpoint::server(config, listen)
+                    .map_err(|e| format!("noq server endpoint: {e}"))?;
+                let addr = e
+                    .local_addr()
+                    .map_err(|e| format!("noq server address: {e}"))?;
+                (Endpoint::Noq(e), addr)
+            }
+        };
+        let mut locals = vec![SocketAddr::new(FIRST_LOCAL, 0)];
+        if setup.multipath {
+            locals.push(SocketAddr::new(SECOND_LOCAL, 0));
+        }
+        let started = Instant::now();
+        let accept = accept(&server_endpoint);
+        let (client_endpoint, client_conn, server_conn, second_local) = match client {
+            Stack::Polypath => {
+                let e =
+                    polypath_io::Endpoint::client(&locals, polypath_quic::EndpointConfig::random())
+                        .map_err(|e| format!("polypath client endpoint: {e}"))?;
+                let second = e.local_addrs().get(1).copied();
+                let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
+                config.transport = polypath_transport(setup);
+                let (conn, server_conn) =
+                    tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
+                let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
+                (
+                    Endpoint::Polypath(e),
+                    Conn::polypath(conn),
+                    server_conn?,
+                    second,
+                )
+            }
+            Stack::Noq => {
+                let socket = MultiAddrSocket::bind(&locals)
+                    .map_err(|e| format!("noq client sockets: {e}"))?;
+                let second = socket.local_addrs().get(1).copied();
+                let e = noq::Endpoint::new_with_abstract_socket(
+                    noq::EndpointConfig::default(),
+                    None,
+                    Box::new(socket),
+                    Arc::new(noq::TokioRuntime),
+                )
+                .map_err(|e| format!("noq client endpoint: {e}"))?;
+                let crypto = QuicClientConfig::try_from(tls.client.clone())
+                    .map_err(|e| format!("noq client TLS: {e}"))?;
+                let mut config = noq::ClientConfig::new(Arc::new(crypto));
+                config.transport_config(noq_transport(setup));
+                let connecting = e
+                    .connect_with(config, server_addr, SERVER_NAME)
+                    .map_err(|e| format!("noq client connect: {e}"))?;
+                let (conn, server_conn) = tokio::join!(connecting, accept);
+                let conn = conn.map_err(|e| format!("noq client handshake: {e}"))?;
+                (Endpoint::Noq(e), Conn::noq(conn), server_conn?, second)
+            }
+        };
+        Ok(Pair {
+            client: client_conn,
+            server: server_conn,
+            second_local,
+            server_addr,
+            handshake_time: started.elapsed(),
+            client_endpoint,
+            server_endpoint,
+        })
+    }
+
+    /// Closes both endpoints and waits briefly for them to drain.
+    pub async fn shutdown(self) {
+        let Pair {
+            client,
+            server,
+            client_endpoint,
+            server_endpoint,
+            ..
+        } = self;
+        // Connection handles keep a polypath-io endpoint busy: drop them first.
+        drop((client, server));
+        tokio::join!(client_endpoint.shutdown(), server_endpoint.shutdown());
+    }
+}
+
+/// Waits for the next connection on a server endpoint and its handshake.
+async fn accept(endpoint: &Endpoint) -> Result<Conn, CaseError> {
+    match endpoint {
+        Endpoint::Polypath(e) => {
+            let conn = e
+                .accept()
+                .await
+                .ok_or("polypath server endpoint closed before a connection came")?;
+            conn.handshake()
+                .await
+                .map_err(|e| format!("polypath server handshake: {e}"))?;
+            Ok(Conn::polypath(conn))
+        }
+        Endpoint::Noq(e) => {
+            let incoming = e
+                .accept()
+                .await
+                .ok_or("noq server endpoint closed before a connection came")?;
+            let conn = incoming
+                .await
+                .map_err(|e| format!("noq server handshake: {e}"))?;
+            Ok(Conn::noq(conn))
+        }
+    }
+}
+
+/// How the peer ended a connection, as one side saw it.
+#[derive(Debug, Clone)]
+pub struct CloseSeen {
+    /// The application error code, if the peer's application closed the connection.
+    pub app_code: Option<u64>,
+    /// The reason phrase of an application close.
+    pub reason: String,
+    /// The whole error, as text.
+    pub text: String,
+}
+
+/// Byte counters of one path, from one side's point of view.
+#[derive(Debug, Clone, Copy)]
+pub struct PathBytes {
+    /// The path ID (0 is the handshake path).
+    pub id: u32,
+    /// UDP payload bytes sent on the path.
+    pub udp_tx: u64,
+    /// UDP payload bytes received on the path.
+    pub udp_rx: u64,
+    /// Stream data sent on the path: payload bytes (polypath) or STREAM frames (noq, which
+    /// counts frames, not bytes, per path).
+    pub stream_tx: u64,
+}
+
+/// A connection of either stack.
+pub enum Conn {
+    /// polypath through polypath-io.
+    Polypath(polypath_io::Connection),
+    /// noq, with its path event stream (subscribed as soon as the connection exists, so
+    /// that no event is missed).
+    Noq {
+        /// The connection.
+        conn: noq::Connection,
+        /// Its path events.
+        path_events: Mutex<noq::PathEvents>,
+    },
+}
+
+fn noq_path_id(id: noq::PathId) -> u32 {
+    // noq's PathId shows its number and has no other public accessor.
+    id.to_string().parse().unwrap_or(u32::MAX)
+}
+
+impl Conn {
+    fn polypath(conn: polypath_io::Connection) -> Conn {
+        Conn::Polypath(conn)
+    }
+
+    fn noq(conn: noq::Connection) -> Conn {
+        let path_events = Mutex::new(conn.path_events());
+        Conn::Noq { conn, path_events }
+    }
+
+    /// The stack of this side.
+    pub fn stack(&self) -> Stack {
+        match self {
+            Conn::Polypath(_) => Stack::Polypath,
+            Conn::Noq { .. } => Stack::Noq,
+        }
+    }
+
+    /// The ALPN protocol agreed in the handshake.
+    pub fn alpn(&self) -> Option<Vec<u8>> {
+        match self {
+            Conn::Polypath(c) => c.alpn_protocol(),
+            Conn::Noq { conn, .. } => conn
+                .handshake_data()
+                .and_then(|d| d.downcast::<HandshakeData>().ok())
+                .and_then(|d| d.protocol),
+        }
+    }
+
+    /// Opens a unidirectional stream.
+    pub async fn open_uni(&self) -> Result<SendS, CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .open_uni()
+                .await
+                .map(SendS::Polypath)
+                .map_err(|e| format!("polypath open_uni: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .open_uni()
+                .await
+                .map(SendS::Noq)
+                .map_err(|e| format!("noq open_uni: {e}")),
+        }
+    }
+
+    /// Accepts the peer's next unidirectional stream.
+    pub async fn accept_uni(&self) -> Result<RecvS, CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .accept_uni()
+                .await
+                .map(RecvS::Polypath)
+                .map_err(|e| format!("polypath accept_uni: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .accept_uni()
+                .await
+                .map(RecvS::Noq)
+                .map_err(|e| format!("noq accept_uni: {e}")),
+        }
+    }
+
+    /// Opens a bidirectional stream.
+    pub async fn open_bi(&self) -> Result<(SendS, RecvS), CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .open_bi()
+                .await
+                .map(|(s, r)| (SendS::Polypath(s), RecvS::Polypath(r)))
+                .map_err(|e| format!("polypath open_bi: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .open_bi()
+                .await
+                .map(|(s, r)| (SendS::Noq(s), RecvS::Noq(r)))
+                .map_err(|e| format!("noq open_bi: {e}")),
+        }
+    }
+
+    /// Accepts the peer's next bidirectional stream.
+    pub async fn accept_bi(&self) -> Result<(SendS, RecvS), CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .accept_bi()
+                .await
+                .map(|(s, r)| (SendS::Polypath(s), RecvS::Polypath(r)))
+                .map_err(|e| format!("polypath accept_bi: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .accept_bi()
+                .await
+                .map(|(s, r)| (SendS::Noq(s), RecvS::Noq(r)))
+                .map_err(|e| format!("noq accept_bi: {e}")),
+        }
+    }
+
+    /// Largest datagram the peer accepts now, if it accepts any.
+    pub fn max_datagram_size(&self) -> Option<usize> {
+        match self {
+            Conn::Polypath(c) => c.max_datagram_size(),
+            Conn::Noq { conn, .. } => conn.max_datagram_size(),
+        }
+    }
+
+    /// Queues one datagram.
+    pub fn send_datagram(&self, data: Bytes) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .send_datagram(data)
+                .map_err(|e| format!("polypath send_datagram: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .send_datagram(data)
+                .map_err(|e| format!("noq send_datagram: {e}")),
+        }
+    }
+
+    /// Waits for the next datagram.
+    pub async fn recv_datagram(&self) -> Result<Bytes, CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .recv_datagram()
+                .await
+                .map_err(|e| format!("polypath recv_datagram: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .read_datagram()
+                .await
+                .map_err(|e| format!("noq read_datagram: {e}")),
+        }
+    }
+
+    /// Starts a 1-RTT key update. polypath says whether one started (it refuses while the
+    /// previous update is unacknowledged); noq's API does not say, so `true`.
+    pub fn force_key_update(&self) -> bool {
+        match self {
+            Conn::Polypath(c) => c.force_key_update(),
+            Conn::Noq { conn, .. } => {
+                conn.force_key_update();
+                true
+            }
+        }
+    }
+
+    /// Makes noq send an ack-eliciting packet now (a PING on path 0); polypath needs no
+    /// prompting in this matrix, so nothing happens on its side.
+    pub fn ping(&self) {
+        if let Conn::Noq { conn, .. } = self
+            && let Some(path) = conn.path(noq::PathId::ZERO)
+        {
+            let _ = path.ping();
+        }
+    }
+
+    /// Key updates this side took part in (started or followed); polypath counts them,
+    /// noq does not expose a count.
+    pub fn key_updates(&self) -> Option<u64> {
+        match self {
+            Conn::Polypath(c) => Some(c.stats().key_updates),
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// Closes the connection with an application error code and reason.
+    pub fn close(&self, code: u32, reason: &[u8]) {
+        match self {
+            Conn::Polypath(c) => c.close(u64::from(code), reason),
+            Conn::Noq { conn, .. } => conn.close(code.into(), reason),
+        }
+    }
+
+    /// Waits for the connection to end and says how.
+    pub async fn closed(&self) -> CloseSeen {
+        match self {
+            Conn::Polypath(c) => {
+                let e = c.closed().await;
+                let text = e.to_string();
+                match e {
+                    polypath_quic::ConnectionError::ApplicationClosed { code, reason } => {
+                        CloseSeen {
+                            app_code: Some(code),
+                            reason,
+                            text,
+                        }
+                    }
+                    _ => CloseSeen {
+                        app_code: None,
+                        reason: String::new(),
+                        text,
+                    },
+                }
+            }
+            Conn::Noq { conn, .. } => {
+                let e = conn.closed().await;
+                let text = e.to_string();
+                match e {
+                    noq::ConnectionError::ApplicationClosed(a) => CloseSeen {
+                        app_code: Some(a.error_code.into_inner()),
+                        reason: String::from_utf8_lossy(&a.reason).into_owned(),
+                        text,
+                    },
+                    _ => CloseSeen {
+                        app_code: None,
+                        reason: String::new(),
+                        text,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Whether both sides negotiated the multipath extension.
+    pub fn is_multipath(&self) -> bool {
+        match self {
+            Conn::Polypath(c) => c.is_multipath(),
+            Conn::Noq { conn, .. } => conn.is_multipath_enabled(),
+        }
+    }
+
+    /// Opens a path from `local` (a bound local address) to the peer at `remote` and waits
+    /// until it is validated; returns its path ID. (polypath opens it towards the address
+    /// of its first path, which is `remote` here.)
+    pub async fn open_path(&self, local: SocketAddr, remote: SocketAddr) -> Result<u32, CaseError> {
+        match self {
+            Conn::Polypath(c) => {
+                let id = c
+                    .open_path(local, polypath_io::PathStatus::Available)
+                    .await
+                    .map_err(|e| format!("polypath open_path: {e}"))?;
+                loop {
+                    if c.paths().iter().any(|p| {
+                        p.snapshot.id == id
+                            && p.snapshot.state == polypath_quic::sched::PathState::Validated
+                    }) {
+                        return Ok(id.0);
+                    }
+                    match c.path_event().await {
+                        Ok(polypath_io::PathEvent::Validated(v)) if v == id => return Ok(id.0),
+                        Ok(polypath_io::PathEvent::Abandoned(v)) if v == id => {
+                            return Err(format!(
+                                "polypath: path {} abandoned before validation",
+                                id.0
+                            ));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            return Err(format!("polypath: connection lost opening a path: {e}"));
+                        }
+                    }
+                }
+            }
+            Conn::Noq { conn, .. } => {
+                // The peer may issue the connection IDs for new paths only once the
+                // handshake is confirmed, so wait for that, and for up to two seconds
+                // more while none has come (as polypath-io does for its own paths).
+                conn.handshake_confirmed()
+                    .await
+                    .map_err(|e| format!("noq handshake confirmation: {e}"))?;
+                let tuple = noq::FourTuple::new(remote, Some(local.ip()));
+                let asked = Instant::now();
+                loop {
+                    match conn.open_path(tuple, noq::PathStatus::Available).await {
+                        Ok(path) => return Ok(noq_path_id(path.id())),
+                        Err(noq::PathError::RemoteCidsExhausted)
+                            if asked.elapsed() < Duration::from_secs(2) =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        Err(e) => return Err(format!("noq open_path: {e}")),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until the peer has opened a path other than path 0 and it is usable here;
+    /// returns its ID.
+    pub async fn peer_opened_path(&self) -> Result<u32, CaseError> {
+        match self {
+            Conn::Polypath(c) => loop {
+                if let Some(p) = c.paths().iter().find(|p| {
+                    p.snapshot.id.0 != 0
+                        && p.snapshot.state == polypath_quic::sched::PathState::Validated
+                }) {
+                    return Ok(p.snapshot.id.0);
+                }
+                c.path_event()
+                    .await
+                    .map_err(|e| format!("polypath: connection lost waiting for a path: {e}"))?;
+            },
+            Conn::Noq { path_events, .. } => loop {
+                match next_noq_event(path_events).await? {
+                    noq::PathEvent::Established { id, .. } if noq_path_id(id) != 0 => {
+                        return Ok(noq_path_id(id));
+                    }
+                    _ => {}
+                }
+            },
+        }
+    }
+
+    /// Waits until path `id` is abandoned (by either side) as seen here.
+    pub async fn path_abandoned(&self, id: u32) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => loop {
+                if !c.paths().iter().any(|p| {
+                    p.snapshot.id.0 == id
+                        && p.snapshot.state != polypath_quic::sched::PathState::Abandoned
+                }) {
+                    return Ok(());
+                }
+                match c.path_event().await {
+                    Ok(polypath_io::PathEvent::Abandoned(v)) if v.0 == id => return Ok(()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("polypath: connection lost: {e}")),
+                }
+            },
+            Conn::Noq { path_events, .. } => loop {
+                match next_noq_event(path_events).await? {
+                    noq::PathEvent::Abandoned { id: v, .. }
+                    | noq::PathEvent::Discarded { id: v, .. }
+                        if noq_path_id(v) == id =>
+                    {
+                        return Ok(());
+                    }
+                    _ => {}
+                }
+            },
+        }
+    }
+
+    /// Abandons path `id` (PATH_ABANDON, no error).
+    pub fn abandon_path(&self, id: u32) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => c
+                .abandon_path(polypath_quic::PathId(id), 0)
+                .map_err(|e| format!("polypath abandon_path: {e}")),
+            Conn::Noq { conn, .. } => conn
+                .path(noq::PathId::from(id))
+                .ok_or_else(|| format!("noq: no path {id} to abandon"))?
+                .close()
+                .map_err(|e| format!("noq path close: {e}")),
+        }
+    }
+
+    /// Byte counters of every path this side still knows.
+    pub fn path_bytes(&self) -> Vec<PathBytes> {
+        match self {
+            Conn::Polypath(c) => c
+                .paths()
+                .iter()
+                .map(|p| PathBytes {
+                    id: p.snapshot.id.0,
+                    udp_tx: p.stats.udp_bytes_sent,
+                    udp_rx: p.stats.udp_bytes_received,
+                    stream_tx: p.stats.payload_bytes_sent,
+                })
+                .collect(),
+            Conn::Noq { conn, .. } => (0..MAX_PATHS)
+                .filter_map(|i| {
+                    let s = conn.path_stats(noq::PathId::from(i))?;
+                    Some(PathBytes {
+                        id: i,
+                        udp_tx: s.udp_tx.bytes,
+                        udp_rx: s.udp_rx.bytes,
+                        stream_tx: s.frame_tx.stream,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+async fn next_noq_event(events: &Mutex<noq::PathEvents>) -> Result<noq::PathEvent, CaseError> {
+    let item = poll_fn(|cx| {
+        let mut events = match events.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        Pin::new(&mut *events).poll_next(cx)
+    })
+    .await;
+    match item {
+        Some(Ok(e)) => Ok(e),
+        Some(Err(lagged)) => Err(format!("noq path events lagged by {}", lagged.0)),
+        None => Err("noq path events ended (connection gone)".into()),
+    }
+}
+
+/// The sending half of a stream of either stack.
+pub enum SendS {
+    /// polypath.
+    Polypath(polypath_io::SendStream),
+    /// noq.
+    Noq(noq::SendStream),
+}
+
+impl SendS {
+    /// Writes all of `data`.
+    pub async fn write_all(&mut self, data: &[u8]) -> Result<(), CaseError> {
+        match self {
+            SendS::Polypath(s) => s
+                .write_all(data)
+                .await
+                .map_err(|e| format!("polypath write: {e}")),
+            SendS::Noq(s) => s
+                .write_all(data)
+                .await
+                .map_err(|e| format!("noq write: {e}")),
+        }
+    }
+
+    /// Ends the stream (FIN).
+    pub fn finish(&mut self) -> Result<(), CaseError> {
+        match self {
+            SendS::Polypath(s) => s.finish().map_err(|e| format!("polypath finish: {e}")),
+            SendS::Noq(s) => s.finish().map_err(|e| format!("noq finish: {e}")),
+        }
+    }
+}
+
+/// The receiving half of a stream of either stack.
+pub enum RecvS {
+    /// polypath.
+    Polypath(polypath_io::RecvStream),
+    /// noq.
+    Noq(noq::RecvStream),
+}
+
+impl RecvS {
+    /// The next chunk of data in order, or `None` at the end of the stream.
+    pub async fn read_chunk(&mut self) -> Result<Option<Bytes>, CaseError> {
+        const MAX: usize = 64 * 1024;
+        match self {
+            RecvS::Polypath(s) => s
+                .read_chunk(MAX)
+                .await
+                .map_err(|e| format!("polypath read: {e}")),
+            RecvS::Noq(s) => s
+                .read_chunk(MAX)
+                .await
+                .map_err(|e| format!("noq read: {e}")),
+        }
+    }
+
+    /// Reads to the end of the stream; returns the length and SHA-256 of what came.
+    pub async fn read_hashed(&mut self) -> Result<(u64, [u8; 32]), CaseError> {
+        let mut hash = Sha256::new();
+        let mut len = 0u64;
+        while let Some(chunk) = self.read_chunk().await? {
+            len += chunk.len() as u64;
+            hash.update(&chunk);
+        }
+        Ok((len, hash.finalize().into()))
+    }
+}

@@ -1,0 +1,683 @@
+//! Async handles on one connection and its streams.
+
+use crate::error::{DatagramError, PathError, ReadError, WriteError};
+use crate::state::{ConnWaiters, Shared, State, dir_index, register};
+use bytes::Bytes;
+use polypath_quic::connection::OpenPathError;
+use polypath_quic::sched::{PathEvent, PathStatus};
+use polypath_quic::streams::{ReadError as CoreReadError, WriteError as CoreWriteError};
+use polypath_quic::{
+    ConnectionError, ConnectionHandle, ConnectionStats, Dir, PathId, PathInfo, StreamId,
+    TransportErrorCode, VarInt,
+};
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// How long [`Connection::open_path`] waits for a free path ID with connection IDs on both
+/// sides (they arrive in NEW_CONNECTION_ID / PATH_NEW_CONNECTION_ID frames shortly after
+/// the handshake) before it reports [`OpenPathError::NoPathId`].
+const PATH_ID_WAIT: Duration = Duration::from_secs(2);
+
+/// A QUIC connection. Clones (and the streams) share it; when the last handle is dropped
+/// an open connection is closed with application code 0, so keep a handle until the peer
+/// has what it needs (for example until [`SendStream::finished`] or an application-level
+/// reply).
+#[derive(Debug, Clone)]
+pub struct Connection {
+    inner: Arc<ConnRef>,
+}
+
+/// Counts as one application reference for the driver.
+#[derive(Debug)]
+struct ConnRef {
+    shared: Arc<Shared>,
+    handle: ConnectionHandle,
+}
+
+impl Drop for ConnRef {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        let Some(w) = state.conns.get_mut(&self.handle) else {
+            return;
+        };
+        w.refs = w.refs.saturating_sub(1);
+        if w.refs > 0 {
+            return;
+        }
+        let drained = state
+            .quic
+            .connection(self.handle)
+            .is_none_or(|c| c.is_drained());
+        if drained {
+            state.forget(self.handle);
+        } else {
+            state.close_connection(self.handle, 0, b"");
+        }
+        state.wake_driver();
+    }
+}
+
+/// What an operation found, under the lock.
+type Parts<'a> = (
+    &'a mut polypath_quic::Connection,
+    &'a mut ConnWaiters,
+    &'a Option<Waker>,
+);
+
+impl Connection {
+    pub(crate) fn new(shared: Arc<Shared>, handle: ConnectionHandle) -> Self {
+        Connection {
+            inner: Arc::new(ConnRef { shared, handle }),
+        }
+    }
+
+    fn handle(&self) -> ConnectionHandle {
+        self.inner.handle
+    }
+
+    /// Runs `f` under the lock with the connection, its waiters and the driver's waker.
+    /// Fails with the reason the connection ended if it is gone.
+    fn with<T>(&self, f: impl FnOnce(Parts<'_>) -> T) -> Result<T, ConnectionError> {
+        let mut guard = self.inner.shared.lock();
+        let State {
+            quic,
+            conns,
+            driver_waker,
+            ..
+        } = &mut *guard;
+        let h = self.inner.handle;
+        match (quic.connection_mut(h), conns.get_mut(&h)) {
+            (Some(conn), Some(w)) => Ok(f((conn, w, driver_waker))),
+            (_, w) => Err(w
+                .and_then(|w| w.lost.clone())
+                .unwrap_or(ConnectionError::LocallyClosed)),
+        }
+    }
+
+    /// Like [`Connection::with`] for poll functions: a gone connection is a ready error.
+    fn poll_with<T, E>(
+        &self,
+        lost: impl FnOnce(ConnectionError) -> E,
+        f: impl FnOnce(Parts<'_>) -> Poll<Result<T, E>>,
+    ) -> Poll<Result<T, E>> {
+        match self.with(f) {
+            Ok(p) => p,
+            Err(e) => Poll::Ready(Err(lost(e))),
+        }
+    }
+
+    /// Waits for the handshake to complete.
+    pub async fn handshake(&self) -> Result<(), ConnectionError> {
+        poll_fn(|cx| {
+            self.poll_with(
+                |e| e,
+                |(conn, w, _)| {
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(e.clone()));
+                    }
+                    if w.connected || !conn.is_handshaking() {
+                        return Poll::Ready(Ok(()));
+                    }
+                    register(&mut w.handshake, cx);
+                    Poll::Pending
+                },
+            )
+        })
+        .await
+    }
+
+    fn poll_open(&self, cx: &mut Context<'_>, dir: Dir) -> Poll<Result<StreamId, ConnectionError>> {
+        self.poll_with(
+            |e| e,
+            |(conn, w, driver)| {
+                if let Some(e) = &w.lost {
+                    return Poll::Ready(Err(e.clone()));
+                }
+                match conn.open_stream(dir) {
+                    Some(id) => {
+                        wake(driver);
+                        Poll::Ready(Ok(id))
+                    }
+                    None => {
+                        register(&mut w.open[dir_index(dir)], cx);
+                        Poll::Pending
+                    }
+                }
+            },
+        )
+    }
+
+    fn poll_accept(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Dir,
+    ) -> Poll<Result<StreamId, ConnectionError>> {
+        self.poll_with(
+            |e| e,
+            |(conn, w, driver)| {
+                if let Some(id) = conn.accept_stream(dir) {
+                    // Accepting may raise the peer's stream limit (MAX_STREAMS).
+                    wake(driver);
+                    return Poll::Ready(Ok(id));
+                }
+                if let Some(e) = &w.lost {
+                    return Poll::Ready(Err(e.clone()));
+                }
+                register(&mut w.accept[dir_index(dir)], cx);
+                Poll::Pending
+            },
+        )
+    }
+
+    /// Opens a bidirectional stream, waiting while the peer's stream limit is reached.
+    pub async fn open_bi(&self) -> Result<(SendStream, RecvStream), ConnectionError> {
+        let id = poll_fn(|cx| self.poll_open(cx, Dir::Bi)).await?;
+        Ok((self.send_stream(id), self.recv_stream(id)))
+    }
+
+    /// Opens a unidirectional stream, waiting while the peer's stream limit is reached.
+    pub async fn open_uni(&self) -> Result<SendStream, ConnectionError> {
+        let id = poll_fn(|cx| self.poll_open(cx, Dir::Uni)).await?;
+        Ok(self.send_stream(id))
+    }
+
+    /// Waits for the next bidirectional stream the peer opens.
+    pub async fn accept_bi(&self) -> Result<(SendStream, RecvStream), ConnectionError> {
+        let id = poll_fn(|cx| self.poll_accept(cx, Dir::Bi)).await?;
+        Ok((self.send_stream(id), self.recv_stream(id)))
+    }
+
+    /// Waits for the next unidirectional stream the peer opens.
+    pub async fn accept_uni(&self) -> Result<RecvStream, ConnectionError> {
+        let id = poll_fn(|cx| self.poll_accept(cx, Dir::Uni)).await?;
+        Ok(self.recv_stream(id))
+    }
+
+    fn send_stream(&self, id: StreamId) -> SendStream {
+        SendStream {
+            conn: self.clone(),
+            id,
+        }
+    }
+
+    fn recv_stream(&self, id: StreamId) -> RecvStream {
+        RecvStream {
+            conn: self.clone(),
+            id,
+        }
+    }
+
+    /// Queues an unreliable datagram (RFC 9221).
+    pub fn send_datagram(&self, data: Bytes) -> Result<(), DatagramError> {
+        self.with(|(conn, w, driver)| {
+            if let Some(e) = &w.lost {
+                return Err(DatagramError::ConnectionLost(e.clone()));
+            }
+            conn.send_datagram(data).map_err(DatagramError::Refused)?;
+            wake(driver);
+            Ok(())
+        })
+        .map_err(DatagramError::ConnectionLost)?
+    }
+
+    /// Largest datagram payload the peer accepts on every path now, if it accepts any.
+    pub fn max_datagram_size(&self) -> Option<usize> {
+        self.with(|(conn, _, _)| conn.max_datagram_size())
+            .ok()
+            .flatten()
+    }
+
+    /// Waits for the next datagram from the peer.
+    pub async fn recv_datagram(&self) -> Result<Bytes, ConnectionError> {
+        poll_fn(|cx| {
+            self.poll_with(
+                |e| e,
+                |(conn, w, _)| {
+                    if let Some(d) = conn.recv_datagram() {
+                        return Poll::Ready(Ok(d));
+                    }
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(e.clone()));
+                    }
+                    register(&mut w.datagrams, cx);
+                    Poll::Pending
+                },
+            )
+        })
+        .await
+    }
+
+    /// Opens a new path (Multipath QUIC, client only) from the bound local address `local`
+    /// to the peer's address, and returns its ID; validation then runs in the background
+    /// (watch [`Connection::path_event`] or [`Connection::paths`]). Waits for the handshake
+    /// to be confirmed and, for up to two seconds, for connection IDs for a new path.
+    pub async fn open_path(
+        &self,
+        local: SocketAddr,
+        status: PathStatus,
+    ) -> Result<PathId, PathError> {
+        let attempt = poll_fn(|cx| self.poll_open_path(cx, local, status));
+        match tokio::time::timeout(PATH_ID_WAIT, attempt).await {
+            Ok(result) => result,
+            Err(_) => self
+                .with(|(conn, _, driver)| {
+                    let remote = conn
+                        .remote_address()
+                        .ok_or(PathError::Open(OpenPathError::Closed))?;
+                    let id = conn
+                        .open_path(Instant::now(), local, remote, status)
+                        .map_err(PathError::Open)?;
+                    wake(driver);
+                    Ok(id)
+                })
+                .map_err(PathError::ConnectionLost)?,
+        }
+    }
+
+    fn poll_open_path(
+        &self,
+        cx: &mut Context<'_>,
+        local: SocketAddr,
+        status: PathStatus,
+    ) -> Poll<Result<PathId, PathError>> {
+        let mut guard = self.inner.shared.lock();
+        let state = &mut *guard;
+        let Some(local) = state.socket_for(local).map(|_| local) else {
+            return Poll::Ready(Err(PathError::NoSocket(local)));
+        };
+        let h = self.inner.handle;
+        let (Some(conn), Some(w)) = (state.quic.connection_mut(h), state.conns.get_mut(&h)) else {
+            return Poll::Ready(Err(PathError::ConnectionLost(
+                ConnectionError::LocallyClosed,
+            )));
+        };
+        if let Some(e) = &w.lost {
+            return Poll::Ready(Err(PathError::ConnectionLost(e.clone())));
+        }
+        let Some(remote) = conn.remote_address() else {
+            return Poll::Ready(Err(PathError::Open(OpenPathError::Closed)));
+        };
+        match conn.open_path(Instant::now(), local, remote, status) {
+            Ok(id) => {
+                wake(&state.driver_waker);
+                Poll::Ready(Ok(id))
+            }
+            Err(OpenPathError::NoPathId) => {
+                register(&mut w.progress, cx);
+                Poll::Pending
+            }
+            Err(OpenPathError::MultipathNotNegotiated) if !conn.is_handshake_confirmed() => {
+                register(&mut w.progress, cx);
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(PathError::Open(e))),
+        }
+    }
+
+    /// Changes our status for a path and tells the peer.
+    pub fn set_path_status(&self, id: PathId, status: PathStatus) -> Result<(), PathError> {
+        self.with(|(conn, _, driver)| {
+            if !conn.set_path_status(Instant::now(), id, status) {
+                return Err(PathError::UnknownPath(id));
+            }
+            wake(driver);
+            Ok(())
+        })
+        .map_err(PathError::ConnectionLost)?
+    }
+
+    /// Abandons a path (PATH_ABANDON) with a transport error code (0 for no error).
+    pub fn abandon_path(&self, id: PathId, code: u64) -> Result<(), PathError> {
+        self.with(|(conn, _, driver)| {
+            if !conn.abandon_path(Instant::now(), id, TransportErrorCode(code)) {
+                return Err(PathError::UnknownPath(id));
+            }
+            wake(driver);
+            Ok(())
+        })
+        .map_err(PathError::ConnectionLost)?
+    }
+
+    /// Waits for the next path event (opened, validated, status changed, abandoned,
+    /// congestion). The last 256 events are kept for a reader that comes late.
+    pub async fn path_event(&self) -> Result<PathEvent, ConnectionError> {
+        poll_fn(|cx| {
+            self.poll_with(
+                |e| e,
+                |(_, w, _)| {
+                    if let Some(e) = w.path_events.pop_front() {
+                        return Poll::Ready(Ok(e));
+                    }
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(e.clone()));
+                    }
+                    register(&mut w.path_waiters, cx);
+                    Poll::Pending
+                },
+            )
+        })
+        .await
+    }
+
+    /// Counters of the whole connection.
+    pub fn stats(&self) -> ConnectionStats {
+        self.with(|(conn, _, _)| conn.stats()).unwrap_or_default()
+    }
+
+    /// State and counters of every path.
+    pub fn paths(&self) -> Vec<PathInfo> {
+        self.with(|(conn, _, _)| conn.paths()).unwrap_or_default()
+    }
+
+    /// The ALPN protocol agreed in the handshake, if any.
+    pub fn alpn_protocol(&self) -> Option<Vec<u8>> {
+        self.with(|(conn, _, _)| conn.alpn_protocol().map(<[u8]>::to_vec))
+            .ok()
+            .flatten()
+    }
+
+    /// True if both sides negotiated Multipath QUIC.
+    pub fn is_multipath(&self) -> bool {
+        self.with(|(conn, _, _)| conn.is_multipath())
+            .unwrap_or(false)
+    }
+
+    /// The peer's address on the first open path.
+    pub fn remote_address(&self) -> Option<SocketAddr> {
+        self.with(|(conn, _, _)| conn.remote_address())
+            .ok()
+            .flatten()
+    }
+
+    /// Name of the packet scheduler in use.
+    pub fn scheduler_name(&self) -> String {
+        self.with(|(conn, _, _)| conn.scheduler_name().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// Passes a run-time parameter to the scheduler.
+    pub fn configure_scheduler(&self, key: &str, value: &str) -> Result<(), String> {
+        self.with(|(conn, _, driver)| {
+            let r = conn.configure_scheduler(key, value);
+            wake(driver);
+            r
+        })
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Starts a 1-RTT key update if one is allowed now; returns whether it started.
+    pub fn force_key_update(&self) -> bool {
+        self.with(|(conn, _, driver)| {
+            let started = conn.force_key_update(Instant::now());
+            wake(driver);
+            started
+        })
+        .unwrap_or(false)
+    }
+
+    /// Closes the connection with an application error code and reason.
+    pub fn close(&self, code: u64, reason: &[u8]) {
+        self.inner
+            .shared
+            .lock()
+            .close_connection(self.handle(), code, reason);
+    }
+
+    /// Why the connection ended, once it has.
+    pub fn close_reason(&self) -> Option<ConnectionError> {
+        let state = self.inner.shared.lock();
+        state.conns.get(&self.handle()).and_then(|w| w.lost.clone())
+    }
+
+    /// Waits until the connection ends and returns why.
+    pub async fn closed(&self) -> ConnectionError {
+        poll_fn(|cx| {
+            let mut state = self.inner.shared.lock();
+            let Some(w) = state.conns.get_mut(&self.handle()) else {
+                return Poll::Ready(ConnectionError::LocallyClosed);
+            };
+            if let Some(e) = &w.lost {
+                return Poll::Ready(e.clone());
+            }
+            register(&mut w.closed, cx);
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+fn wake(driver: &Option<Waker>) {
+    if let Some(w) = driver {
+        w.wake_by_ref();
+    }
+}
+
+/// The sending half of a stream.
+#[derive(Debug)]
+pub struct SendStream {
+    conn: Connection,
+    id: StreamId,
+}
+
+fn write_error(e: CoreWriteError) -> WriteError {
+    match e {
+        CoreWriteError::Stopped(code) => WriteError::Stopped(code),
+        CoreWriteError::ClosedStream | CoreWriteError::UnknownStream | CoreWriteError::Blocked => {
+            WriteError::ClosedStream
+        }
+    }
+}
+
+impl SendStream {
+    /// The stream's ID.
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// Writes a prefix of `data`, waiting until flow control admits at least one byte;
+    /// returns how many bytes were taken.
+    pub async fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
+        poll_fn(|cx| {
+            self.conn
+                .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+                    }
+                    match conn.write(self.id, data) {
+                        Ok(n) => {
+                            wake(driver);
+                            Poll::Ready(Ok(n))
+                        }
+                        Err(CoreWriteError::Blocked) => {
+                            w.writers.insert(self.id, cx.waker().clone());
+                            Poll::Pending
+                        }
+                        Err(e) => Poll::Ready(Err(write_error(e))),
+                    }
+                })
+        })
+        .await
+    }
+
+    /// Writes all of `data`.
+    pub async fn write_all(&mut self, mut data: &[u8]) -> Result<(), WriteError> {
+        while !data.is_empty() {
+            let n = self.write(data).await?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Writes all of `data` without copying it.
+    pub async fn write_chunk(&mut self, mut data: Bytes) -> Result<(), WriteError> {
+        while !data.is_empty() {
+            poll_fn(|cx| {
+                self.conn
+                    .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
+                        if let Some(e) = &w.lost {
+                            return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+                        }
+                        match conn.write_bytes(self.id, &mut data) {
+                            Ok(_) => {
+                                wake(driver);
+                                Poll::Ready(Ok(()))
+                            }
+                            Err(CoreWriteError::Blocked) => {
+                                w.writers.insert(self.id, cx.waker().clone());
+                                Poll::Pending
+                            }
+                            Err(e) => Poll::Ready(Err(write_error(e))),
+                        }
+                    })
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream: a FIN follows the data written so far.
+    pub fn finish(&mut self) -> Result<(), WriteError> {
+        self.conn
+            .with(|(conn, _, driver)| {
+                conn.finish(self.id).map_err(write_error)?;
+                wake(driver);
+                Ok(())
+            })
+            .map_err(WriteError::ConnectionLost)?
+    }
+
+    /// Abandons the stream (RESET_STREAM) with an application error code.
+    pub fn reset(&mut self, code: u64) -> Result<(), WriteError> {
+        self.conn
+            .with(|(conn, _, driver)| {
+                conn.reset_stream(self.id, VarInt::saturating(code))
+                    .map_err(write_error)?;
+                wake(driver);
+                Ok(())
+            })
+            .map_err(WriteError::ConnectionLost)?
+    }
+
+    /// Waits until the peer acknowledged every byte and the FIN (call after
+    /// [`SendStream::finish`]).
+    pub async fn finished(&mut self) -> Result<(), WriteError> {
+        poll_fn(|cx| {
+            self.conn
+                .poll_with(WriteError::ConnectionLost, |(conn, w, _)| {
+                    if w.finished.remove(&self.id) {
+                        return Poll::Ready(Ok(()));
+                    }
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+                    }
+                    // A write of nothing reports whether the peer stopped the stream.
+                    if let Err(CoreWriteError::Stopped(code)) = conn.write(self.id, &[]) {
+                        return Poll::Ready(Err(WriteError::Stopped(code)));
+                    }
+                    w.finishers.insert(self.id, cx.waker().clone());
+                    Poll::Pending
+                })
+        })
+        .await
+    }
+}
+
+impl Drop for SendStream {
+    fn drop(&mut self) {
+        let _ = self.conn.with(|(_, w, _)| {
+            w.finished.remove(&self.id);
+            w.finishers.remove(&self.id);
+            w.writers.remove(&self.id);
+        });
+    }
+}
+
+/// The receiving half of a stream.
+#[derive(Debug)]
+pub struct RecvStream {
+    conn: Connection,
+    id: StreamId,
+}
+
+impl RecvStream {
+    /// The stream's ID.
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// Reads the next in-order bytes (at most `max`), waiting until some arrive;
+    /// `Ok(None)` at the end of the stream.
+    pub async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, ReadError> {
+        poll_fn(|cx| {
+            self.conn
+                .poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
+                    match conn.read(self.id, max) {
+                        Ok(chunk) => {
+                            // Reading may open flow-control windows (MAX_STREAM_DATA).
+                            wake(driver);
+                            Poll::Ready(Ok(chunk))
+                        }
+                        Err(CoreReadError::Blocked) => {
+                            if let Some(e) = &w.lost {
+                                return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
+                            }
+                            w.readers.insert(self.id, cx.waker().clone());
+                            Poll::Pending
+                        }
+                        Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
+                        Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
+                            Poll::Ready(Err(ReadError::ClosedStream))
+                        }
+                    }
+                })
+        })
+        .await
+    }
+
+    /// Reads into `buf`, waiting until some bytes arrive; returns how many, or `Ok(None)`
+    /// at the end of the stream.
+    pub async fn read(&mut self, buf: &mut [u8]) -> Result<Option<usize>, ReadError> {
+        if buf.is_empty() {
+            return Ok(Some(0));
+        }
+        Ok(self.read_chunk(buf.len()).await?.map(|chunk| {
+            buf[..chunk.len()].copy_from_slice(&chunk);
+            chunk.len()
+        }))
+    }
+
+    /// Reads the whole stream, failing if it holds more than `limit` bytes.
+    pub async fn read_to_end(&mut self, limit: usize) -> Result<Vec<u8>, ReadError> {
+        let mut out = Vec::new();
+        while let Some(chunk) = self.read_chunk(usize::MAX).await? {
+            if out.len() + chunk.len() > limit {
+                return Err(ReadError::TooLong(limit));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// Asks the peer to stop sending (STOP_SENDING) with an application error code.
+    pub fn stop(&mut self, code: u64) -> Result<(), ReadError> {
+        self.conn
+            .with(|(conn, _, driver)| {
+                conn.stop_sending(self.id, VarInt::saturating(code))
+                    .map_err(|_| ReadError::ClosedStream)?;
+                wake(driver);
+                Ok(())
+            })
+            .map_err(ReadError::ConnectionLost)?
+    }
+}
+
+impl Drop for RecvStream {
+    fn drop(&mut self) {
+        let _ = self.conn.with(|(_, w, _)| {
+            w.readers.remove(&self.id);
+        });
+    }
+}

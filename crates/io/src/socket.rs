@@ -1,0 +1,96 @@
+//! One UDP socket bound to one local address, with the batching and offloads that
+//! quinn-udp finds on the platform: `recvmmsg`, generic receive offload (GRO), generic
+//! segmentation offload (GSO) and the packet-info control messages that report the local
+//! address a datagram arrived on. Where the kernel lacks an offload, quinn-udp reports one
+//! segment and the driver sends and receives datagram by datagram.
+
+use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::task::{Context, Poll};
+use tokio::io::Interest;
+
+/// Socket buffer size asked of the kernel (it may grant less; that only costs throughput).
+const SOCKET_BUFFER_BYTES: usize = 8 * 1024 * 1024;
+
+/// A bound UDP socket registered with the Tokio reactor.
+pub(crate) struct Socket {
+    io: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Socket")
+            .field("local", &self.local)
+            .field("gso_segments", &self.state.max_gso_segments())
+            .field("gro_segments", &self.state.gro_segments())
+            .finish()
+    }
+}
+
+impl Socket {
+    /// Binds `addr` (port 0 picks a free port). Must run inside a Tokio runtime.
+    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        let std_socket = std::net::UdpSocket::bind(addr)?;
+        let state = UdpSocketState::new((&std_socket).into())?;
+        // Larger buffers absorb bursts at high rates; refusal is not an error.
+        if let Err(e) = state.set_send_buffer_size((&std_socket).into(), SOCKET_BUFFER_BYTES) {
+            tracing::debug!(%addr, error = %e, "could not enlarge the send buffer");
+        }
+        if let Err(e) = state.set_recv_buffer_size((&std_socket).into(), SOCKET_BUFFER_BYTES) {
+            tracing::debug!(%addr, error = %e, "could not enlarge the receive buffer");
+        }
+        let io = tokio::net::UdpSocket::from_std(std_socket)?;
+        let local = io.local_addr()?;
+        Ok(Socket { io, state, local })
+    }
+
+    /// The address the socket is bound to (with the port the kernel picked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Most datagrams one send may carry (1 without GSO, or after GSO failed once).
+    pub fn max_gso_segments(&self) -> usize {
+        self.state.max_gso_segments().max(1)
+    }
+
+    /// Most datagrams the kernel may coalesce into one receive buffer (1 without GRO).
+    pub fn gro_segments(&self) -> usize {
+        self.state.gro_segments().max(1)
+    }
+
+    /// Receives a batch of datagram buffers; returns how many of `bufs` were filled.
+    pub fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.io.poll_recv_ready(cx))?;
+            match self.io.try_io(Interest::READABLE, || {
+                self.state.recv((&self.io).into(), bufs, meta)
+            }) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+
+    /// Sends one transmit (one datagram, or a GSO batch of at most
+    /// [`Socket::max_gso_segments`] datagrams).
+    pub fn poll_send(&self, cx: &mut Context<'_>, transmit: &Transmit<'_>) -> Poll<io::Result<()>> {
+        loop {
+            std::task::ready!(self.io.poll_send_ready(cx))?;
+            match self.io.try_io(Interest::WRITABLE, || {
+                self.state.try_send((&self.io).into(), transmit)
+            }) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+}
