@@ -9,41 +9,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use polypath_sim::scenario::Scenario;
-use polypath_sim::{Hooks, QuicFactory, RunOptions, RunReport, TransferOutcome, run_scenario};
 use serde_json::Value;
-
-/// Runs `s` with a [`QuicFactory`] the test can inspect afterwards.
-fn run_quic(s: &Scenario, seed: u64, out: Option<PathBuf>) -> (RunReport, Vec<TransferOutcome>) {
-    let mut factory = QuicFactory::new(out.as_deref());
-    let opts = RunOptions {
-        seed: Some(seed),
-        out_dir: out,
-        progress: false,
-        events: None,
-    };
-    let r = run_scenario(
-        s,
-        &opts,
-        Hooks {
-            agents: Some(&mut factory),
-            sources: Vec::new(),
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    (r, factory.outcomes())
-}
-
-fn assert_complete(o: &TransferOutcome) {
-    assert_eq!(o.client_error, None, "{o:?}");
-    assert_eq!(o.server_error, None, "{o:?}");
-    assert_eq!(o.received, o.bytes, "{o:?}");
-    assert_eq!(o.corrupt, 0, "{o:?}");
-    assert!(o.completed.is_some(), "{o:?}");
-}
 
 /// A client `c` and a server `s`, one interface each on every link (`name`, body), and the
 /// given flows. Link `name` connects `10.0.<i+1>.1` (client) and `10.9.<i+1>.1` (server).

@@ -7,40 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use polypath_sim::scenario::{FlowKind, Scenario};
-use polypath_sim::{Hooks, QuicFactory, RunOptions, RunReport, TransferOutcome, run_scenario};
-
-/// Runs `s` with a [`QuicFactory`] the test can inspect afterwards.
-fn run_quic(
-    s: &Scenario,
-    seed: u64,
-    out: Option<std::path::PathBuf>,
-) -> (RunReport, Vec<TransferOutcome>) {
-    let mut factory = QuicFactory::new(out.as_deref());
-    let opts = RunOptions {
-        seed: Some(seed),
-        out_dir: out,
-        progress: false,
-        events: None,
-    };
-    let r = run_scenario(
-        s,
-        &opts,
-        Hooks {
-            agents: Some(&mut factory),
-            sources: Vec::new(),
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    (r, factory.outcomes())
-}
-
-fn assert_complete(o: &TransferOutcome) {
-    assert_eq!(o.client_error, None, "{o:?}");
-    assert_eq!(o.server_error, None, "{o:?}");
-    assert_eq!(o.received, o.bytes, "{o:?}");
-    assert_eq!(o.corrupt, 0, "{o:?}");
-    assert!(o.completed.is_some(), "{o:?}");
-}
+use polypath_sim::{Hooks, RunOptions, run_scenario};
 
 /// Two paths with loss, jitter and duplication, a 2 MB multipath download.
 const TWO_PATHS: &str = r#"

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use polypath_sim::scenario::Scenario;
-use polypath_sim::{Hooks, RunOptions, RunReport, run_scenario};
+use polypath_sim::{Hooks, QuicFactory, RunOptions, RunReport, TransferOutcome, run_scenario};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -88,4 +88,38 @@ pub fn packets(dir: &Path) -> Vec<(f64, f64, String)> {
             )
         })
         .collect()
+}
+
+/// Runs `s` with a [`QuicFactory`] the test can inspect afterwards.
+pub fn run_quic(
+    s: &Scenario,
+    seed: u64,
+    out: Option<PathBuf>,
+) -> (RunReport, Vec<TransferOutcome>) {
+    let mut factory = QuicFactory::new(out.as_deref());
+    let opts = RunOptions {
+        seed: Some(seed),
+        out_dir: out,
+        progress: false,
+        events: None,
+    };
+    let r = run_scenario(
+        s,
+        &opts,
+        Hooks {
+            agents: Some(&mut factory),
+            sources: Vec::new(),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    (r, factory.outcomes())
+}
+
+/// Asserts a QUIC transfer completed with every byte intact and no error on either side.
+pub fn assert_complete(o: &TransferOutcome) {
+    assert_eq!(o.client_error, None, "{o:?}");
+    assert_eq!(o.server_error, None, "{o:?}");
+    assert_eq!(o.received, o.bytes, "{o:?}");
+    assert_eq!(o.corrupt, 0, "{o:?}");
+    assert!(o.completed.is_some(), "{o:?}");
 }
