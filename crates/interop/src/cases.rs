@@ -112,7 +112,7 @@ pub const DATAGRAM_PASS_PERCENT: usize = 99;
 
 /// The per-path byte count the receiver must see on each path, before the abandonment,
 /// for a multipath transfer to count as carried on both paths.
-pub const MIN_BYTES_PER_PATH: u64 = 64 * 1024;
+pub const MIN_BYTES_PER_PATH: u64 = 16 * 1024;
 
 /// Shared inputs of every case of a run.
 pub struct Context {
@@ -628,6 +628,7 @@ async fn multipath_transfer(
     tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(second))
         .await
         .map_err(|_| format!("the server never saw path {second} abandoned"))??;
+    let frames = abandon_exchange(pair).await?;
     let on = |paths: &[PathBytes], id: u32, f: fn(&PathBytes) -> u64| {
         paths.iter().find(|p| p.id == id).map(f).unwrap_or(0)
     };
@@ -636,7 +637,7 @@ async fn multipath_transfer(
     });
     let detail = format!(
         "at half ({half} B received): sender [{}]; receiver [{}]; client abandoned path {second} \
-         then, server saw it; after: sender [{}]; {}",
+         then, server saw it; {frames}; after: sender [{}]; {}",
         show_paths(&sent, sender.stack()),
         show_paths(&received, receiver.stack()),
         show_paths(&sender.path_bytes(), sender.stack()),
@@ -649,6 +650,43 @@ async fn multipath_transfer(
             "not both paths carried data (need stream data sent and >= {MIN_BYTES_PER_PATH} B \
              received on each): {detail}"
         ))
+    }
+}
+
+/// Waits (at most two seconds) until noq has both sent and received a PATH_ABANDON: the
+/// draft requires the endpoint that receives one to answer with its own. Returns noq's
+/// multipath frame counts.
+//= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
+//# When an endpoint receives a PATH_ABANDON frame, it MUST send a corresponding
+//# PATH_ABANDON frame, if it has not already done so
+async fn abandon_exchange(pair: &Pair) -> Result<String, CaseError> {
+    let noq = if pair.client.stack() == Stack::Noq {
+        &pair.client
+    } else {
+        &pair.server
+    };
+    let asked = Instant::now();
+    loop {
+        let (tx, rx) = noq
+            .noq_frame_stats()
+            .ok_or("the multipath cases need a noq side")?;
+        let counts = format!(
+            "noq sent PATH_ABANDON {} PATH_ACK {} PATH_NEW_CONNECTION_ID {}, received \
+             PATH_ABANDON {} PATH_ACK {} PATH_NEW_CONNECTION_ID {}",
+            tx.path_abandon,
+            tx.path_acks,
+            tx.path_new_connection_id,
+            rx.path_abandon,
+            rx.path_acks,
+            rx.path_new_connection_id
+        );
+        if tx.path_abandon >= 1 && rx.path_abandon >= 1 {
+            return Ok(counts);
+        }
+        if asked.elapsed() > Duration::from_secs(2) {
+            return Err(format!("PATH_ABANDON not exchanged both ways: {counts}"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

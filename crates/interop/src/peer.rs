@@ -652,6 +652,17 @@ impl Conn {
         }
     }
 
+    /// noq's connection-wide frame counters (sent, received); `None` on the polypath side.
+    pub fn noq_frame_stats(&self) -> Option<(noq::FrameStats, noq::FrameStats)> {
+        match self {
+            Conn::Polypath(_) => None,
+            Conn::Noq { conn, .. } => {
+                let s = conn.stats();
+                Some((s.frame_tx, s.frame_rx))
+            }
+        }
+    }
+
     /// Byte counters of every path this side still knows.
     pub fn path_bytes(&self) -> Vec<PathBytes> {
         match self {
