@@ -36,11 +36,17 @@ pub enum Case {
     MultipathUpload,
     /// Download over two paths, with the same checks as [`Case::MultipathUpload`].
     MultipathDownload,
+    /// The client marks the second path backup, then available again; the server sees
+    /// each status (PATH_STATUS_BACKUP, PATH_STATUS_AVAILABLE).
+    MultipathPathStatus,
+    /// Download over two paths where the client abandons path 0 (the handshake's path)
+    /// mid-transfer; the rest goes over the second path.
+    MultipathAbandonInitial,
 }
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 10] = [
+    pub const ALL: [Case; 12] = [
         Case::Handshake,
         Case::Upload,
         Case::Download,
@@ -49,8 +55,10 @@ impl Case {
         Case::Close,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
+        Case::MultipathPathStatus,
         Case::MultipathUpload,
         Case::MultipathDownload,
+        Case::MultipathAbandonInitial,
     ];
 
     /// The name used in reports and on the command line.
@@ -64,8 +72,10 @@ impl Case {
             Case::Close => "close",
             Case::MultipathHandshake => "mp-handshake",
             Case::MultipathSecondPath => "mp-second-path",
+            Case::MultipathPathStatus => "mp-path-status",
             Case::MultipathUpload => "mp-upload",
             Case::MultipathDownload => "mp-download",
+            Case::MultipathAbandonInitial => "mp-abandon-initial",
         }
     }
 
@@ -80,8 +90,10 @@ impl Case {
                 self,
                 Case::MultipathHandshake
                     | Case::MultipathSecondPath
+                    | Case::MultipathPathStatus
                     | Case::MultipathUpload
                     | Case::MultipathDownload
+                    | Case::MultipathAbandonInitial
             ),
         }
     }
@@ -172,8 +184,16 @@ pub async fn run(
         Case::KeyUpdate => key_update(ctx, &pair).await,
         Case::MultipathHandshake => multipath_handshake(&pair),
         Case::MultipathSecondPath => second_path(&pair).await.map(|(_, d)| d),
-        Case::MultipathUpload => multipath_transfer(ctx, &pair, Direction::Upload).await,
-        Case::MultipathDownload => multipath_transfer(ctx, &pair, Direction::Download).await,
+        Case::MultipathPathStatus => path_status(&pair).await,
+        Case::MultipathUpload => {
+            multipath_transfer(ctx, &pair, Direction::Upload, Abandon::Second).await
+        }
+        Case::MultipathDownload => {
+            multipath_transfer(ctx, &pair, Direction::Download, Abandon::Second).await
+        }
+        Case::MultipathAbandonInitial => {
+            multipath_transfer(ctx, &pair, Direction::Download, Abandon::Initial).await
+        }
         Case::Close => close(ctx, &pair).await,
     };
     pair.shutdown().await;
@@ -581,6 +601,25 @@ async fn second_path(pair: &Pair) -> Result<(u32, String), CaseError> {
     ))
 }
 
+/// Marks the second path backup and then available again, waiting each time for the
+/// server to see the client's new status.
+async fn path_status(pair: &Pair) -> Result<String, CaseError> {
+    let (id, _) = second_path(pair).await?;
+    for backup in [true, false] {
+        pair.client.set_path_backup(id, backup)?;
+        let name = if backup { "backup" } else { "available" };
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            pair.server.peer_path_status(id, backup),
+        )
+        .await
+        .map_err(|_| format!("the server never saw path {id} become {name}"))??;
+    }
+    Ok(format!(
+        "client set path {id} backup, then available; the server saw both"
+    ))
+}
+
 fn show_paths(paths: &[PathBytes], sender_stack: Stack) -> String {
     let unit = match sender_stack {
         Stack::Polypath => "stream payload B",
@@ -598,14 +637,28 @@ fn show_paths(paths: &[PathBytes], sender_stack: Stack) -> String {
         .join(", ")
 }
 
+/// Which path a two-path transfer abandons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Abandon {
+    /// The path opened second (from 127.0.0.2).
+    Second,
+    /// Path 0, the one of the handshake.
+    Initial,
+}
+
 /// Two-path transfer: opens the second path, moves the data, and when half of it has
-/// arrived checks that both paths carried data and abandons the second path.
+/// arrived checks that both paths carried data and abandons one.
 async fn multipath_transfer(
     ctx: &Context,
     pair: &Pair,
     direction: Direction,
+    which: Abandon,
 ) -> Result<String, CaseError> {
     let (second, _) = second_path(pair).await?;
+    let victim = match which {
+        Abandon::Second => second,
+        Abandon::Initial => 0,
+    };
     let (sender, receiver) = match direction {
         Direction::Upload => (&pair.client, &pair.server),
         Direction::Download => (&pair.server, &pair.client),
@@ -617,7 +670,7 @@ async fn multipath_transfer(
     let t = transfer(ctx, pair, direction, |received| {
         if at_abandon.is_none() && received >= half {
             let snapshot = (sender.path_bytes(), receiver.path_bytes());
-            let abandoned = pair.client.abandon_path(second);
+            let abandoned = pair.client.abandon_path(victim);
             at_abandon = Some((snapshot.0, snapshot.1, abandoned));
         }
     })
@@ -625,9 +678,9 @@ async fn multipath_transfer(
     let (sent, received, abandoned) =
         at_abandon.ok_or("the transfer ended before half of it had arrived")?;
     abandoned?;
-    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(second))
+    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(victim))
         .await
-        .map_err(|_| format!("the server never saw path {second} abandoned"))??;
+        .map_err(|_| format!("the server never saw path {victim} abandoned"))??;
     let frames = abandon_exchange(pair).await?;
     let on = |paths: &[PathBytes], id: u32, f: fn(&PathBytes) -> u64| {
         paths.iter().find(|p| p.id == id).map(f).unwrap_or(0)
@@ -636,7 +689,7 @@ async fn multipath_transfer(
         on(&sent, id, |p| p.stream_tx) > 0 && on(&received, id, |p| p.udp_rx) >= MIN_BYTES_PER_PATH
     });
     let detail = format!(
-        "at half ({half} B received): sender [{}]; receiver [{}]; client abandoned path {second} \
+        "at half ({half} B received): sender [{}]; receiver [{}]; client abandoned path {victim} \
          then, server saw it; {frames}; after: sender [{}]; {}",
         show_paths(&sent, sender.stack()),
         show_paths(&received, receiver.stack()),

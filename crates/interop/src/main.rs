@@ -16,7 +16,8 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Run only these cases (repeatable). Known: handshake, upload, download, datagrams,
-    /// key-update, close, mp-handshake, mp-second-path, mp-upload, mp-download.
+    /// key-update, close, mp-handshake, mp-second-path, mp-upload, mp-download,
+    /// mp-path-status, mp-abandon-initial.
     #[arg(long = "case", value_name = "NAME", value_parser = parse_case)]
     cases: Vec<Case>,
     /// Bytes of each stream transfer.

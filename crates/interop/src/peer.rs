@@ -638,6 +638,75 @@ impl Conn {
         }
     }
 
+    /// Sets this side's status for path `id` (PATH_STATUS_BACKUP or
+    /// PATH_STATUS_AVAILABLE to the peer).
+    pub fn set_path_backup(&self, id: u32, backup: bool) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => {
+                let status = if backup {
+                    polypath_io::PathStatus::Backup
+                } else {
+                    polypath_io::PathStatus::Available
+                };
+                c.set_path_status(polypath_quic::PathId(id), status)
+                    .map_err(|e| format!("polypath set_path_status: {e}"))
+            }
+            Conn::Noq { conn, .. } => {
+                let status = if backup {
+                    noq::PathStatus::Backup
+                } else {
+                    noq::PathStatus::Available
+                };
+                conn.path(noq::PathId::from(id))
+                    .ok_or_else(|| format!("noq: no path {id}"))?
+                    .set_status(status)
+                    .map(|_| ())
+                    .map_err(|e| format!("noq set_status: {e}"))
+            }
+        }
+    }
+
+    /// Waits until the peer's status for path `id`, as seen here, is backup (`true`) or
+    /// available (`false`).
+    pub async fn peer_path_status(&self, id: u32, backup: bool) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => {
+                let want = if backup {
+                    polypath_io::PathStatus::Backup
+                } else {
+                    polypath_io::PathStatus::Available
+                };
+                loop {
+                    if c.paths()
+                        .iter()
+                        .any(|p| p.snapshot.id.0 == id && p.snapshot.peer_status == Some(want))
+                    {
+                        return Ok(());
+                    }
+                    c.path_event()
+                        .await
+                        .map_err(|e| format!("polypath: connection lost: {e}"))?;
+                }
+            }
+            Conn::Noq { path_events, .. } => {
+                let want = if backup {
+                    noq::PathStatus::Backup
+                } else {
+                    noq::PathStatus::Available
+                };
+                loop {
+                    if let noq::PathEvent::RemoteStatus { id: v, status, .. } =
+                        next_noq_event(path_events).await?
+                        && noq_path_id(v) == id
+                        && status == want
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     /// Abandons path `id` (PATH_ABANDON, no error).
     pub fn abandon_path(&self, id: u32) -> Result<(), CaseError> {
         match self {
