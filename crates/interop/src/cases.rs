@@ -39,6 +39,9 @@ pub enum Case {
     /// The client marks the second path backup, then available again; the server sees
     /// each status (PATH_STATUS_BACKUP, PATH_STATUS_AVAILABLE).
     MultipathPathStatus,
+    /// The key-update case with two paths open (the draft's per-path nonces under new
+    /// keys).
+    MultipathKeyUpdate,
     /// Download over two paths where the client abandons path 0 (the handshake's path)
     /// mid-transfer; the rest goes over the second path.
     MultipathAbandonInitial,
@@ -46,7 +49,7 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 12] = [
+    pub const ALL: [Case; 13] = [
         Case::Handshake,
         Case::Upload,
         Case::Download,
@@ -59,6 +62,7 @@ impl Case {
         Case::MultipathUpload,
         Case::MultipathDownload,
         Case::MultipathAbandonInitial,
+        Case::MultipathKeyUpdate,
     ];
 
     /// The name used in reports and on the command line.
@@ -76,6 +80,7 @@ impl Case {
             Case::MultipathUpload => "mp-upload",
             Case::MultipathDownload => "mp-download",
             Case::MultipathAbandonInitial => "mp-abandon-initial",
+            Case::MultipathKeyUpdate => "mp-key-update",
         }
     }
 
@@ -94,6 +99,7 @@ impl Case {
                     | Case::MultipathUpload
                     | Case::MultipathDownload
                     | Case::MultipathAbandonInitial
+                    | Case::MultipathKeyUpdate
             ),
         }
     }
@@ -191,6 +197,15 @@ pub async fn run(
         Case::MultipathDownload => {
             multipath_transfer(ctx, &pair, Direction::Download, Abandon::Second).await
         }
+        Case::MultipathKeyUpdate => match second_path(&pair).await {
+            Ok((id, _)) => key_update(ctx, &pair).await.map(|d| {
+                format!(
+                    "paths 0 and {id} open; {d}; client (sender) paths [{}]",
+                    show_paths(&pair.client.path_bytes(), pair.client.stack())
+                )
+            }),
+            Err(e) => Err(e),
+        },
         Case::MultipathAbandonInitial => {
             multipath_transfer(ctx, &pair, Direction::Download, Abandon::Initial).await
         }

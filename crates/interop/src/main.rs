@@ -17,7 +17,7 @@ struct Args {
     json: bool,
     /// Run only these cases (repeatable). Known: handshake, upload, download, datagrams,
     /// key-update, close, mp-handshake, mp-second-path, mp-upload, mp-download,
-    /// mp-path-status, mp-abandon-initial.
+    /// mp-path-status, mp-abandon-initial, mp-key-update.
     #[arg(long = "case", value_name = "NAME", value_parser = parse_case)]
     cases: Vec<Case>,
     /// Bytes of each stream transfer.
