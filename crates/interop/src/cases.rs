@@ -15,6 +15,9 @@ use crate::report::Stack;
 pub enum Case {
     /// Handshake completes and both sides agree on the ALPN protocol.
     Handshake,
+    /// The server validates the client's address with a Retry first; the handshake then
+    /// completes (the client must echo the token and check retry_source_connection_id).
+    Retry,
     /// The client sends the transfer size on one stream; SHA-256 compared.
     Upload,
     /// The client asks for the transfer size on a bidirectional stream and the server
@@ -49,8 +52,9 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 13] = [
+    pub const ALL: [Case; 14] = [
         Case::Handshake,
+        Case::Retry,
         Case::Upload,
         Case::Download,
         Case::Datagrams,
@@ -69,6 +73,7 @@ impl Case {
     pub fn name(self) -> &'static str {
         match self {
             Case::Handshake => "handshake",
+            Case::Retry => "retry",
             Case::Upload => "upload",
             Case::Download => "download",
             Case::Datagrams => "datagrams",
@@ -91,6 +96,7 @@ impl Case {
 
     fn setup(self) -> Setup {
         Setup {
+            retry: self == Case::Retry,
             multipath: matches!(
                 self,
                 Case::MultipathHandshake
@@ -180,6 +186,7 @@ pub async fn run(
     let pair = Pair::connect(client, server, &ctx.tls, case.setup()).await?;
     let result = match case {
         Case::Handshake => handshake(&pair),
+        Case::Retry => retry(&pair),
         Case::Upload => transfer(ctx, &pair, Direction::Upload, |_| {})
             .await
             .map(|t| t.summary()),
@@ -236,6 +243,19 @@ fn handshake(pair: &Pair) -> Result<String, CaseError> {
         show(&client),
         pair.handshake_time.as_secs_f64() * 1e3
     ))
+}
+
+fn retry(pair: &Pair) -> Result<String, CaseError> {
+    let handshake = handshake(pair)?;
+    match pair.server_retries {
+        Some(0) => Err("the noq server was asked for a Retry but sent none".into()),
+        Some(n) => Ok(format!(
+            "noq server sent {n} Retry, then accepted the validated attempt; {handshake}"
+        )),
+        None => Ok(format!(
+            "polypath server configured to send a Retry to every new client; {handshake}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ struct Args {
     /// Print one JSON object {"cases":[...]} instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these cases (repeatable). Known: handshake, upload, download, datagrams,
+    /// Run only these cases (repeatable). Known: handshake, retry, upload, download, datagrams,
     /// key-update, close, mp-handshake, mp-second-path, mp-upload, mp-download,
     /// mp-path-status, mp-abandon-initial, mp-key-update.
     #[arg(long = "case", value_name = "NAME", value_parser = parse_case)]

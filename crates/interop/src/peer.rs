@@ -64,6 +64,8 @@ pub struct Setup {
     /// Offer the multipath extension (both sides), and give the client a second local
     /// address ([`SECOND_LOCAL`]).
     pub multipath: bool,
+    /// The server validates the client's address with a Retry before accepting it.
+    pub retry: bool,
 }
 
 fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
@@ -125,6 +127,9 @@ pub struct Pair {
     pub server_addr: SocketAddr,
     /// How long the client waited for its handshake.
     pub handshake_time: Duration,
+    /// Connection attempts a noq server answered with a Retry (`None` for polypath
+    /// servers, whose Retry is stateless and not counted).
+    pub server_retries: Option<u32>,
     client_endpoint: Endpoint,
     server_endpoint: Endpoint,
 }
@@ -143,6 +148,7 @@ impl Pair {
             Stack::Polypath => {
                 let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
                 config.transport = polypath_transport(setup);
+                config.retry = setup.retry;
                 let e = polypath_io::Endpoint::server(
                     listen,
                     polypath_quic::EndpointConfig::random(),
@@ -174,54 +180,58 @@ impl Pair {
             locals.push(SocketAddr::new(SECOND_LOCAL, 0));
         }
         let started = Instant::now();
-        let accept = accept(&server_endpoint);
-        let (client_endpoint, client_conn, server_conn, second_local) = match client {
-            Stack::Polypath => {
-                let e =
-                    polypath_io::Endpoint::client(&locals, polypath_quic::EndpointConfig::random())
-                        .map_err(|e| format!("polypath client endpoint: {e}"))?;
-                let second = e.local_addrs().get(1).copied();
-                let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
-                config.transport = polypath_transport(setup);
-                let (conn, server_conn) =
-                    tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
-                let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
-                (
-                    Endpoint::Polypath(e),
-                    Conn::polypath(conn),
-                    server_conn?,
-                    second,
-                )
-            }
-            Stack::Noq => {
-                let socket = MultiAddrSocket::bind(&locals)
-                    .map_err(|e| format!("noq client sockets: {e}"))?;
-                let second = socket.local_addrs().get(1).copied();
-                let e = noq::Endpoint::new_with_abstract_socket(
-                    noq::EndpointConfig::default(),
-                    None,
-                    Box::new(socket),
-                    Arc::new(noq::TokioRuntime),
-                )
-                .map_err(|e| format!("noq client endpoint: {e}"))?;
-                let crypto = QuicClientConfig::try_from(tls.client.clone())
-                    .map_err(|e| format!("noq client TLS: {e}"))?;
-                let mut config = noq::ClientConfig::new(Arc::new(crypto));
-                config.transport_config(noq_transport(setup));
-                let connecting = e
-                    .connect_with(config, server_addr, SERVER_NAME)
-                    .map_err(|e| format!("noq client connect: {e}"))?;
-                let (conn, server_conn) = tokio::join!(connecting, accept);
-                let conn = conn.map_err(|e| format!("noq client handshake: {e}"))?;
-                (Endpoint::Noq(e), Conn::noq(conn), server_conn?, second)
-            }
-        };
+        let accept = accept(&server_endpoint, setup.retry);
+        let (client_endpoint, client_conn, (server_conn, server_retries), second_local) =
+            match client {
+                Stack::Polypath => {
+                    let e = polypath_io::Endpoint::client(
+                        &locals,
+                        polypath_quic::EndpointConfig::random(),
+                    )
+                    .map_err(|e| format!("polypath client endpoint: {e}"))?;
+                    let second = e.local_addrs().get(1).copied();
+                    let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
+                    config.transport = polypath_transport(setup);
+                    let (conn, server_conn) =
+                        tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
+                    let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
+                    (
+                        Endpoint::Polypath(e),
+                        Conn::polypath(conn),
+                        server_conn?,
+                        second,
+                    )
+                }
+                Stack::Noq => {
+                    let socket = MultiAddrSocket::bind(&locals)
+                        .map_err(|e| format!("noq client sockets: {e}"))?;
+                    let second = socket.local_addrs().get(1).copied();
+                    let e = noq::Endpoint::new_with_abstract_socket(
+                        noq::EndpointConfig::default(),
+                        None,
+                        Box::new(socket),
+                        Arc::new(noq::TokioRuntime),
+                    )
+                    .map_err(|e| format!("noq client endpoint: {e}"))?;
+                    let crypto = QuicClientConfig::try_from(tls.client.clone())
+                        .map_err(|e| format!("noq client TLS: {e}"))?;
+                    let mut config = noq::ClientConfig::new(Arc::new(crypto));
+                    config.transport_config(noq_transport(setup));
+                    let connecting = e
+                        .connect_with(config, server_addr, SERVER_NAME)
+                        .map_err(|e| format!("noq client connect: {e}"))?;
+                    let (conn, server_conn) = tokio::join!(connecting, accept);
+                    let conn = conn.map_err(|e| format!("noq client handshake: {e}"))?;
+                    (Endpoint::Noq(e), Conn::noq(conn), server_conn?, second)
+                }
+            };
         Ok(Pair {
             client: client_conn,
             server: server_conn,
             second_local,
             server_addr,
             handshake_time: started.elapsed(),
+            server_retries,
             client_endpoint,
             server_endpoint,
         })
@@ -242,8 +252,11 @@ impl Pair {
     }
 }
 
-/// Waits for the next connection on a server endpoint and its handshake.
-async fn accept(endpoint: &Endpoint) -> Result<Conn, CaseError> {
+/// Waits for the next connection on a server endpoint and its handshake. With `retry`, a
+/// noq server answers attempts whose address is not yet validated with a Retry (polypath
+/// servers do this by configuration); returns the connection and, for noq, how many Retry
+/// packets it sent.
+async fn accept(endpoint: &Endpoint, retry: bool) -> Result<(Conn, Option<u32>), CaseError> {
     match endpoint {
         Endpoint::Polypath(e) => {
             let conn = e
@@ -253,17 +266,27 @@ async fn accept(endpoint: &Endpoint) -> Result<Conn, CaseError> {
             conn.handshake()
                 .await
                 .map_err(|e| format!("polypath server handshake: {e}"))?;
-            Ok(Conn::polypath(conn))
+            Ok((Conn::polypath(conn), None))
         }
         Endpoint::Noq(e) => {
-            let incoming = e
-                .accept()
-                .await
-                .ok_or("noq server endpoint closed before a connection came")?;
-            let conn = incoming
-                .await
-                .map_err(|e| format!("noq server handshake: {e}"))?;
-            Ok(Conn::noq(conn))
+            let mut retries = 0;
+            loop {
+                let incoming = e
+                    .accept()
+                    .await
+                    .ok_or("noq server endpoint closed before a connection came")?;
+                if retry && !incoming.remote_address_validated() {
+                    incoming
+                        .retry()
+                        .map_err(|_| "noq server could not send a Retry")?;
+                    retries += 1;
+                    continue;
+                }
+                let conn = incoming
+                    .await
+                    .map_err(|e| format!("noq server handshake: {e}"))?;
+                return Ok((Conn::noq(conn), Some(retries)));
+            }
         }
     }
 }
