@@ -23,6 +23,11 @@ pub enum Case {
     /// The client asks for the transfer size on a bidirectional stream and the server
     /// sends it; SHA-256 compared.
     Download,
+    /// More bidirectional streams than the peer allows at once ([`STREAM_COUNT`] echo
+    /// exchanges), so MAX_STREAMS must come as streams complete.
+    Streams,
+    /// RESET_STREAM and STOP_SENDING codes reach the peer.
+    StreamReset,
     /// 1000 DATAGRAM frames (RFC 9221) each way; see [`DATAGRAM_PASS_PERCENT`].
     Datagrams,
     /// 1-RTT key updates forced on both sides during an upload.
@@ -52,11 +57,13 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 14] = [
+    pub const ALL: [Case; 16] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
         Case::Download,
+        Case::Streams,
+        Case::StreamReset,
         Case::Datagrams,
         Case::KeyUpdate,
         Case::Close,
@@ -76,6 +83,8 @@ impl Case {
             Case::Retry => "retry",
             Case::Upload => "upload",
             Case::Download => "download",
+            Case::Streams => "streams",
+            Case::StreamReset => "stream-reset",
             Case::Datagrams => "datagrams",
             Case::KeyUpdate => "key-update",
             Case::Close => "close",
@@ -193,6 +202,8 @@ pub async fn run(
         Case::Download => transfer(ctx, &pair, Direction::Download, |_| {})
             .await
             .map(|t| t.summary()),
+        Case::Streams => streams(&pair).await,
+        Case::StreamReset => stream_reset(&pair).await,
         Case::Datagrams => datagrams(ctx, &pair).await,
         Case::KeyUpdate => key_update(ctx, &pair).await,
         Case::MultipathHandshake => multipath_handshake(&pair),
@@ -369,6 +380,104 @@ async fn read_with_progress(
         progress(len);
     }
     Ok((len, hash.finalize().into()))
+}
+
+/// Bidirectional streams of [`Case::Streams`]: more than the 100 both stacks allow at
+/// once by default.
+pub const STREAM_COUNT: usize = 250;
+
+/// The client opens [`STREAM_COUNT`] bidirectional streams, each carrying 1000 bytes
+/// derived from its number; the server echoes each one; the client compares.
+async fn streams(pair: &Pair) -> Result<String, CaseError> {
+    let message = |i: usize| pattern(1000, 0x5757_0000 + i as u64);
+    let client = async {
+        let mut open = Vec::with_capacity(STREAM_COUNT);
+        for i in 0..STREAM_COUNT {
+            let (mut s, r) = pair.client.open_bi().await?;
+            s.write_all(&message(i)).await?;
+            s.finish()?;
+            open.push((s, r));
+        }
+        for (i, (_s, r)) in open.iter_mut().enumerate() {
+            let mut echo = Vec::new();
+            while let Some(c) = r.read_chunk().await? {
+                echo.extend_from_slice(&c);
+            }
+            if echo != message(i) {
+                return Err(format!(
+                    "stream {i}: the echo differs ({} bytes)",
+                    echo.len()
+                ));
+            }
+        }
+        Ok::<_, CaseError>(open)
+    };
+    let server = async {
+        let mut done = Vec::with_capacity(STREAM_COUNT);
+        for _ in 0..STREAM_COUNT {
+            let (mut s, mut r) = pair.server.accept_bi().await?;
+            let mut got = Vec::new();
+            while let Some(c) = r.read_chunk().await? {
+                got.extend_from_slice(&c);
+            }
+            s.write_all(&got).await?;
+            s.finish()?;
+            done.push((s, r));
+        }
+        Ok::<_, CaseError>(done)
+    };
+    let started = Instant::now();
+    tokio::try_join!(client, server)?;
+    Ok(format!(
+        "{STREAM_COUNT} bidirectional streams of 1000 B echoed intact (the limit is 100 at \
+         once) in {:.0} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    ))
+}
+
+/// The client resets a unidirectional stream (RESET_STREAM 0x77) and the server sees the
+/// code; then the server stops a bidirectional stream (STOP_SENDING 0x78) and the client
+/// sees that code.
+async fn stream_reset(pair: &Pair) -> Result<String, CaseError> {
+    const RESET: u32 = 0x77;
+    const STOP: u32 = 0x78;
+    let reset = async {
+        let mut s = pair.client.open_uni().await?;
+        s.write_all(&[7; 4096]).await?;
+        s.reset(RESET)?;
+        Ok::<_, CaseError>(s)
+    };
+    let see_reset = async {
+        let mut r = pair.server.accept_uni().await?;
+        r.read_until_reset().await
+    };
+    let (_s, (read, code)) = tokio::try_join!(reset, see_reset)?;
+    if code != Some(u64::from(RESET)) {
+        return Err(format!(
+            "the client reset with code {RESET:#x}; the server saw {code:?} after {read} B"
+        ));
+    }
+    let stop = async {
+        let (mut s, mut r) = pair.server.accept_bi().await?;
+        r.stop(STOP)?;
+        Ok::<_, CaseError>((s.finish().ok(), r))
+    };
+    let see_stop = async {
+        let (mut s, r) = pair.client.open_bi().await?;
+        s.write_all(&[8; 4096]).await?;
+        let code = s.stopped().await?;
+        Ok::<_, CaseError>((code, r))
+    };
+    let (_server_side, (stopped, _r)) = tokio::try_join!(stop, see_stop)?;
+    if stopped != Some(u64::from(STOP)) {
+        return Err(format!(
+            "the server stopped with code {STOP:#x}; the client saw {stopped:?}"
+        ));
+    }
+    Ok(format!(
+        "RESET_STREAM {RESET:#x} seen by the server (after {read} B); STOP_SENDING {STOP:#x} \
+         seen by the client"
+    ))
 }
 
 /// Datagram `i` of a run: its index, then bytes derived from it, so that any corruption

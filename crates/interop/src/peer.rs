@@ -829,6 +829,33 @@ impl SendS {
             SendS::Noq(s) => s.finish().map_err(|e| format!("noq finish: {e}")),
         }
     }
+
+    /// Abandons the stream (RESET_STREAM with `code`).
+    pub fn reset(&mut self, code: u32) -> Result<(), CaseError> {
+        match self {
+            SendS::Polypath(s) => s
+                .reset(u64::from(code))
+                .map_err(|e| format!("polypath reset: {e}")),
+            SendS::Noq(s) => s.reset(code.into()).map_err(|e| format!("noq reset: {e}")),
+        }
+    }
+
+    /// Waits until the peer stops the stream (STOP_SENDING) and returns its code; `None`
+    /// if the stream ended otherwise (all data acknowledged).
+    pub async fn stopped(&mut self) -> Result<Option<u64>, CaseError> {
+        match self {
+            SendS::Polypath(s) => match s.finished().await {
+                Ok(()) => Ok(None),
+                Err(polypath_io::WriteError::Stopped(code)) => Ok(Some(code.into_inner())),
+                Err(e) => Err(format!("polypath stream: {e}")),
+            },
+            SendS::Noq(s) => s
+                .stopped()
+                .await
+                .map(|c| c.map(|c| c.into_inner()))
+                .map_err(|e| format!("noq stopped: {e}")),
+        }
+    }
 }
 
 /// The receiving half of a stream of either stack.
@@ -852,6 +879,44 @@ impl RecvS {
                 .read_chunk(MAX)
                 .await
                 .map_err(|e| format!("noq read: {e}")),
+        }
+    }
+
+    /// Asks the peer to stop sending (STOP_SENDING with `code`).
+    pub fn stop(&mut self, code: u32) -> Result<(), CaseError> {
+        match self {
+            RecvS::Polypath(s) => s
+                .stop(u64::from(code))
+                .map_err(|e| format!("polypath stop: {e}")),
+            RecvS::Noq(s) => s.stop(code.into()).map_err(|e| format!("noq stop: {e}")),
+        }
+    }
+
+    /// Reads until the stream ends; returns the bytes read and the reset code if the peer
+    /// reset the stream (`None` for a clean end).
+    pub async fn read_until_reset(&mut self) -> Result<(u64, Option<u64>), CaseError> {
+        let mut len = 0u64;
+        loop {
+            let chunk = match self {
+                RecvS::Polypath(s) => match s.read_chunk(64 * 1024).await {
+                    Ok(c) => c,
+                    Err(polypath_io::ReadError::Reset(code)) => {
+                        return Ok((len, Some(code.into_inner())));
+                    }
+                    Err(e) => return Err(format!("polypath read: {e}")),
+                },
+                RecvS::Noq(s) => match s.read_chunk(64 * 1024).await {
+                    Ok(c) => c,
+                    Err(noq::ReadError::Reset(code)) => {
+                        return Ok((len, Some(code.into_inner())));
+                    }
+                    Err(e) => return Err(format!("noq read: {e}")),
+                },
+            };
+            match chunk {
+                Some(c) => len += c.len() as u64,
+                None => return Ok((len, None)),
+            }
         }
     }
 
