@@ -47,6 +47,8 @@ pub enum Case {
     /// The client marks the second path backup, then available again; the server sees
     /// each status (PATH_STATUS_BACKUP, PATH_STATUS_AVAILABLE).
     MultipathPathStatus,
+    /// Upload over two paths where the server abandons the second path mid-transfer.
+    MultipathServerAbandon,
     /// The key-update case with two paths open (the draft's per-path nonces under new
     /// keys).
     MultipathKeyUpdate,
@@ -57,7 +59,7 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 16] = [
+    pub const ALL: [Case; 17] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -73,6 +75,7 @@ impl Case {
         Case::MultipathUpload,
         Case::MultipathDownload,
         Case::MultipathAbandonInitial,
+        Case::MultipathServerAbandon,
         Case::MultipathKeyUpdate,
     ];
 
@@ -94,6 +97,7 @@ impl Case {
             Case::MultipathUpload => "mp-upload",
             Case::MultipathDownload => "mp-download",
             Case::MultipathAbandonInitial => "mp-abandon-initial",
+            Case::MultipathServerAbandon => "mp-server-abandon",
             Case::MultipathKeyUpdate => "mp-key-update",
         }
     }
@@ -115,6 +119,7 @@ impl Case {
                     | Case::MultipathDownload
                     | Case::MultipathAbandonInitial
                     | Case::MultipathKeyUpdate
+                    | Case::MultipathServerAbandon
             ),
         }
     }
@@ -224,6 +229,9 @@ pub async fn run(
             }),
             Err(e) => Err(e),
         },
+        Case::MultipathServerAbandon => {
+            multipath_transfer(ctx, &pair, Direction::Upload, Abandon::SecondByServer).await
+        }
         Case::MultipathAbandonInitial => {
             multipath_transfer(ctx, &pair, Direction::Download, Abandon::Initial).await
         }
@@ -788,6 +796,8 @@ enum Abandon {
     Second,
     /// Path 0, the one of the handshake.
     Initial,
+    /// The second path, abandoned by the server.
+    SecondByServer,
 }
 
 /// Two-path transfer: opens the second path, moves the data, and when half of it has
@@ -800,8 +810,13 @@ async fn multipath_transfer(
 ) -> Result<String, CaseError> {
     let (second, _) = second_path(pair).await?;
     let victim = match which {
-        Abandon::Second => second,
+        Abandon::Second | Abandon::SecondByServer => second,
         Abandon::Initial => 0,
+    };
+    let (abandoner, other, who, peer) = if which == Abandon::SecondByServer {
+        (&pair.server, &pair.client, "server", "client")
+    } else {
+        (&pair.client, &pair.server, "client", "server")
     };
     let (sender, receiver) = match direction {
         Direction::Upload => (&pair.client, &pair.server),
@@ -814,7 +829,7 @@ async fn multipath_transfer(
     let t = transfer(ctx, pair, direction, |received| {
         if at_abandon.is_none() && received >= half {
             let snapshot = (sender.path_bytes(), receiver.path_bytes());
-            let abandoned = pair.client.abandon_path(victim);
+            let abandoned = abandoner.abandon_path(victim);
             at_abandon = Some((snapshot.0, snapshot.1, abandoned));
         }
     })
@@ -822,9 +837,9 @@ async fn multipath_transfer(
     let (sent, received, abandoned) =
         at_abandon.ok_or("the transfer ended before half of it had arrived")?;
     abandoned?;
-    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(victim))
+    tokio::time::timeout(Duration::from_secs(5), other.path_abandoned(victim))
         .await
-        .map_err(|_| format!("the server never saw path {victim} abandoned"))??;
+        .map_err(|_| format!("the {peer} never saw path {victim} abandoned"))??;
     let frames = abandon_exchange(pair).await?;
     let on = |paths: &[PathBytes], id: u32, f: fn(&PathBytes) -> u64| {
         paths.iter().find(|p| p.id == id).map(f).unwrap_or(0)
@@ -833,8 +848,8 @@ async fn multipath_transfer(
         on(&sent, id, |p| p.stream_tx) > 0 && on(&received, id, |p| p.udp_rx) >= MIN_BYTES_PER_PATH
     });
     let detail = format!(
-        "at half ({half} B received): sender [{}]; receiver [{}]; client abandoned path {victim} \
-         then, server saw it; {frames}; after: sender [{}]; {}",
+        "at half ({half} B received): sender [{}]; receiver [{}]; {who} abandoned path {victim} \
+         then, {peer} saw it; {frames}; after: sender [{}]; {}",
         show_paths(&sent, sender.stack()),
         show_paths(&received, receiver.stack()),
         show_paths(&sender.path_bytes(), sender.stack()),
