@@ -229,3 +229,74 @@ fn backup_path_is_used_only_when_the_primary_cannot_send() {
         .and_then(|p| p.snapshot.peer_status);
     assert_eq!(peer_status, Some(PathStatus::Backup));
 }
+
+/// With two paths allowed, a path abandoned by both sides gives its path ID back as soon as
+/// the PATH_ABANDON frames have crossed (MAX_PATH_ID), not only when its state is dropped
+/// three PTOs later, so a new path can be opened at once. (Found by the noq interop
+/// matrix: after an abandonment noq waited seconds for MAX_PATH_ID when polypath had no RTT
+/// sample on the abandoned path, whose initial-RTT PTO then set the discard time.)
+#[test]
+fn abandoned_path_id_is_given_back_once_both_sides_abandoned_it() {
+    let transport = || TransportConfig {
+        initial_max_path_id: Some(1),
+        scheduler: Arc::new(RoundRobinFactory),
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::new(transport(), transport());
+    pair.handshake();
+    pair.run_until(Duration::from_millis(100), |_| false);
+    let now = pair.now;
+    let first = pair
+        .client()
+        .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+        .expect("path 1 opens");
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        p.server()
+            .paths()
+            .iter()
+            .any(|i| i.snapshot.id == first && i.snapshot.state == PathState::Validated)
+    }));
+    let now = pair.now;
+    assert!(
+        pair.client()
+            .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+            .is_err(),
+        "only two paths are allowed"
+    );
+    assert!(
+        pair.client()
+            .abandon_path(now, first, TransportErrorCode::APPLICATION_ABANDON_PATH)
+    );
+    let abandoned_at = pair.now;
+    // The PATH_ABANDON frames cross in one round trip (20 ms here), MAX_PATH_ID and the new
+    // path's connection IDs in one more; three PTOs are well over 100 ms.
+    let mut second = None;
+    let reopened = pair.run_until(Duration::from_millis(100), |p| {
+        let now = p.now;
+        if let Ok(id) =
+            p.client()
+                .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+        {
+            second = Some(id);
+        }
+        second.is_some()
+    });
+    assert!(
+        reopened,
+        "no new path within 100 ms of the abandonment (at {:?})",
+        pair.now - abandoned_at
+    );
+    let second = second.unwrap();
+    assert!(second.0 > first.0);
+    assert!(pair.run_until(Duration::from_secs(2), |p| {
+        p.client()
+            .paths()
+            .iter()
+            .any(|i| i.snapshot.id == second && i.snapshot.state == PathState::Validated)
+    }));
+    assert_eq!(
+        pair.transfer(200_000, Duration::from_secs(10)).len(),
+        200_000
+    );
+    assert!(!pair.client().is_closed() && !pair.server().is_closed());
+}
