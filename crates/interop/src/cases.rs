@@ -49,6 +49,10 @@ pub enum Case {
     MultipathPathStatus,
     /// Upload over two paths where the server abandons the second path mid-transfer.
     MultipathServerAbandon,
+    /// With two paths allowed at once, the client opens a second path, abandons it, and
+    /// opens a third (path ID 2) which needs the peer to raise its limit (MAX_PATH_ID);
+    /// an upload then uses the new path.
+    MultipathReopen,
     /// The key-update case with two paths open (the draft's per-path nonces under new
     /// keys).
     MultipathKeyUpdate,
@@ -59,7 +63,7 @@ pub enum Case {
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 17] = [
+    pub const ALL: [Case; 18] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -76,6 +80,7 @@ impl Case {
         Case::MultipathDownload,
         Case::MultipathAbandonInitial,
         Case::MultipathServerAbandon,
+        Case::MultipathReopen,
         Case::MultipathKeyUpdate,
     ];
 
@@ -98,6 +103,7 @@ impl Case {
             Case::MultipathDownload => "mp-download",
             Case::MultipathAbandonInitial => "mp-abandon-initial",
             Case::MultipathServerAbandon => "mp-server-abandon",
+            Case::MultipathReopen => "mp-reopen",
             Case::MultipathKeyUpdate => "mp-key-update",
         }
     }
@@ -110,6 +116,7 @@ impl Case {
     fn setup(self) -> Setup {
         Setup {
             retry: self == Case::Retry,
+            max_paths: (self == Case::MultipathReopen).then_some(2),
             multipath: matches!(
                 self,
                 Case::MultipathHandshake
@@ -120,6 +127,7 @@ impl Case {
                     | Case::MultipathAbandonInitial
                     | Case::MultipathKeyUpdate
                     | Case::MultipathServerAbandon
+                    | Case::MultipathReopen
             ),
         }
     }
@@ -229,6 +237,7 @@ pub async fn run(
             }),
             Err(e) => Err(e),
         },
+        Case::MultipathReopen => reopen(ctx, &pair).await,
         Case::MultipathServerAbandon => {
             multipath_transfer(ctx, &pair, Direction::Upload, Abandon::SecondByServer).await
         }
@@ -770,6 +779,68 @@ async fn path_status(pair: &Pair) -> Result<String, CaseError> {
     Ok(format!(
         "client set path {id} backup, then available; the server saw both"
     ))
+}
+
+/// noq's counts of the frames that move the path ID limit.
+fn limit_frames(pair: &Pair) -> String {
+    let noq = if pair.client.stack() == Stack::Noq {
+        &pair.client
+    } else {
+        &pair.server
+    };
+    match noq.noq_frame_stats() {
+        Some((tx, rx)) => format!(
+            "noq sent MAX_PATH_ID {} PATHS_BLOCKED {} PATH_CIDS_BLOCKED {} PATH_ABANDON {}, \
+             received MAX_PATH_ID {} PATHS_BLOCKED {} PATH_CIDS_BLOCKED {} PATH_ABANDON {} \
+             PATH_NEW_CONNECTION_ID {}",
+            tx.max_path_id,
+            tx.paths_blocked,
+            tx.path_cids_blocked,
+            tx.path_abandon,
+            rx.max_path_id,
+            rx.paths_blocked,
+            rx.path_cids_blocked,
+            rx.path_abandon,
+            rx.path_new_connection_id
+        ),
+        None => String::new(),
+    }
+}
+
+async fn reopen(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let (first, _) = second_path(pair).await?;
+    let abandoned_at = Instant::now();
+    pair.client.abandon_path(first)?;
+    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(first))
+        .await
+        .map_err(|_| format!("the server never saw path {first} abandoned"))??;
+    let (next, opened) = second_path(pair)
+        .await
+        .map_err(|e| format!("after abandoning path {first}: {e}; {}", limit_frames(pair)))?;
+    let reopen_wait = abandoned_at.elapsed();
+    let t = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let sent = pair.client.path_bytes();
+    let received = pair.server.path_bytes();
+    let on = |paths: &[PathBytes], f: fn(&PathBytes) -> u64| {
+        paths.iter().find(|p| p.id == next).map(f).unwrap_or(0)
+    };
+    let detail = format!(
+        "2 paths allowed; path {first} opened and abandoned; {opened} ({:.0} ms after the \
+         abandonment); {}; upload: client [{}], server [{}]; {}",
+        reopen_wait.as_secs_f64() * 1e3,
+        limit_frames(pair),
+        show_paths(&sent, pair.client.stack()),
+        show_paths(&received, pair.server.stack()),
+        t.summary()
+    );
+    if next > first
+        && on(&sent, |p| p.stream_tx) > 0
+        && on(&received, |p| p.udp_rx) >= MIN_BYTES_PER_PATH
+    {
+        Ok(detail)
+    } else {
+        Err(format!("the new path carried no data: {detail}"))
+    }
 }
 
 fn show_paths(paths: &[PathBytes], sender_stack: Stack) -> String {

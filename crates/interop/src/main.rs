@@ -18,7 +18,7 @@ struct Args {
     /// Run only these cases (repeatable). Known: handshake, retry, upload, download,
     /// streams, stream-reset, datagrams, key-update, close, mp-handshake, mp-second-path,
     /// mp-path-status, mp-upload, mp-download, mp-abandon-initial, mp-server-abandon,
-    /// mp-key-update.
+    /// mp-reopen, mp-key-update.
     #[arg(long = "case", value_name = "NAME", value_parser = parse_case)]
     cases: Vec<Case>,
     /// Bytes of each stream transfer.

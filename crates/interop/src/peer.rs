@@ -66,6 +66,8 @@ pub struct Setup {
     pub multipath: bool,
     /// The server validates the client's address with a Retry before accepting it.
     pub retry: bool,
+    /// Paths each side allows at once with multipath, if not [`MAX_PATHS`].
+    pub max_paths: Option<u32>,
 }
 
 fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
@@ -74,7 +76,7 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
         //# For example, if initial_max_path_id is set to 1, only connection IDs
         //# associated with path IDs 0 and 1 should be issued by the peer.
-        t.initial_max_path_id = Some(MAX_PATHS - 1);
+        t.initial_max_path_id = Some(setup.max_paths.unwrap_or(MAX_PATHS).max(1) - 1);
         // Round robin, so that both paths carry data whatever their RTT estimates.
         if let Some(rr) = polypath_quic::sched::scheduler_by_name("rr") {
             t.scheduler = rr;
@@ -86,7 +88,7 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
 fn noq_transport(setup: Setup) -> Arc<noq::TransportConfig> {
     let mut t = noq::TransportConfig::default();
     if setup.multipath {
-        t.max_concurrent_multipath_paths(MAX_PATHS);
+        t.max_concurrent_multipath_paths(setup.max_paths.unwrap_or(MAX_PATHS));
     }
     Arc::new(t)
 }
@@ -584,7 +586,8 @@ impl Conn {
             Conn::Noq { conn, .. } => {
                 // The peer may issue the connection IDs for new paths only once the
                 // handshake is confirmed, so wait for that, and for up to two seconds
-                // more while none has come (as polypath-io does for its own paths).
+                // more while none has come or the path ID limit is reached (as
+                // polypath-io does for its own paths).
                 conn.handshake_confirmed()
                     .await
                     .map_err(|e| format!("noq handshake confirmation: {e}"))?;
@@ -593,9 +596,9 @@ impl Conn {
                 loop {
                     match conn.open_path(tuple, noq::PathStatus::Available).await {
                         Ok(path) => return Ok(noq_path_id(path.id())),
-                        Err(noq::PathError::RemoteCidsExhausted)
-                            if asked.elapsed() < Duration::from_secs(2) =>
-                        {
+                        Err(
+                            noq::PathError::RemoteCidsExhausted | noq::PathError::MaxPathIdReached,
+                        ) if asked.elapsed() < Duration::from_secs(2) => {
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                         Err(e) => return Err(format!("noq open_path: {e}")),
@@ -768,7 +771,7 @@ impl Conn {
                     stream_tx: p.stats.payload_bytes_sent,
                 })
                 .collect(),
-            Conn::Noq { conn, .. } => (0..MAX_PATHS)
+            Conn::Noq { conn, .. } => (0..2 * MAX_PATHS)
                 .filter_map(|i| {
                     let s = conn.path_stats(noq::PathId::from(i))?;
                     Some(PathBytes {
