@@ -35,7 +35,7 @@ pub enum BenchCommand {
 #[derive(Debug, Args)]
 pub struct LoopbackArgs {
     /// Bytes per transfer (e.g. 100MB).
-    #[arg(long, default_value = "100MB", value_parser = parse_size)]
+    #[arg(long, alias = "bytes", default_value = "100MB", value_parser = parse_size)]
     size: u64,
     /// 2 adds a polypath run over two paths (127.0.0.1 and 127.0.0.2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
@@ -224,10 +224,12 @@ async fn polypath_run(
     let transport_args = crate::setup::TransportArgs {
         scheduler: args.scheduler.clone(),
         cc: args.cc.clone(),
+        path_manager: "manual".into(),
+        weights: None,
         qlog: None,
     };
     let multipath = locals.len() > 1;
-    let transport: Arc<TransportConfig> = transport_args.transport(multipath)?;
+    let transport: Arc<TransportConfig> = transport_args.transport(multipath, &[])?;
     let (client_tls, server_tls) = tls()?;
     let mut server_config = ServerConfig::new(server_tls);
     server_config.transport = transport.clone();
@@ -259,7 +261,7 @@ async fn polypath_run(
         .await
         .map_err(|e| e.to_string())?;
     if multipath {
-        open_paths(&conn, &bound[1..]).await?;
+        open_paths(&conn, &bound[1..], false).await?;
     }
     let start = Instant::now();
     let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
