@@ -4,9 +4,13 @@
 //! polypath sim run SCENARIO.toml [--seed N] [--out DIR] [--events FILE] [--json]
 //! polypath server [--listen ADDR] [--cert FILE --key FILE | --cert-out FILE] [--once] ...
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
-//!                 [--pin FILE | --ca FILE | --insecure] [--scheduler NAME] [--cc NAME] [--qlog DIR]
-//! polypath bench loopback [--size N] [--paths 1|2] [--json]
+//!                 [--pin FILE | --ca FILE | --insecure]
+//! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! ```
+//!
+//! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
+//! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`) and
+//! `--qlog DIR`. `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
 //!
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 

@@ -373,3 +373,34 @@ fn bad_options_get_clear_errors() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
+    let out = Command::new(POLYPATH)
+        .args([
+            "bench", "loopback", "--bytes", "5MB", "--paths", "2", "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("{report:#}");
+    assert_eq!(report["size_bytes"], 5_000_000u64);
+    let goodput = |k: &str| report[k]["goodput_mbps"].as_f64().unwrap();
+    let (polypath, noq, two) = (
+        goodput("polypath"),
+        goodput("noq"),
+        goodput("polypath_two_paths"),
+    );
+    assert!(polypath > 0.0 && noq > 0.0 && two > 0.0);
+    let ratio = report["ratio"].as_f64().unwrap();
+    assert!((ratio - polypath / noq).abs() < 1e-9);
+    let two_path_bytes: u64 = report["polypath_two_paths"]["path_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert!(two_path_bytes >= 5_000_000);
+}
