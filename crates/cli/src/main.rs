@@ -6,6 +6,7 @@
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
 //!                 [--pin FILE | --ca FILE | --insecure]
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
+//! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! ```
 //!
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
@@ -16,6 +17,7 @@
 
 mod bench;
 mod client;
+mod relay;
 mod server;
 mod setup;
 mod sim;
@@ -45,6 +47,8 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// A UDP relay that drops datagrams at random (seeded), for loss on loopback.
+    Relay(relay::RelayArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Command::Server(args) => server::run(args),
         Command::Client(args) => client::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Relay(args) => relay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

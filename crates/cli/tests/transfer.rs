@@ -404,3 +404,56 @@ fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
         .sum();
     assert!(two_path_bytes >= 5_000_000);
 }
+
+#[test]
+fn relay_subcommand_loses_datagrams_and_keylog_file_gets_secrets() {
+    let dir = scratch("relaycmd");
+    let server = Server::start(&dir, &[]);
+    let mut relay = Command::new(POLYPATH)
+        .args(["relay", "--to", &server.addr.to_string()])
+        .args(["--loss", "0.05", "--seed", "3", "--duration", "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut relay_out = BufReader::new(relay.stdout.take().unwrap());
+    let mut line = String::new();
+    relay_out.read_line(&mut line).unwrap();
+    let relay_addr: SocketAddr = line
+        .trim()
+        .strip_prefix("relaying ")
+        .and_then(|rest| rest.split(" -> ").next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    let keylog = dir.join("keys.log");
+    let out = Command::new(POLYPATH)
+        .args(["client", "--connect", &relay_addr.to_string(), "--pin"])
+        .arg(&server.cert)
+        .args(["--size", "5MB"])
+        .env("SSLKEYLOGFILE", &keylog)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_summary(&summary, 5_000_000);
+    assert_eq!(server.finish()["verified"], true);
+    line.clear();
+    relay_out.read_line(&mut line).unwrap();
+    assert!(relay.wait().unwrap().success());
+    let stats: Value = serde_json::from_str(&line).unwrap();
+    eprintln!("relay: {stats}");
+    let (forwarded, dropped) = (
+        stats["forwarded"].as_u64().unwrap(),
+        stats["dropped"].as_u64().unwrap(),
+    );
+    assert!(forwarded > 3_000 && dropped > 0, "{stats}");
+    // NSS key log format, which Wireshark reads to decrypt the capture.
+    let keys = std::fs::read_to_string(&keylog).unwrap();
+    for label in ["CLIENT_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0"] {
+        assert!(keys.contains(label), "{label} missing from {keys}");
+    }
+}
