@@ -457,3 +457,36 @@ fn relay_subcommand_loses_datagrams_and_keylog_file_gets_secrets() {
         assert!(keys.contains(label), "{label} missing from {keys}");
     }
 }
+
+#[test]
+fn fullmesh_path_manager_opens_the_second_path_itself() {
+    let dir = scratch("fullmesh");
+    let server = Server::start(&dir, &["--scheduler", "wrr"]);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "10MB",
+            "--local",
+            "127.0.0.1:0",
+            "--local",
+            "127.0.0.2:0",
+            "--path-manager",
+            "fullmesh",
+            "--scheduler",
+            "wrr",
+        ],
+    );
+    check_summary(&summary, 10_000_000);
+    let paths = summary["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2, "{summary}");
+    assert!(
+        paths[1]["local"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.2:")
+    );
+    assert!(path_bytes(&summary)[1] > 1_000_000, "{summary}");
+    assert_eq!(server.finish()["verified"], true);
+}
