@@ -825,7 +825,7 @@ async fn reopen(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
         paths.iter().find(|p| p.id == next).map(f).unwrap_or(0)
     };
     let detail = format!(
-        "2 paths allowed; path {first} opened and abandoned; {opened} ({:.0} ms after the \
+        "2 paths allowed; path {first} opened and abandoned; {opened} ({:.1} ms after the \
          abandonment); {}; upload: client [{}], server [{}]; {}",
         reopen_wait.as_secs_f64() * 1e3,
         limit_frames(pair),
