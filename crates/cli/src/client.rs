@@ -120,17 +120,17 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         args.locals.clone()
     };
     let multipath = locals.len() > 1;
-    let mut config = ClientConfig::new(client_tls(&args.verify)?);
-    config.transport = args.transport.transport(multipath)?;
     let endpoint =
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
+    let mut config = ClientConfig::new(client_tls(&args.verify)?);
+    config.transport = args.transport.transport(multipath, &bound)?;
     let conn = endpoint
         .connect_from(bound[0], config, args.connect, &args.server_name)
         .await
         .map_err(|e| e.to_string())?;
     if multipath {
-        open_paths(&conn, &bound[1..]).await?;
+        open_paths(&conn, &bound[1..], args.transport.opens_paths_itself()).await?;
     }
     let outcome = run_transfer(&conn, args, direction, size).await;
     let summary = outcome.map(|(seconds, digest, report)| Summary {
@@ -159,15 +159,22 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     summary
 }
 
-/// Opens one path per extra local address and waits (bounded) until they are validated.
-pub async fn open_paths(conn: &Connection, locals: &[SocketAddr]) -> Result<(), String> {
+/// Opens one path per extra local address (unless the path manager opens them itself,
+/// `by_path_manager`) and waits (bounded) until they are validated.
+pub async fn open_paths(
+    conn: &Connection,
+    locals: &[SocketAddr],
+    by_path_manager: bool,
+) -> Result<(), String> {
     if !conn.is_multipath() {
         return Err("the server did not negotiate Multipath QUIC".into());
     }
-    for &local in locals {
-        conn.open_path(local, PathStatus::Available)
-            .await
-            .map_err(|e| format!("path from {local}: {e}"))?;
+    if !by_path_manager {
+        for &local in locals {
+            conn.open_path(local, PathStatus::Available)
+                .await
+                .map_err(|e| format!("path from {local}: {e}"))?;
+        }
     }
     let deadline = tokio::time::Instant::now() + PATH_VALIDATION_WAIT;
     loop {
@@ -176,7 +183,11 @@ pub async fn open_paths(conn: &Connection, locals: &[SocketAddr]) -> Result<(), 
             .iter()
             .filter(|p| p.snapshot.state == PathState::Validating)
             .count();
-        if pending == 0 {
+        let validated = paths
+            .iter()
+            .filter(|p| p.snapshot.state == PathState::Validated)
+            .count();
+        if pending == 0 && (!by_path_manager || validated > locals.len()) {
             let failed = locals.len() + 1 - paths.len();
             if failed > 0 {
                 eprintln!("warning: {failed} path(s) failed validation; continuing without them");

@@ -4,14 +4,20 @@
 //! polypath sim run SCENARIO.toml [--seed N] [--out DIR] [--events FILE] [--json]
 //! polypath server [--listen ADDR] [--cert FILE --key FILE | --cert-out FILE] [--once] ...
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
-//!                 [--pin FILE | --ca FILE | --insecure] [--scheduler NAME] [--cc NAME] [--qlog DIR]
-//! polypath bench loopback [--size N] [--paths 1|2] [--json]
+//!                 [--pin FILE | --ca FILE | --insecure]
+//! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
+//! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! ```
+//!
+//! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
+//! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`) and
+//! `--qlog DIR`. `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
 //!
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 
 mod bench;
 mod client;
+mod relay;
 mod server;
 mod setup;
 mod sim;
@@ -41,6 +47,8 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// A UDP relay that drops datagrams at random (seeded), for loss on loopback.
+    Relay(relay::RelayArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +65,7 @@ fn main() -> ExitCode {
         Command::Server(args) => server::run(args),
         Command::Client(args) => client::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Relay(args) => relay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

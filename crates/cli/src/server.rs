@@ -78,7 +78,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         write_certificate(path, cert)?;
     }
     let mut config = ServerConfig::new(tls);
-    config.transport = args.transport.transport(true)?;
+    config.transport = args.transport.transport(true, &[])?;
     let endpoint = Endpoint::server(args.listen, args.transport.endpoint()?, config)
         .map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();

@@ -7,6 +7,8 @@ use polypath_quic::crypto::{
     ServerVerification, client_config, load_certificate_chain, load_private_key,
     self_signed_certificate, server_config,
 };
+use polypath_quic::pm::{FullMeshFactory, PathManagerFactory};
+use polypath_quic::sched::{Scheduler, SchedulerFactory};
 use polypath_quic::{EndpointConfig, TransportConfig};
 use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
@@ -25,16 +27,50 @@ pub struct TransportArgs {
     /// Congestion controller: cubic, newreno, bbr, lia, olia.
     #[arg(long, default_value = "cubic")]
     pub cc: String,
+    /// Path manager: manual (the client opens one path per --local address), fullmesh
+    /// (the connection opens and re-opens them itself), lamp5g, failover (abandon a path
+    /// that stopped acknowledging while another works).
+    #[arg(long, default_value = "manual")]
+    pub path_manager: String,
+    /// Path weights for schedulers that take them (wrr): one per path in path-ID order,
+    /// e.g. `30,100,1`, or `path_id=weight` pairs such as `1=30,0=100`.
+    #[arg(long, value_name = "LIST")]
+    pub weights: Option<String>,
     /// Write one qlog file (JSON-SEQ, .sqlog) per connection into this directory.
     #[arg(long, value_name = "DIR")]
     pub qlog: Option<PathBuf>,
 }
 
+/// A scheduler factory whose schedulers get run-time parameters (such as `weights`) before
+/// the connection's first packet.
+struct ConfiguredScheduler {
+    inner: Arc<dyn SchedulerFactory>,
+    params: Vec<(&'static str, String)>,
+}
+
+impl SchedulerFactory for ConfiguredScheduler {
+    fn build(&self) -> Box<dyn Scheduler> {
+        let mut scheduler = self.inner.build();
+        for (key, value) in &self.params {
+            // Checked in `TransportArgs::transport` on a scheduler of the same factory.
+            if let Err(e) = scheduler.configure(key, value) {
+                tracing::warn!(key, value, error = %e, "scheduler parameter refused");
+            }
+        }
+        scheduler
+    }
+}
+
 impl TransportArgs {
     /// The transport configuration: the named policies, Multipath QUIC allowed when
-    /// `multipath` is set.
-    pub fn transport(&self, multipath: bool) -> Result<Arc<TransportConfig>, String> {
-        let scheduler = polypath_quic::sched::scheduler_by_name(&self.scheduler).ok_or_else(|| {
+    /// `multipath` is set. `locals` are the local addresses a path manager that opens paths
+    /// itself (fullmesh) opens them from.
+    pub fn transport(
+        &self,
+        multipath: bool,
+        locals: &[SocketAddr],
+    ) -> Result<Arc<TransportConfig>, String> {
+        let mut scheduler = polypath_quic::sched::scheduler_by_name(&self.scheduler).ok_or_else(|| {
             format!(
                 "unknown scheduler {:?} (known: minrtt, rr, redundant, wrr, ecf, blest, lamp5g, qos)",
                 self.scheduler
@@ -47,12 +83,41 @@ impl TransportArgs {
                     self.cc
                 )
             })?;
+        if let Some(weights) = &self.weights {
+            scheduler
+                .build()
+                .configure("weights", weights)
+                .map_err(|e| format!("--weights {weights}: {e}"))?;
+            scheduler = Arc::new(ConfiguredScheduler {
+                inner: scheduler,
+                params: vec![("weights", weights.clone())],
+            });
+        }
+        let path_manager: Arc<dyn PathManagerFactory> = match self.path_manager.as_str() {
+            "fullmesh" | "full_mesh" => Arc::new(FullMeshFactory {
+                locals: locals.to_vec(),
+                ..FullMeshFactory::default()
+            }),
+            name => polypath_quic::pm::path_manager_by_name(name).ok_or_else(|| {
+                format!(
+                    "unknown path manager {name:?} (known: manual, fullmesh, lamp5g, \
+                     lamp5g_throughput, failover)"
+                )
+            })?,
+        };
         Ok(Arc::new(TransportConfig {
             scheduler,
             congestion_controller,
+            path_manager,
             initial_max_path_id: multipath.then_some(MAX_PATH_ID),
             ..TransportConfig::default()
         }))
+    }
+
+    /// True when the path manager opens paths from the local addresses itself (the client
+    /// then only waits for them).
+    pub fn opens_paths_itself(&self) -> bool {
+        matches!(self.path_manager.as_str(), "fullmesh" | "full_mesh")
     }
 
     /// An endpoint configuration with fresh secrets and, with `--qlog`, a qlog directory.

@@ -15,11 +15,19 @@ use crate::report::Stack;
 pub enum Case {
     /// Handshake completes and both sides agree on the ALPN protocol.
     Handshake,
+    /// The server validates the client's address with a Retry first; the handshake then
+    /// completes (the client must echo the token and check retry_source_connection_id).
+    Retry,
     /// The client sends the transfer size on one stream; SHA-256 compared.
     Upload,
     /// The client asks for the transfer size on a bidirectional stream and the server
     /// sends it; SHA-256 compared.
     Download,
+    /// More bidirectional streams than the peer allows at once ([`STREAM_COUNT`] echo
+    /// exchanges), so MAX_STREAMS must come as streams complete.
+    Streams,
+    /// RESET_STREAM and STOP_SENDING codes reach the peer.
+    StreamReset,
     /// 1000 DATAGRAM frames (RFC 9221) each way; see [`DATAGRAM_PASS_PERCENT`].
     Datagrams,
     /// 1-RTT key updates forced on both sides during an upload.
@@ -36,36 +44,67 @@ pub enum Case {
     MultipathUpload,
     /// Download over two paths, with the same checks as [`Case::MultipathUpload`].
     MultipathDownload,
+    /// The client marks the second path backup, then available again; the server sees
+    /// each status (PATH_STATUS_BACKUP, PATH_STATUS_AVAILABLE).
+    MultipathPathStatus,
+    /// Upload over two paths where the server abandons the second path mid-transfer.
+    MultipathServerAbandon,
+    /// With two paths allowed at once, the client opens a second path, abandons it, and
+    /// opens a third (path ID 2) which needs the peer to raise its limit (MAX_PATH_ID);
+    /// an upload then uses the new path.
+    MultipathReopen,
+    /// The key-update case with two paths open (the draft's per-path nonces under new
+    /// keys).
+    MultipathKeyUpdate,
+    /// Download over two paths where the client abandons path 0 (the handshake's path)
+    /// mid-transfer; the rest goes over the second path.
+    MultipathAbandonInitial,
 }
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 10] = [
+    pub const ALL: [Case; 18] = [
         Case::Handshake,
+        Case::Retry,
         Case::Upload,
         Case::Download,
+        Case::Streams,
+        Case::StreamReset,
         Case::Datagrams,
         Case::KeyUpdate,
         Case::Close,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
+        Case::MultipathPathStatus,
         Case::MultipathUpload,
         Case::MultipathDownload,
+        Case::MultipathAbandonInitial,
+        Case::MultipathServerAbandon,
+        Case::MultipathReopen,
+        Case::MultipathKeyUpdate,
     ];
 
     /// The name used in reports and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Case::Handshake => "handshake",
+            Case::Retry => "retry",
             Case::Upload => "upload",
             Case::Download => "download",
+            Case::Streams => "streams",
+            Case::StreamReset => "stream-reset",
             Case::Datagrams => "datagrams",
             Case::KeyUpdate => "key-update",
             Case::Close => "close",
             Case::MultipathHandshake => "mp-handshake",
             Case::MultipathSecondPath => "mp-second-path",
+            Case::MultipathPathStatus => "mp-path-status",
             Case::MultipathUpload => "mp-upload",
             Case::MultipathDownload => "mp-download",
+            Case::MultipathAbandonInitial => "mp-abandon-initial",
+            Case::MultipathServerAbandon => "mp-server-abandon",
+            Case::MultipathReopen => "mp-reopen",
+            Case::MultipathKeyUpdate => "mp-key-update",
         }
     }
 
@@ -76,12 +115,19 @@ impl Case {
 
     fn setup(self) -> Setup {
         Setup {
+            retry: self == Case::Retry,
+            max_paths: (self == Case::MultipathReopen).then_some(2),
             multipath: matches!(
                 self,
                 Case::MultipathHandshake
                     | Case::MultipathSecondPath
+                    | Case::MultipathPathStatus
                     | Case::MultipathUpload
                     | Case::MultipathDownload
+                    | Case::MultipathAbandonInitial
+                    | Case::MultipathKeyUpdate
+                    | Case::MultipathServerAbandon
+                    | Case::MultipathReopen
             ),
         }
     }
@@ -112,7 +158,7 @@ pub const DATAGRAM_PASS_PERCENT: usize = 99;
 
 /// The per-path byte count the receiver must see on each path, before the abandonment,
 /// for a multipath transfer to count as carried on both paths.
-pub const MIN_BYTES_PER_PATH: u64 = 64 * 1024;
+pub const MIN_BYTES_PER_PATH: u64 = 16 * 1024;
 
 /// Shared inputs of every case of a run.
 pub struct Context {
@@ -162,18 +208,42 @@ pub async fn run(
     let pair = Pair::connect(client, server, &ctx.tls, case.setup()).await?;
     let result = match case {
         Case::Handshake => handshake(&pair),
+        Case::Retry => retry(&pair),
         Case::Upload => transfer(ctx, &pair, Direction::Upload, |_| {})
             .await
             .map(|t| t.summary()),
         Case::Download => transfer(ctx, &pair, Direction::Download, |_| {})
             .await
             .map(|t| t.summary()),
+        Case::Streams => streams(&pair).await,
+        Case::StreamReset => stream_reset(&pair).await,
         Case::Datagrams => datagrams(ctx, &pair).await,
         Case::KeyUpdate => key_update(ctx, &pair).await,
         Case::MultipathHandshake => multipath_handshake(&pair),
         Case::MultipathSecondPath => second_path(&pair).await.map(|(_, d)| d),
-        Case::MultipathUpload => multipath_transfer(ctx, &pair, Direction::Upload).await,
-        Case::MultipathDownload => multipath_transfer(ctx, &pair, Direction::Download).await,
+        Case::MultipathPathStatus => path_status(&pair).await,
+        Case::MultipathUpload => {
+            multipath_transfer(ctx, &pair, Direction::Upload, Abandon::Second).await
+        }
+        Case::MultipathDownload => {
+            multipath_transfer(ctx, &pair, Direction::Download, Abandon::Second).await
+        }
+        Case::MultipathKeyUpdate => match second_path(&pair).await {
+            Ok((id, _)) => key_update(ctx, &pair).await.map(|d| {
+                format!(
+                    "paths 0 and {id} open; {d}; client (sender) paths [{}]",
+                    show_paths(&pair.client.path_bytes(), pair.client.stack())
+                )
+            }),
+            Err(e) => Err(e),
+        },
+        Case::MultipathReopen => reopen(ctx, &pair).await,
+        Case::MultipathServerAbandon => {
+            multipath_transfer(ctx, &pair, Direction::Upload, Abandon::SecondByServer).await
+        }
+        Case::MultipathAbandonInitial => {
+            multipath_transfer(ctx, &pair, Direction::Download, Abandon::Initial).await
+        }
         Case::Close => close(ctx, &pair).await,
     };
     pair.shutdown().await;
@@ -201,6 +271,19 @@ fn handshake(pair: &Pair) -> Result<String, CaseError> {
         show(&client),
         pair.handshake_time.as_secs_f64() * 1e3
     ))
+}
+
+fn retry(pair: &Pair) -> Result<String, CaseError> {
+    let handshake = handshake(pair)?;
+    match pair.server_retries {
+        Some(0) => Err("the noq server was asked for a Retry but sent none".into()),
+        Some(n) => Ok(format!(
+            "noq server sent {n} Retry, then accepted the validated attempt; {handshake}"
+        )),
+        None => Ok(format!(
+            "polypath server configured to send a Retry to every new client; {handshake}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,6 +397,104 @@ async fn read_with_progress(
         progress(len);
     }
     Ok((len, hash.finalize().into()))
+}
+
+/// Bidirectional streams of [`Case::Streams`]: more than the 100 both stacks allow at
+/// once by default.
+pub const STREAM_COUNT: usize = 250;
+
+/// The client opens [`STREAM_COUNT`] bidirectional streams, each carrying 1000 bytes
+/// derived from its number; the server echoes each one; the client compares.
+async fn streams(pair: &Pair) -> Result<String, CaseError> {
+    let message = |i: usize| pattern(1000, 0x5757_0000 + i as u64);
+    let client = async {
+        let mut open = Vec::with_capacity(STREAM_COUNT);
+        for i in 0..STREAM_COUNT {
+            let (mut s, r) = pair.client.open_bi().await?;
+            s.write_all(&message(i)).await?;
+            s.finish()?;
+            open.push((s, r));
+        }
+        for (i, (_s, r)) in open.iter_mut().enumerate() {
+            let mut echo = Vec::new();
+            while let Some(c) = r.read_chunk().await? {
+                echo.extend_from_slice(&c);
+            }
+            if echo != message(i) {
+                return Err(format!(
+                    "stream {i}: the echo differs ({} bytes)",
+                    echo.len()
+                ));
+            }
+        }
+        Ok::<_, CaseError>(open)
+    };
+    let server = async {
+        let mut done = Vec::with_capacity(STREAM_COUNT);
+        for _ in 0..STREAM_COUNT {
+            let (mut s, mut r) = pair.server.accept_bi().await?;
+            let mut got = Vec::new();
+            while let Some(c) = r.read_chunk().await? {
+                got.extend_from_slice(&c);
+            }
+            s.write_all(&got).await?;
+            s.finish()?;
+            done.push((s, r));
+        }
+        Ok::<_, CaseError>(done)
+    };
+    let started = Instant::now();
+    tokio::try_join!(client, server)?;
+    Ok(format!(
+        "{STREAM_COUNT} bidirectional streams of 1000 B echoed intact (the limit is 100 at \
+         once) in {:.0} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    ))
+}
+
+/// The client resets a unidirectional stream (RESET_STREAM 0x77) and the server sees the
+/// code; then the server stops a bidirectional stream (STOP_SENDING 0x78) and the client
+/// sees that code.
+async fn stream_reset(pair: &Pair) -> Result<String, CaseError> {
+    const RESET: u32 = 0x77;
+    const STOP: u32 = 0x78;
+    let reset = async {
+        let mut s = pair.client.open_uni().await?;
+        s.write_all(&[7; 4096]).await?;
+        s.reset(RESET)?;
+        Ok::<_, CaseError>(s)
+    };
+    let see_reset = async {
+        let mut r = pair.server.accept_uni().await?;
+        r.read_until_reset().await
+    };
+    let (_s, (read, code)) = tokio::try_join!(reset, see_reset)?;
+    if code != Some(u64::from(RESET)) {
+        return Err(format!(
+            "the client reset with code {RESET:#x}; the server saw {code:?} after {read} B"
+        ));
+    }
+    let stop = async {
+        let (mut s, mut r) = pair.server.accept_bi().await?;
+        r.stop(STOP)?;
+        Ok::<_, CaseError>((s.finish().ok(), r))
+    };
+    let see_stop = async {
+        let (mut s, r) = pair.client.open_bi().await?;
+        s.write_all(&[8; 4096]).await?;
+        let code = s.stopped().await?;
+        Ok::<_, CaseError>((code, r))
+    };
+    let (_server_side, (stopped, _r)) = tokio::try_join!(stop, see_stop)?;
+    if stopped != Some(u64::from(STOP)) {
+        return Err(format!(
+            "the server stopped with code {STOP:#x}; the client saw {stopped:?}"
+        ));
+    }
+    Ok(format!(
+        "RESET_STREAM {RESET:#x} seen by the server (after {read} B); STOP_SENDING {STOP:#x} \
+         seen by the client"
+    ))
 }
 
 /// Datagram `i` of a run: its index, then bytes derived from it, so that any corruption
@@ -581,6 +762,87 @@ async fn second_path(pair: &Pair) -> Result<(u32, String), CaseError> {
     ))
 }
 
+/// Marks the second path backup and then available again, waiting each time for the
+/// server to see the client's new status.
+async fn path_status(pair: &Pair) -> Result<String, CaseError> {
+    let (id, _) = second_path(pair).await?;
+    for backup in [true, false] {
+        pair.client.set_path_backup(id, backup)?;
+        let name = if backup { "backup" } else { "available" };
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            pair.server.peer_path_status(id, backup),
+        )
+        .await
+        .map_err(|_| format!("the server never saw path {id} become {name}"))??;
+    }
+    Ok(format!(
+        "client set path {id} backup, then available; the server saw both"
+    ))
+}
+
+/// noq's counts of the frames that move the path ID limit.
+fn limit_frames(pair: &Pair) -> String {
+    let noq = if pair.client.stack() == Stack::Noq {
+        &pair.client
+    } else {
+        &pair.server
+    };
+    match noq.noq_frame_stats() {
+        Some((tx, rx)) => format!(
+            "noq sent MAX_PATH_ID {} PATHS_BLOCKED {} PATH_CIDS_BLOCKED {} PATH_ABANDON {}, \
+             received MAX_PATH_ID {} PATHS_BLOCKED {} PATH_CIDS_BLOCKED {} PATH_ABANDON {} \
+             PATH_NEW_CONNECTION_ID {}",
+            tx.max_path_id,
+            tx.paths_blocked,
+            tx.path_cids_blocked,
+            tx.path_abandon,
+            rx.max_path_id,
+            rx.paths_blocked,
+            rx.path_cids_blocked,
+            rx.path_abandon,
+            rx.path_new_connection_id
+        ),
+        None => String::new(),
+    }
+}
+
+async fn reopen(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let (first, _) = second_path(pair).await?;
+    let abandoned_at = Instant::now();
+    pair.client.abandon_path(first)?;
+    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(first))
+        .await
+        .map_err(|_| format!("the server never saw path {first} abandoned"))??;
+    let (next, opened) = second_path(pair)
+        .await
+        .map_err(|e| format!("after abandoning path {first}: {e}; {}", limit_frames(pair)))?;
+    let reopen_wait = abandoned_at.elapsed();
+    let t = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let sent = pair.client.path_bytes();
+    let received = pair.server.path_bytes();
+    let on = |paths: &[PathBytes], f: fn(&PathBytes) -> u64| {
+        paths.iter().find(|p| p.id == next).map(f).unwrap_or(0)
+    };
+    let detail = format!(
+        "2 paths allowed; path {first} opened and abandoned; {opened} ({:.1} ms after the \
+         abandonment); {}; upload: client [{}], server [{}]; {}",
+        reopen_wait.as_secs_f64() * 1e3,
+        limit_frames(pair),
+        show_paths(&sent, pair.client.stack()),
+        show_paths(&received, pair.server.stack()),
+        t.summary()
+    );
+    if next > first
+        && on(&sent, |p| p.stream_tx) > 0
+        && on(&received, |p| p.udp_rx) >= MIN_BYTES_PER_PATH
+    {
+        Ok(detail)
+    } else {
+        Err(format!("the new path carried no data: {detail}"))
+    }
+}
+
 fn show_paths(paths: &[PathBytes], sender_stack: Stack) -> String {
     let unit = match sender_stack {
         Stack::Polypath => "stream payload B",
@@ -598,14 +860,35 @@ fn show_paths(paths: &[PathBytes], sender_stack: Stack) -> String {
         .join(", ")
 }
 
+/// Which path a two-path transfer abandons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Abandon {
+    /// The path opened second (from 127.0.0.2).
+    Second,
+    /// Path 0, the one of the handshake.
+    Initial,
+    /// The second path, abandoned by the server.
+    SecondByServer,
+}
+
 /// Two-path transfer: opens the second path, moves the data, and when half of it has
-/// arrived checks that both paths carried data and abandons the second path.
+/// arrived checks that both paths carried data and abandons one.
 async fn multipath_transfer(
     ctx: &Context,
     pair: &Pair,
     direction: Direction,
+    which: Abandon,
 ) -> Result<String, CaseError> {
     let (second, _) = second_path(pair).await?;
+    let victim = match which {
+        Abandon::Second | Abandon::SecondByServer => second,
+        Abandon::Initial => 0,
+    };
+    let (abandoner, other, who, peer) = if which == Abandon::SecondByServer {
+        (&pair.server, &pair.client, "server", "client")
+    } else {
+        (&pair.client, &pair.server, "client", "server")
+    };
     let (sender, receiver) = match direction {
         Direction::Upload => (&pair.client, &pair.server),
         Direction::Download => (&pair.server, &pair.client),
@@ -617,7 +900,7 @@ async fn multipath_transfer(
     let t = transfer(ctx, pair, direction, |received| {
         if at_abandon.is_none() && received >= half {
             let snapshot = (sender.path_bytes(), receiver.path_bytes());
-            let abandoned = pair.client.abandon_path(second);
+            let abandoned = abandoner.abandon_path(victim);
             at_abandon = Some((snapshot.0, snapshot.1, abandoned));
         }
     })
@@ -625,9 +908,10 @@ async fn multipath_transfer(
     let (sent, received, abandoned) =
         at_abandon.ok_or("the transfer ended before half of it had arrived")?;
     abandoned?;
-    tokio::time::timeout(Duration::from_secs(5), pair.server.path_abandoned(second))
+    tokio::time::timeout(Duration::from_secs(5), other.path_abandoned(victim))
         .await
-        .map_err(|_| format!("the server never saw path {second} abandoned"))??;
+        .map_err(|_| format!("the {peer} never saw path {victim} abandoned"))??;
+    let frames = abandon_exchange(pair).await?;
     let on = |paths: &[PathBytes], id: u32, f: fn(&PathBytes) -> u64| {
         paths.iter().find(|p| p.id == id).map(f).unwrap_or(0)
     };
@@ -635,8 +919,8 @@ async fn multipath_transfer(
         on(&sent, id, |p| p.stream_tx) > 0 && on(&received, id, |p| p.udp_rx) >= MIN_BYTES_PER_PATH
     });
     let detail = format!(
-        "at half ({half} B received): sender [{}]; receiver [{}]; client abandoned path {second} \
-         then, server saw it; after: sender [{}]; {}",
+        "at half ({half} B received): sender [{}]; receiver [{}]; {who} abandoned path {victim} \
+         then, {peer} saw it; {frames}; after: sender [{}]; {}",
         show_paths(&sent, sender.stack()),
         show_paths(&received, receiver.stack()),
         show_paths(&sender.path_bytes(), sender.stack()),
@@ -649,6 +933,43 @@ async fn multipath_transfer(
             "not both paths carried data (need stream data sent and >= {MIN_BYTES_PER_PATH} B \
              received on each): {detail}"
         ))
+    }
+}
+
+/// Waits (at most two seconds) until noq has both sent and received a PATH_ABANDON: the
+/// draft requires the endpoint that receives one to answer with its own. Returns noq's
+/// multipath frame counts.
+//= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
+//# When an endpoint receives a PATH_ABANDON frame, it MUST send a corresponding
+//# PATH_ABANDON frame, if it has not already done so
+async fn abandon_exchange(pair: &Pair) -> Result<String, CaseError> {
+    let noq = if pair.client.stack() == Stack::Noq {
+        &pair.client
+    } else {
+        &pair.server
+    };
+    let asked = Instant::now();
+    loop {
+        let (tx, rx) = noq
+            .noq_frame_stats()
+            .ok_or("the multipath cases need a noq side")?;
+        let counts = format!(
+            "noq sent PATH_ABANDON {} PATH_ACK {} PATH_NEW_CONNECTION_ID {}, received \
+             PATH_ABANDON {} PATH_ACK {} PATH_NEW_CONNECTION_ID {}",
+            tx.path_abandon,
+            tx.path_acks,
+            tx.path_new_connection_id,
+            rx.path_abandon,
+            rx.path_acks,
+            rx.path_new_connection_id
+        );
+        if tx.path_abandon >= 1 && rx.path_abandon >= 1 {
+            return Ok(counts);
+        }
+        if asked.elapsed() > Duration::from_secs(2) {
+            return Err(format!("PATH_ABANDON not exchanged both ways: {counts}"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

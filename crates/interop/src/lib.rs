@@ -2,12 +2,14 @@
 //!
 //! The interop matrix: polypath against noq (crates.io, the reference peer) over real
 //! loopback UDP, in both directions (polypath client ↔ noq server and noq client ↔
-//! polypath server). Cases: handshake with ALPN, a stream upload and a download (SHA-256
-//! compared), DATAGRAM frames each way (RFC 9221), key updates forced on both sides in the
-//! middle of a transfer, application close codes, and the multipath extension
-//! (draft-ietf-quic-multipath-21): negotiation, a second path from 127.0.0.2, transfers
-//! that use both paths and survive the abandonment of one. See [`Case`] for the checks of
-//! each case.
+//! polypath server). Cases: handshake with ALPN, Retry, a stream upload and a download
+//! (SHA-256 compared), many streams past the stream limit, RESET_STREAM and STOP_SENDING,
+//! DATAGRAM frames each way (RFC 9221), key updates forced on both sides in the middle of a
+//! transfer, application close codes, and the multipath extension
+//! (draft-ietf-quic-multipath-21): negotiation, a second path from 127.0.0.2, path status,
+//! transfers that use both paths and survive the abandonment of one (by either side, the
+//! handshake path included), a new path after MAX_PATH_ID, and key updates with two paths.
+//! Each case runs on fresh connections; see [`Case`] for the checks of each.
 //!
 //! The polypath side runs on `polypath-io`; the noq client uses [`MultiAddrSocket`] so that
 //! its second path leaves from 127.0.0.2 without binding the wildcard address.

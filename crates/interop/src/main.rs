@@ -15,8 +15,10 @@ struct Args {
     /// Print one JSON object {"cases":[...]} instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these cases (repeatable). Known: handshake, upload, download, datagrams,
-    /// key-update, close, mp-handshake, mp-second-path, mp-upload, mp-download.
+    /// Run only these cases (repeatable). Known: handshake, retry, upload, download,
+    /// streams, stream-reset, datagrams, key-update, close, mp-handshake, mp-second-path,
+    /// mp-path-status, mp-upload, mp-download, mp-abandon-initial, mp-server-abandon,
+    /// mp-reopen, mp-key-update.
     #[arg(long = "case", value_name = "NAME", value_parser = parse_case)]
     cases: Vec<Case>,
     /// Bytes of each stream transfer.

@@ -64,6 +64,10 @@ pub struct Setup {
     /// Offer the multipath extension (both sides), and give the client a second local
     /// address ([`SECOND_LOCAL`]).
     pub multipath: bool,
+    /// The server validates the client's address with a Retry before accepting it.
+    pub retry: bool,
+    /// Paths each side allows at once with multipath, if not [`MAX_PATHS`].
+    pub max_paths: Option<u32>,
 }
 
 fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
@@ -72,7 +76,7 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
         //# For example, if initial_max_path_id is set to 1, only connection IDs
         //# associated with path IDs 0 and 1 should be issued by the peer.
-        t.initial_max_path_id = Some(MAX_PATHS - 1);
+        t.initial_max_path_id = Some(setup.max_paths.unwrap_or(MAX_PATHS).max(1) - 1);
         // Round robin, so that both paths carry data whatever their RTT estimates.
         if let Some(rr) = polypath_quic::sched::scheduler_by_name("rr") {
             t.scheduler = rr;
@@ -84,7 +88,7 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
 fn noq_transport(setup: Setup) -> Arc<noq::TransportConfig> {
     let mut t = noq::TransportConfig::default();
     if setup.multipath {
-        t.max_concurrent_multipath_paths(MAX_PATHS);
+        t.max_concurrent_multipath_paths(setup.max_paths.unwrap_or(MAX_PATHS));
     }
     Arc::new(t)
 }
@@ -125,6 +129,9 @@ pub struct Pair {
     pub server_addr: SocketAddr,
     /// How long the client waited for its handshake.
     pub handshake_time: Duration,
+    /// Connection attempts a noq server answered with a Retry (`None` for polypath
+    /// servers, whose Retry is stateless and not counted).
+    pub server_retries: Option<u32>,
     client_endpoint: Endpoint,
     server_endpoint: Endpoint,
 }
@@ -143,6 +150,7 @@ impl Pair {
             Stack::Polypath => {
                 let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
                 config.transport = polypath_transport(setup);
+                config.retry = setup.retry;
                 let e = polypath_io::Endpoint::server(
                     listen,
                     polypath_quic::EndpointConfig::random(),
@@ -174,54 +182,58 @@ impl Pair {
             locals.push(SocketAddr::new(SECOND_LOCAL, 0));
         }
         let started = Instant::now();
-        let accept = accept(&server_endpoint);
-        let (client_endpoint, client_conn, server_conn, second_local) = match client {
-            Stack::Polypath => {
-                let e =
-                    polypath_io::Endpoint::client(&locals, polypath_quic::EndpointConfig::random())
-                        .map_err(|e| format!("polypath client endpoint: {e}"))?;
-                let second = e.local_addrs().get(1).copied();
-                let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
-                config.transport = polypath_transport(setup);
-                let (conn, server_conn) =
-                    tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
-                let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
-                (
-                    Endpoint::Polypath(e),
-                    Conn::polypath(conn),
-                    server_conn?,
-                    second,
-                )
-            }
-            Stack::Noq => {
-                let socket = MultiAddrSocket::bind(&locals)
-                    .map_err(|e| format!("noq client sockets: {e}"))?;
-                let second = socket.local_addrs().get(1).copied();
-                let e = noq::Endpoint::new_with_abstract_socket(
-                    noq::EndpointConfig::default(),
-                    None,
-                    Box::new(socket),
-                    Arc::new(noq::TokioRuntime),
-                )
-                .map_err(|e| format!("noq client endpoint: {e}"))?;
-                let crypto = QuicClientConfig::try_from(tls.client.clone())
-                    .map_err(|e| format!("noq client TLS: {e}"))?;
-                let mut config = noq::ClientConfig::new(Arc::new(crypto));
-                config.transport_config(noq_transport(setup));
-                let connecting = e
-                    .connect_with(config, server_addr, SERVER_NAME)
-                    .map_err(|e| format!("noq client connect: {e}"))?;
-                let (conn, server_conn) = tokio::join!(connecting, accept);
-                let conn = conn.map_err(|e| format!("noq client handshake: {e}"))?;
-                (Endpoint::Noq(e), Conn::noq(conn), server_conn?, second)
-            }
-        };
+        let accept = accept(&server_endpoint, setup.retry);
+        let (client_endpoint, client_conn, (server_conn, server_retries), second_local) =
+            match client {
+                Stack::Polypath => {
+                    let e = polypath_io::Endpoint::client(
+                        &locals,
+                        polypath_quic::EndpointConfig::random(),
+                    )
+                    .map_err(|e| format!("polypath client endpoint: {e}"))?;
+                    let second = e.local_addrs().get(1).copied();
+                    let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
+                    config.transport = polypath_transport(setup);
+                    let (conn, server_conn) =
+                        tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
+                    let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
+                    (
+                        Endpoint::Polypath(e),
+                        Conn::polypath(conn),
+                        server_conn?,
+                        second,
+                    )
+                }
+                Stack::Noq => {
+                    let socket = MultiAddrSocket::bind(&locals)
+                        .map_err(|e| format!("noq client sockets: {e}"))?;
+                    let second = socket.local_addrs().get(1).copied();
+                    let e = noq::Endpoint::new_with_abstract_socket(
+                        noq::EndpointConfig::default(),
+                        None,
+                        Box::new(socket),
+                        Arc::new(noq::TokioRuntime),
+                    )
+                    .map_err(|e| format!("noq client endpoint: {e}"))?;
+                    let crypto = QuicClientConfig::try_from(tls.client.clone())
+                        .map_err(|e| format!("noq client TLS: {e}"))?;
+                    let mut config = noq::ClientConfig::new(Arc::new(crypto));
+                    config.transport_config(noq_transport(setup));
+                    let connecting = e
+                        .connect_with(config, server_addr, SERVER_NAME)
+                        .map_err(|e| format!("noq client connect: {e}"))?;
+                    let (conn, server_conn) = tokio::join!(connecting, accept);
+                    let conn = conn.map_err(|e| format!("noq client handshake: {e}"))?;
+                    (Endpoint::Noq(e), Conn::noq(conn), server_conn?, second)
+                }
+            };
         Ok(Pair {
             client: client_conn,
             server: server_conn,
             second_local,
             server_addr,
             handshake_time: started.elapsed(),
+            server_retries,
             client_endpoint,
             server_endpoint,
         })
@@ -242,8 +254,11 @@ impl Pair {
     }
 }
 
-/// Waits for the next connection on a server endpoint and its handshake.
-async fn accept(endpoint: &Endpoint) -> Result<Conn, CaseError> {
+/// Waits for the next connection on a server endpoint and its handshake. With `retry`, a
+/// noq server answers attempts whose address is not yet validated with a Retry (polypath
+/// servers do this by configuration); returns the connection and, for noq, how many Retry
+/// packets it sent.
+async fn accept(endpoint: &Endpoint, retry: bool) -> Result<(Conn, Option<u32>), CaseError> {
     match endpoint {
         Endpoint::Polypath(e) => {
             let conn = e
@@ -253,17 +268,27 @@ async fn accept(endpoint: &Endpoint) -> Result<Conn, CaseError> {
             conn.handshake()
                 .await
                 .map_err(|e| format!("polypath server handshake: {e}"))?;
-            Ok(Conn::polypath(conn))
+            Ok((Conn::polypath(conn), None))
         }
         Endpoint::Noq(e) => {
-            let incoming = e
-                .accept()
-                .await
-                .ok_or("noq server endpoint closed before a connection came")?;
-            let conn = incoming
-                .await
-                .map_err(|e| format!("noq server handshake: {e}"))?;
-            Ok(Conn::noq(conn))
+            let mut retries = 0;
+            loop {
+                let incoming = e
+                    .accept()
+                    .await
+                    .ok_or("noq server endpoint closed before a connection came")?;
+                if retry && !incoming.remote_address_validated() {
+                    incoming
+                        .retry()
+                        .map_err(|_| "noq server could not send a Retry")?;
+                    retries += 1;
+                    continue;
+                }
+                let conn = incoming
+                    .await
+                    .map_err(|e| format!("noq server handshake: {e}"))?;
+                return Ok((Conn::noq(conn), Some(retries)));
+            }
         }
     }
 }
@@ -561,7 +586,8 @@ impl Conn {
             Conn::Noq { conn, .. } => {
                 // The peer may issue the connection IDs for new paths only once the
                 // handshake is confirmed, so wait for that, and for up to two seconds
-                // more while none has come (as polypath-io does for its own paths).
+                // more while none has come or the path ID limit is reached (as
+                // polypath-io does for its own paths).
                 conn.handshake_confirmed()
                     .await
                     .map_err(|e| format!("noq handshake confirmation: {e}"))?;
@@ -570,9 +596,9 @@ impl Conn {
                 loop {
                     match conn.open_path(tuple, noq::PathStatus::Available).await {
                         Ok(path) => return Ok(noq_path_id(path.id())),
-                        Err(noq::PathError::RemoteCidsExhausted)
-                            if asked.elapsed() < Duration::from_secs(2) =>
-                        {
+                        Err(
+                            noq::PathError::RemoteCidsExhausted | noq::PathError::MaxPathIdReached,
+                        ) if asked.elapsed() < Duration::from_secs(2) => {
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                         Err(e) => return Err(format!("noq open_path: {e}")),
@@ -638,6 +664,75 @@ impl Conn {
         }
     }
 
+    /// Sets this side's status for path `id` (PATH_STATUS_BACKUP or
+    /// PATH_STATUS_AVAILABLE to the peer).
+    pub fn set_path_backup(&self, id: u32, backup: bool) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => {
+                let status = if backup {
+                    polypath_io::PathStatus::Backup
+                } else {
+                    polypath_io::PathStatus::Available
+                };
+                c.set_path_status(polypath_quic::PathId(id), status)
+                    .map_err(|e| format!("polypath set_path_status: {e}"))
+            }
+            Conn::Noq { conn, .. } => {
+                let status = if backup {
+                    noq::PathStatus::Backup
+                } else {
+                    noq::PathStatus::Available
+                };
+                conn.path(noq::PathId::from(id))
+                    .ok_or_else(|| format!("noq: no path {id}"))?
+                    .set_status(status)
+                    .map(|_| ())
+                    .map_err(|e| format!("noq set_status: {e}"))
+            }
+        }
+    }
+
+    /// Waits until the peer's status for path `id`, as seen here, is backup (`true`) or
+    /// available (`false`).
+    pub async fn peer_path_status(&self, id: u32, backup: bool) -> Result<(), CaseError> {
+        match self {
+            Conn::Polypath(c) => {
+                let want = if backup {
+                    polypath_io::PathStatus::Backup
+                } else {
+                    polypath_io::PathStatus::Available
+                };
+                loop {
+                    if c.paths()
+                        .iter()
+                        .any(|p| p.snapshot.id.0 == id && p.snapshot.peer_status == Some(want))
+                    {
+                        return Ok(());
+                    }
+                    c.path_event()
+                        .await
+                        .map_err(|e| format!("polypath: connection lost: {e}"))?;
+                }
+            }
+            Conn::Noq { path_events, .. } => {
+                let want = if backup {
+                    noq::PathStatus::Backup
+                } else {
+                    noq::PathStatus::Available
+                };
+                loop {
+                    if let noq::PathEvent::RemoteStatus { id: v, status, .. } =
+                        next_noq_event(path_events).await?
+                        && noq_path_id(v) == id
+                        && status == want
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     /// Abandons path `id` (PATH_ABANDON, no error).
     pub fn abandon_path(&self, id: u32) -> Result<(), CaseError> {
         match self {
@@ -649,6 +744,17 @@ impl Conn {
                 .ok_or_else(|| format!("noq: no path {id} to abandon"))?
                 .close()
                 .map_err(|e| format!("noq path close: {e}")),
+        }
+    }
+
+    /// noq's connection-wide frame counters (sent, received); `None` on the polypath side.
+    pub fn noq_frame_stats(&self) -> Option<(noq::FrameStats, noq::FrameStats)> {
+        match self {
+            Conn::Polypath(_) => None,
+            Conn::Noq { conn, .. } => {
+                let s = conn.stats();
+                Some((s.frame_tx, s.frame_rx))
+            }
         }
     }
 
@@ -665,7 +771,7 @@ impl Conn {
                     stream_tx: p.stats.payload_bytes_sent,
                 })
                 .collect(),
-            Conn::Noq { conn, .. } => (0..MAX_PATHS)
+            Conn::Noq { conn, .. } => (0..2 * MAX_PATHS)
                 .filter_map(|i| {
                     let s = conn.path_stats(noq::PathId::from(i))?;
                     Some(PathBytes {
@@ -726,6 +832,33 @@ impl SendS {
             SendS::Noq(s) => s.finish().map_err(|e| format!("noq finish: {e}")),
         }
     }
+
+    /// Abandons the stream (RESET_STREAM with `code`).
+    pub fn reset(&mut self, code: u32) -> Result<(), CaseError> {
+        match self {
+            SendS::Polypath(s) => s
+                .reset(u64::from(code))
+                .map_err(|e| format!("polypath reset: {e}")),
+            SendS::Noq(s) => s.reset(code.into()).map_err(|e| format!("noq reset: {e}")),
+        }
+    }
+
+    /// Waits until the peer stops the stream (STOP_SENDING) and returns its code; `None`
+    /// if the stream ended otherwise (all data acknowledged).
+    pub async fn stopped(&mut self) -> Result<Option<u64>, CaseError> {
+        match self {
+            SendS::Polypath(s) => match s.finished().await {
+                Ok(()) => Ok(None),
+                Err(polypath_io::WriteError::Stopped(code)) => Ok(Some(code.into_inner())),
+                Err(e) => Err(format!("polypath stream: {e}")),
+            },
+            SendS::Noq(s) => s
+                .stopped()
+                .await
+                .map(|c| c.map(|c| c.into_inner()))
+                .map_err(|e| format!("noq stopped: {e}")),
+        }
+    }
 }
 
 /// The receiving half of a stream of either stack.
@@ -749,6 +882,44 @@ impl RecvS {
                 .read_chunk(MAX)
                 .await
                 .map_err(|e| format!("noq read: {e}")),
+        }
+    }
+
+    /// Asks the peer to stop sending (STOP_SENDING with `code`).
+    pub fn stop(&mut self, code: u32) -> Result<(), CaseError> {
+        match self {
+            RecvS::Polypath(s) => s
+                .stop(u64::from(code))
+                .map_err(|e| format!("polypath stop: {e}")),
+            RecvS::Noq(s) => s.stop(code.into()).map_err(|e| format!("noq stop: {e}")),
+        }
+    }
+
+    /// Reads until the stream ends; returns the bytes read and the reset code if the peer
+    /// reset the stream (`None` for a clean end).
+    pub async fn read_until_reset(&mut self) -> Result<(u64, Option<u64>), CaseError> {
+        let mut len = 0u64;
+        loop {
+            let chunk = match self {
+                RecvS::Polypath(s) => match s.read_chunk(64 * 1024).await {
+                    Ok(c) => c,
+                    Err(polypath_io::ReadError::Reset(code)) => {
+                        return Ok((len, Some(code.into_inner())));
+                    }
+                    Err(e) => return Err(format!("polypath read: {e}")),
+                },
+                RecvS::Noq(s) => match s.read_chunk(64 * 1024).await {
+                    Ok(c) => c,
+                    Err(noq::ReadError::Reset(code)) => {
+                        return Ok((len, Some(code.into_inner())));
+                    }
+                    Err(e) => return Err(format!("noq read: {e}")),
+                },
+            };
+            match chunk {
+                Some(c) => len += c.len() as u64,
+                None => return Ok((len, None)),
+            }
         }
     }
 

@@ -31,6 +31,9 @@
 //!   code 0). The driver task ends once every [`Endpoint`] handle is dropped and every
 //!   connection has drained; [`Endpoint::wait_idle`] waits for the latter.
 //!
+//! [`relay`] holds a userspace UDP relay that drops datagrams at random or blackholes a
+//! client address, for loss and path-failure experiments on loopback.
+//!
 //! qlog output goes to files with [`QlogDir`], set as
 //! [`polypath_quic::EndpointConfig::qlog`].
 #![warn(missing_docs)]
@@ -40,6 +43,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod qlog;
+pub mod relay;
 mod socket;
 mod state;
 

@@ -90,3 +90,52 @@ async fn bulk_upload_over_one_stream() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagrams_both_ways_and_a_clean_close() {
+    let (server, client, cc) = pair(&["127.0.0.1:0"], false, None);
+    let (c, s) = connect(&server, &client, cc).await;
+    assert!(c.max_datagram_size().is_some_and(|n| n >= 1000));
+    let echo = tokio::spawn(async move {
+        let mut echoed = 0;
+        while let Ok(d) = s.recv_datagram().await {
+            let mut reply = d.to_vec();
+            reply.reverse();
+            s.send_datagram(reply.into()).unwrap();
+            echoed += 1;
+        }
+        (echoed, s.close_reason())
+    });
+    let mut replies = 0;
+    for i in 0..200u32 {
+        let payload = format!("datagram {i:05}").into_bytes();
+        c.send_datagram(payload.clone().into()).unwrap();
+        // Pace to one in flight: loopback does not lose them, the receiver might if flooded.
+        let reply = tokio::time::timeout(Duration::from_secs(2), c.recv_datagram())
+            .await
+            .expect("echo within 2 s")
+            .unwrap();
+        let mut expected = payload;
+        expected.reverse();
+        assert_eq!(&reply[..], &expected[..]);
+        replies += 1;
+    }
+    assert_eq!(replies, 200);
+    c.close(7, b"bye");
+    let (echoed, reason) = tokio::time::timeout(Duration::from_secs(5), echo)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(echoed, 200);
+    assert!(
+        matches!(
+            &reason,
+            Some(polypath_io::ConnectionError::ApplicationClosed { code: 7, reason }) if reason == "bye"
+        ),
+        "server saw {reason:?}"
+    );
+    drop(c);
+    tokio::time::timeout(Duration::from_secs(5), client.wait_idle())
+        .await
+        .unwrap();
+}

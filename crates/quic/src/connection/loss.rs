@@ -409,4 +409,8 @@ pub(super) enum Requeue {
     Lost,
     /// A probe wants data to carry: only stream and CRYPTO data are re-sent.
     Probe,
+    /// The packet's path timed out probes while another path works: everything is re-sent,
+    /// so that the other paths carry it (flow-control credit included, without which the
+    /// peer could stay blocked); the packet itself stays in flight on its path.
+    Stalled,
 }

@@ -99,6 +99,8 @@ pub(crate) struct Path {
     pub abandon_pending: Option<u64>,
     /// When the path's state is dropped after abandonment.
     pub discard_at: Option<Instant>,
+    /// The path's ID was given back to the peer (the maximum path ID raised by one).
+    pub path_id_returned: bool,
     /// For a path abandoned while it still worked: when the data still unacknowledged on
     /// it goes back to the send queues (see [`InFlightOnAbandon::Drain`]).
     pub drain_until: Option<Instant>,
@@ -169,6 +171,7 @@ impl Path {
             unvalidated_sent: 0,
             abandon_pending: None,
             discard_at: None,
+            path_id_returned: false,
             drain_until: None,
             last_ack_eliciting_sent: None,
             loss_rate: 0.0,
@@ -689,12 +692,35 @@ impl Connection {
                 .push_back(EndpointEvent::RetiredLocalCid(issued.cid));
         }
         self.qlog_event(now, "path_discarded", json!({"path_id": id.0}));
-        // The path ID is used up for good; allow the peer one more, so that as many paths as
-        // initially agreed can be open at once however many came and went (handovers,
-        // interfaces going down and up).
-        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
-        //# As such to allow for the use of more paths later,
-        //# endpoints can send the MAX_PATH_ID frame to increase the maximum allowed path ID.
+        if !path.path_id_returned {
+            self.raise_max_path_id();
+        }
+    }
+
+    /// Gives the ID of path `id` back to the peer once both sides have abandoned it (we
+    /// received the peer's PATH_ABANDON, and ours is sent or queued): neither side uses the
+    /// ID again, so the peer may open one more path. Waiting for the path's state to be
+    /// dropped (three PTOs later, and an unsampled path's PTO is about a second) would keep
+    /// a peer that wants a new path waiting for nothing. Done once per path; a path that
+    /// the peer never abandons gives its ID back when discarded.
+    pub(super) fn return_path_id(&mut self, id: PathId) {
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
+        if path.state != PathState::Abandoned || path.path_id_returned {
+            return;
+        }
+        path.path_id_returned = true;
+        self.raise_max_path_id();
+    }
+
+    /// A path ID is used up for good; allow the peer one more, so that as many paths as
+    /// initially agreed can be open at once however many came and went (handovers,
+    /// interfaces going down and up).
+    //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
+    //# As such to allow for the use of more paths later,
+    //# endpoints can send the MAX_PATH_ID frame to increase the maximum allowed path ID.
+    fn raise_max_path_id(&mut self) {
         if let Some(mp) = self.multipath.as_mut()
             && mp.local_max_path_id < u32::MAX
         {

@@ -1004,14 +1004,17 @@ impl Connection {
         //# connection IDs received from the peer for that path as immediately
         //# retired.
         match self.paths.get(&id) {
-            Some(p) if p.state == PathState::Abandoned => {}
-            Some(_) => self.abandon_path_internal(
-                now,
-                id,
-                TransportErrorCode::NO_ERROR.0,
-                super::path_manager::Origin::Protocol("peer_abandoned"),
-                super::paths::InFlightOnAbandon::Retransmit,
-            ),
+            Some(p) if p.state == PathState::Abandoned => self.return_path_id(id),
+            Some(_) => {
+                self.abandon_path_internal(
+                    now,
+                    id,
+                    TransportErrorCode::NO_ERROR.0,
+                    super::path_manager::Origin::Protocol("peer_abandoned"),
+                    super::paths::InFlightOnAbandon::Retransmit,
+                );
+                self.return_path_id(id);
+            }
             None => {
                 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.4
                 //# It is also possible that an endpoint will receive a PATH_ABANDON frame

@@ -179,7 +179,18 @@ impl Connection {
             || path.challenge.is_some_and(|c| c.sent_at.is_none())
             || path.space.probes_owed > 0
             || path.space.ping_pending
-            || (path.is_usable() && self.has_control_frames())
+            || (path.is_usable() && !self.is_stalled(id) && self.has_control_frames())
+    }
+
+    /// True when path `id` timed out [`crate::sched::POTENTIALLY_FAILED_PTOS`] probes in a
+    /// row while another usable path has not: connection-level frames then avoid it.
+    fn is_stalled(&self, id: PathId) -> bool {
+        let failing = |p: &super::paths::Path| p.pto_count >= crate::sched::POTENTIALLY_FAILED_PTOS;
+        self.paths.get(&id).is_some_and(failing)
+            && self
+                .paths
+                .values()
+                .any(|p| p.id != id && p.is_usable() && !failing(p))
     }
 
     fn has_control_frames(&self) -> bool {
@@ -234,9 +245,18 @@ impl Connection {
             return self.finish_transmit(id, buf.len(), None);
         }
         if path.space.probes_owed > 0 && path.state != PathState::Abandoned {
+            // A path that keeps timing out probes with PING only while another path works:
+            // the data and control frames the PTO queued again then leave on the working
+            // paths instead of being sent into the stalled one again.
+            //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-5.7
+            //# Endpoints could take advantage of the multipath extension, and retransmit the content
+            //# of the delayed packets on other available paths if the congestion control window on these
+            //# paths allows.
+            let stalled = self.is_stalled(id);
             let opts = BuildOptions {
                 probe: true,
-                allow_data: path.is_usable(),
+                allow_data: path.is_usable() && !stalled,
+                path_only: stalled,
                 ..Default::default()
             };
             if self
@@ -288,7 +308,7 @@ impl Connection {
             || (usable && self.orphan_acks_due(now, id).next().is_some());
         let needs_ping = path.space.ping_pending;
         let abandoning = path.abandon_pending.is_some();
-        let control = usable && self.has_control_frames();
+        let control = usable && !self.is_stalled(id) && self.has_control_frames();
         if !(needs_ack || needs_ping || control || abandoning) {
             return None;
         }
@@ -408,10 +428,11 @@ impl Connection {
             snapshots.push(path.snapshot(can_send));
         }
         if pending.is_empty() {
-            // Control frames only: the first path that can send.
-            return snapshots
-                .iter()
-                .find(|s| s.can_send)
+            // Control frames only: the first working path that can send (the backup rule
+            // and potentially failed paths as for data), else the first path that can send.
+            return crate::sched::preferred_paths(&snapshots)
+                .next()
+                .or_else(|| snapshots.iter().find(|s| s.can_send))
                 .map_or(Decision::Wait, |s| Decision::Send(s.id));
         }
         self.scheduler.schedule(now, &snapshots, &pending)

@@ -307,8 +307,8 @@ impl Connection {
         );
     }
 
-    /// After a PTO on one path, queue all its in-flight stream data again so other paths can
-    /// carry it (the copies on the stalled path are ignored if they arrive later).
+    /// After a PTO on one path, queue all its in-flight frames again so other paths can carry
+    /// them (the copies on the stalled path are ignored if they arrive later).
     fn requeue_in_flight_elsewhere(&mut self, id: PathId) {
         if !self.paths.values().any(|p| p.id != id && p.is_usable()) {
             return;
@@ -323,7 +323,7 @@ impl Connection {
             .map(|(_, p)| p.payload.clone())
             .collect();
         for f in &frames {
-            self.requeue_frames(AckSpace::Path(id), f, Requeue::Probe);
+            self.requeue_frames(AckSpace::Path(id), f, Requeue::Stalled);
         }
     }
 

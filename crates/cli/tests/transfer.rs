@@ -1,0 +1,492 @@
+//! `polypath server` and `polypath client` over loopback: verified transfers, the JSON
+//! summary, loss injected by a userspace relay, qlog output, two paths and path weights.
+
+use polypath_io::relay::{Relay, RelayConfig};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const POLYPATH: &str = env!("CARGO_BIN_EXE_polypath");
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A `polypath server --once` child process, killed if the test ends early.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    cert: PathBuf,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        let cert = dir.join("server-cert.pem");
+        let mut child = Command::new(POLYPATH)
+            .args(["server", "--listen", "127.0.0.1:0", "--once", "--cert-out"])
+            .arg(&cert)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        Server {
+            child,
+            addr,
+            cert,
+            stdout,
+        }
+    }
+
+    /// The server's report line of the one client it served; waits for it to exit.
+    fn finish(mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "server exited with {status}: {line}");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `polypath client` against `connect` and returns its JSON summary.
+fn client(server: &Server, connect: SocketAddr, extra: &[&str]) -> Value {
+    let out = Command::new(POLYPATH)
+        .args(["client", "--connect", &connect.to_string(), "--pin"])
+        .arg(&server.cert)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client failed: {stderr}");
+    eprint!("{stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {:?}", out.stdout))
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks the fields every summary has.
+fn check_summary(s: &Value, bytes: u64) {
+    assert_eq!(s["bytes"], bytes);
+    assert_eq!(s["verified"], true);
+    assert_eq!(s["sha256"].as_str().unwrap().len(), 64);
+    assert!(s["seconds"].as_f64().unwrap() > 0.0);
+    assert!(s["goodput_mbps"].as_f64().unwrap() > 0.0);
+    assert!(s["handshake_ms"].as_f64().unwrap() > 0.0);
+    assert!(s["cwnd"].as_u64().unwrap() > 0);
+    assert!(s["srtt_ms"].as_f64().unwrap() > 0.0);
+    let sent = s["packets_sent"].as_u64().unwrap();
+    assert!(sent > bytes / 1500, "{sent} packets for {bytes} bytes");
+    assert!(s["packets_lost"].as_u64().is_some());
+    let paths = s["paths"].as_array().unwrap();
+    assert!(!paths.is_empty());
+    for p in paths {
+        for field in ["bytes", "packets_sent", "cwnd", "packets_lost"] {
+            assert!(p[field].as_u64().is_some(), "path field {field}: {p}");
+        }
+        for field in ["srtt_ms", "loss_rate"] {
+            assert!(p[field].as_f64().is_some(), "path field {field}: {p}");
+        }
+    }
+    let path_bytes: u64 = paths.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+    assert!(path_bytes >= bytes, "paths carried {path_bytes} of {bytes}");
+}
+
+#[test]
+fn hundred_megabytes_upload_verified_with_json_summary() {
+    let dir = scratch("upload100");
+    let server = Server::start(&dir, &[]);
+    let summary = client(&server, server.addr, &["--size", "100MB"]);
+    eprintln!("{summary:#}");
+    check_summary(&summary, 100_000_000);
+    assert_eq!(summary["direction"], "upload");
+    assert_eq!(summary["sender"], "client");
+    let served = server.finish();
+    assert_eq!(served["verified"], true);
+    assert_eq!(served["bytes"], 100_000_000u64);
+}
+
+#[test]
+fn file_upload_and_download_hash_to_what_the_test_computes() {
+    let dir = scratch("files");
+    // Upload: the summary's digest is the file's, and the server verified it.
+    let data: Vec<u8> = (0..3_000_017u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let file = dir.join("object.bin");
+    std::fs::write(&file, &data).unwrap();
+    let server = Server::start(&dir, &[]);
+    let up = client(&server, server.addr, &["--file", file.to_str().unwrap()]);
+    check_summary(&up, data.len() as u64);
+    assert_eq!(up["sha256"], sha256_hex(&data));
+    assert_eq!(server.finish()["verified"], true);
+
+    // Download into a file: what landed on disk hashes to the verified digest.
+    let server = Server::start(&dir, &[]);
+    let out = dir.join("downloaded.bin");
+    let down = client(
+        &server,
+        server.addr,
+        &[
+            "--download",
+            "--size",
+            "2MB",
+            "--file",
+            out.to_str().unwrap(),
+        ],
+    );
+    check_summary(&down, 2_000_000);
+    assert_eq!(down["sender"], "server");
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), 2_000_000);
+    assert_eq!(down["sha256"], sha256_hex(&got));
+    assert_eq!(server.finish()["verified"], true);
+}
+
+#[test]
+fn hundred_megabytes_through_a_relay_losing_five_percent() {
+    let dir = scratch("lossy");
+    let server = Server::start(&dir, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let relay = runtime
+        .block_on(Relay::start(RelayConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            upstream: server.addr,
+            loss: 0.05,
+            seed: 7,
+        }))
+        .unwrap();
+    let relay_addr = relay.local_addr();
+    // The relay runs on a thread of its own while the client process transfers.
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let relay_thread = std::thread::spawn(move || {
+        runtime.block_on(async {
+            let _ = stop_rx.await;
+        });
+        let stats = relay.stats();
+        drop(relay);
+        stats
+    });
+    let summary = client(&server, relay_addr, &["--size", "100MB"]);
+    let _ = stop_tx.send(());
+    let stats = relay_thread.join().unwrap();
+    eprintln!("{summary:#}\nrelay: {stats:?}");
+    check_summary(&summary, 100_000_000);
+    assert_eq!(server.finish()["verified"], true);
+    let seen = stats.forwarded + stats.dropped;
+    let rate = stats.dropped as f64 / seen as f64;
+    assert!((0.04..0.06).contains(&rate), "relay dropped {rate}");
+    assert!(summary["packets_lost"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn qlog_of_a_transfer_is_json_seq_with_packet_and_metrics_events() {
+    let dir = scratch("qlog");
+    let qlog_dir = dir.join("qlog");
+    let server = Server::start(&dir, &["--qlog", qlog_dir.to_str().unwrap()]);
+    let summary = client(
+        &server,
+        server.addr,
+        &["--size", "2MB", "--qlog", qlog_dir.to_str().unwrap()],
+    );
+    check_summary(&summary, 2_000_000);
+    assert_eq!(server.finish()["verified"], true);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&qlog_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let mut total_sent = 0;
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        //= https://www.rfc-editor.org/rfc/rfc7464#section-2.2
+        //# Each JSON text MUST be preceded by an ASCII Record Separator
+        assert_eq!(bytes.first(), Some(&0x1e), "{}", file.display());
+        let records: Vec<Value> = bytes
+            .split(|&b| b == 0x1e)
+            .skip(1)
+            .map(|r| serde_json::from_slice(r).unwrap())
+            .collect();
+        assert_eq!(
+            records[0]["file_schema"],
+            "urn:ietf:params:qlog:file:sequential"
+        );
+        let count = |suffix: &str| {
+            records
+                .iter()
+                .filter(|r| r["name"].as_str().is_some_and(|n| n.ends_with(suffix)))
+                .count()
+        };
+        let (sent, received, metrics) = (
+            count(":packet_sent"),
+            count(":packet_received"),
+            count("metrics_updated"),
+        );
+        eprintln!(
+            "{}: {} records, {sent} packet_sent, {received} packet_received, {metrics} metrics_updated",
+            file.display(),
+            records.len()
+        );
+        assert!(sent > 0 && received > 0 && metrics > 0);
+        total_sent += sent;
+    }
+    // Each side logs what it sent: together at least one packet per 1400 bytes moved.
+    assert!(
+        total_sent > 2_000_000 / 1400,
+        "{total_sent} packet_sent events"
+    );
+}
+
+fn path_bytes(summary: &Value) -> Vec<u64> {
+    summary["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["bytes"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn two_paths_from_two_local_addresses_both_carry_data() {
+    let dir = scratch("twopaths");
+    let server = Server::start(&dir, &["--scheduler", "wrr"]);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "20MB",
+            "--local",
+            "127.0.0.1:0",
+            "--local",
+            "127.0.0.2:0",
+            "--scheduler",
+            "wrr",
+        ],
+    );
+    eprintln!("{summary:#}");
+    check_summary(&summary, 20_000_000);
+    assert_eq!(summary["multipath"], true);
+    let paths = summary["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2);
+    assert!(
+        paths[0]["local"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+    assert!(
+        paths[1]["local"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.2:")
+    );
+    // Weighted round robin with its default weights (1 each) waits for the path whose turn
+    // it is, so both paths carry about half.
+    let bytes = path_bytes(&summary);
+    eprintln!("bytes per path: {bytes:?}");
+    for b in bytes {
+        assert!(b > 6_000_000, "a path carried only {b} bytes: {summary}");
+    }
+    assert_eq!(server.finish()["verified"], true);
+}
+
+#[test]
+fn weights_set_the_split_of_weighted_round_robin() {
+    let dir = scratch("weights");
+    let server = Server::start(&dir, &["--scheduler", "wrr"]);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "20MB",
+            "--local",
+            "127.0.0.1:0",
+            "--local",
+            "127.0.0.2:0",
+            "--scheduler",
+            "wrr",
+            "--weights",
+            "1,3",
+        ],
+    );
+    check_summary(&summary, 20_000_000);
+    let bytes = path_bytes(&summary);
+    let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
+    eprintln!("path bytes {bytes:?}: share of path 1 {share:.3} (weights 1,3)");
+    assert!(
+        (0.6..0.9).contains(&share),
+        "path 1 carried {share} of the data"
+    );
+    assert_eq!(server.finish()["verified"], true);
+}
+
+#[test]
+fn bad_options_get_clear_errors() {
+    for (args, needle) in [
+        (vec!["--scheduler", "fastest"], "unknown scheduler"),
+        (vec!["--cc", "vegas"], "unknown congestion controller"),
+        (vec!["--path-manager", "psychic"], "unknown path manager"),
+        (vec!["--scheduler", "wrr", "--weights", "1,x"], "--weights"),
+    ] {
+        let out = Command::new(POLYPATH)
+            .args(["client", "--connect", "127.0.0.1:9", "--insecure"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
+    let out = Command::new(POLYPATH)
+        .args([
+            "bench", "loopback", "--bytes", "5MB", "--paths", "2", "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("{report:#}");
+    assert_eq!(report["size_bytes"], 5_000_000u64);
+    let goodput = |k: &str| report[k]["goodput_mbps"].as_f64().unwrap();
+    let (polypath, noq, two) = (
+        goodput("polypath"),
+        goodput("noq"),
+        goodput("polypath_two_paths"),
+    );
+    assert!(polypath > 0.0 && noq > 0.0 && two > 0.0);
+    let ratio = report["ratio"].as_f64().unwrap();
+    assert!((ratio - polypath / noq).abs() < 1e-9);
+    let two_path_bytes: u64 = report["polypath_two_paths"]["path_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert!(two_path_bytes >= 5_000_000);
+}
+
+#[test]
+fn relay_subcommand_loses_datagrams_and_keylog_file_gets_secrets() {
+    let dir = scratch("relaycmd");
+    let server = Server::start(&dir, &[]);
+    let mut relay = Command::new(POLYPATH)
+        .args(["relay", "--to", &server.addr.to_string()])
+        .args(["--loss", "0.05", "--seed", "3", "--duration", "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut relay_out = BufReader::new(relay.stdout.take().unwrap());
+    let mut line = String::new();
+    relay_out.read_line(&mut line).unwrap();
+    let relay_addr: SocketAddr = line
+        .trim()
+        .strip_prefix("relaying ")
+        .and_then(|rest| rest.split(" -> ").next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    let keylog = dir.join("keys.log");
+    let out = Command::new(POLYPATH)
+        .args(["client", "--connect", &relay_addr.to_string(), "--pin"])
+        .arg(&server.cert)
+        .args(["--size", "5MB"])
+        .env("SSLKEYLOGFILE", &keylog)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_summary(&summary, 5_000_000);
+    assert_eq!(server.finish()["verified"], true);
+    line.clear();
+    relay_out.read_line(&mut line).unwrap();
+    assert!(relay.wait().unwrap().success());
+    let stats: Value = serde_json::from_str(&line).unwrap();
+    eprintln!("relay: {stats}");
+    let (forwarded, dropped) = (
+        stats["forwarded"].as_u64().unwrap(),
+        stats["dropped"].as_u64().unwrap(),
+    );
+    assert!(forwarded > 3_000 && dropped > 0, "{stats}");
+    // NSS key log format, which Wireshark reads to decrypt the capture.
+    let keys = std::fs::read_to_string(&keylog).unwrap();
+    for label in ["CLIENT_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0"] {
+        assert!(keys.contains(label), "{label} missing from {keys}");
+    }
+}
+
+#[test]
+fn fullmesh_path_manager_opens_the_second_path_itself() {
+    let dir = scratch("fullmesh");
+    let server = Server::start(&dir, &["--scheduler", "wrr"]);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "10MB",
+            "--local",
+            "127.0.0.1:0",
+            "--local",
+            "127.0.0.2:0",
+            "--path-manager",
+            "fullmesh",
+            "--scheduler",
+            "wrr",
+        ],
+    );
+    check_summary(&summary, 10_000_000);
+    let paths = summary["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2, "{summary}");
+    assert!(
+        paths[1]["local"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.2:")
+    );
+    assert!(path_bytes(&summary)[1] > 1_000_000, "{summary}");
+    assert_eq!(server.finish()["verified"], true);
+}
