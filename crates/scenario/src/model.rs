@@ -464,10 +464,13 @@ pub enum TransferDirection {
 /// `kind = "quic"` parameters (interpreted by the QUIC adapter).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuicFlow {
-    /// Bytes to transfer.
+    /// Bytes to transfer (0 for a transactions flow).
     pub bytes: u64,
-    /// Transfer direction (default upload).
+    /// Transfer direction (default upload; upload for a transactions flow).
     pub direction: TransferDirection,
+    /// Request/response transactions instead of a bulk transfer (set by `request_size`
+    /// and `response_size`).
+    pub transactions: Option<QuicTransactions>,
     /// Scheduler name (default `"default"`).
     pub scheduler: String,
     /// Congestion controller name (default `"cubic"`).
@@ -481,6 +484,22 @@ pub struct QuicFlow {
     pub port: u16,
     /// Free-form `[flow.options]` for the adapter.
     pub options: toml::Table,
+}
+
+/// The request/response application of a `quic` flow with `request_size` and
+/// `response_size`: transactions in the style of netperf's TCP_RR test over one
+/// bidirectional stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuicTransactions {
+    /// Request size in bytes (stream data).
+    pub request: u64,
+    /// Response size in bytes (stream data).
+    pub response: u64,
+    /// Time between request starts; back to back (the next request when the response
+    /// to the previous one has been read) if unset.
+    pub interval: Option<Duration>,
+    /// Number of transactions (until the flow's `stop` or the end of the run if unset).
+    pub count: Option<u64>,
 }
 
 /// `kind = "cbr"` parameters.

@@ -892,6 +892,49 @@ fn flows(ctx: &Ctx<'_>, raw: &[RawFlow], hosts: &[Host]) -> Result<Vec<Flow>, Er
     Ok(out)
 }
 
+/// The transactions of a `quic` flow: present with `request_size` and `response_size`
+/// (both or neither), with `interval` and `count` optional.
+fn quic_transactions(
+    ctx: &Ctx<'_>,
+    p: &str,
+    f: &RawFlow,
+) -> Result<Option<QuicTransactions>, Error> {
+    let (request, response) = match (f.request_size, f.response_size) {
+        (None, None) => {
+            if f.interval.is_some() {
+                return Err(ctx.err(
+                    &format!("{p}.interval"),
+                    "`interval` applies to a quic flow only with `request_size`",
+                ));
+            }
+            return Ok(None);
+        }
+        (Some(q), Some(r)) => (q.0, r.0),
+        _ => {
+            return Err(ctx.err(
+                p,
+                "a quic flow with transactions needs both `request_size` and `response_size`",
+            ));
+        }
+    };
+    if request == 0 || response == 0 {
+        return Err(ctx.err(p, "request and response sizes must be positive"));
+    }
+    let interval = f.interval.map(|i| i.0);
+    if interval.is_some_and(|i| i.is_zero()) {
+        return Err(ctx.err(&format!("{p}.interval"), "interval must be positive"));
+    }
+    if f.count == Some(0) {
+        return Err(ctx.err(&format!("{p}.count"), "count must be positive"));
+    }
+    Ok(Some(QuicTransactions {
+        request,
+        response,
+        interval,
+        count: f.count,
+    }))
+}
+
 fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
     let set: [(&str, bool); 16] = [
         ("bytes", f.bytes.is_some()),
@@ -921,6 +964,9 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             "stack",
             "port",
             "options",
+            "request_size",
+            "response_size",
+            "interval",
         ],
         RawFlowKind::Cbr => &["rate", "packet_size", "bytes"],
         RawFlowKind::Onoff => &["rate", "packet_size", "bytes", "on", "off", "dist"],
@@ -932,10 +978,10 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             format!("`{name}` does not apply to this flow kind"),
         ));
     }
-    if f.count.is_some() && f.kind != RawFlowKind::Reqresp {
+    if f.count.is_some() && f.kind != RawFlowKind::Reqresp && f.request_size.is_none() {
         return Err(ctx.err(
             &format!("{p}.count"),
-            "`count` only applies to reqresp flows",
+            "`count` only applies to reqresp flows and quic flows with `request_size`",
         ));
     }
     let packet_size = |default: u64| -> Result<u32, Error> {
@@ -959,22 +1005,45 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
         Ok(r)
     };
     Ok(match f.kind {
-        RawFlowKind::Quic => FlowKind::Quic(QuicFlow {
-            bytes: f
-                .bytes
-                .ok_or_else(|| ctx.err(p, "a quic flow needs `bytes`"))?
-                .0,
-            direction: match f.direction.unwrap_or(RawDirection::Upload) {
-                RawDirection::Upload => TransferDirection::Upload,
-                RawDirection::Download => TransferDirection::Download,
-            },
-            scheduler: f.scheduler.clone().unwrap_or_else(|| "default".into()),
-            cc: f.cc.clone().unwrap_or_else(|| "cubic".into()),
-            path_manager: f.path_manager.clone().unwrap_or_else(|| "default".into()),
-            stack: f.stack.clone().unwrap_or_else(|| "polypath".into()),
-            port: f.port.unwrap_or(4433),
-            options: f.options.clone().unwrap_or_default(),
-        }),
+        RawFlowKind::Quic => {
+            let transactions = quic_transactions(ctx, p, f)?;
+            let bytes = match (transactions, f.bytes) {
+                (None, Some(b)) => b.0,
+                (None, None) => {
+                    return Err(ctx.err(
+                        p,
+                        "a quic flow needs `bytes` (or `request_size` and `response_size`)",
+                    ));
+                }
+                (Some(_), None) => 0,
+                (Some(_), Some(_)) => {
+                    return Err(ctx.err(
+                        &format!("{p}.bytes"),
+                        "`bytes` does not apply to a quic flow with `request_size`",
+                    ));
+                }
+            };
+            if transactions.is_some() && f.direction.is_some() {
+                return Err(ctx.err(
+                    &format!("{p}.direction"),
+                    "`direction` does not apply to a quic flow with `request_size`",
+                ));
+            }
+            FlowKind::Quic(QuicFlow {
+                bytes,
+                direction: match f.direction.unwrap_or(RawDirection::Upload) {
+                    RawDirection::Upload => TransferDirection::Upload,
+                    RawDirection::Download => TransferDirection::Download,
+                },
+                transactions,
+                scheduler: f.scheduler.clone().unwrap_or_else(|| "default".into()),
+                cc: f.cc.clone().unwrap_or_else(|| "cubic".into()),
+                path_manager: f.path_manager.clone().unwrap_or_else(|| "default".into()),
+                stack: f.stack.clone().unwrap_or_else(|| "polypath".into()),
+                port: f.port.unwrap_or(4433),
+                options: f.options.clone().unwrap_or_default(),
+            })
+        }
         RawFlowKind::Cbr => FlowKind::Cbr(CbrFlow {
             rate: rate()?,
             packet_size: packet_size(1500)?,

@@ -352,3 +352,52 @@ fn radio_link_errors_name_the_field() {
     assert_eq!(e.field.as_deref(), Some("link[0].radio"), "{e}");
     assert!(e.message.contains("no [radio]"), "{e}");
 }
+
+#[test]
+fn quic_flows_carry_transactions_with_request_and_response_sizes() {
+    let src = TWO_PATH.replace(
+        "bytes = \"1GB\"",
+        "request_size = 1\nresponse_size = \"2KB\"\ninterval = \"10ms\"\ncount = 500",
+    );
+    let s = parse(&src).unwrap();
+    let FlowKind::Quic(q) = &s.flows[0].kind else {
+        panic!("a quic flow");
+    };
+    assert_eq!(
+        q.transactions,
+        Some(QuicTransactions {
+            request: 1,
+            response: 2000,
+            interval: Some(Duration::from_millis(10)),
+            count: Some(500),
+        })
+    );
+    assert_eq!(q.bytes, 0);
+    let back_to_back =
+        parse(&TWO_PATH.replace("bytes = \"1GB\"", "request_size = 1\nresponse_size = 1")).unwrap();
+    let FlowKind::Quic(q) = &back_to_back.flows[0].kind else {
+        panic!("a quic flow");
+    };
+    assert_eq!(q.transactions.and_then(|t| t.interval), None);
+
+    for (change, field) in [
+        (
+            "bytes = \"1GB\"\nrequest_size = 1\nresponse_size = 1",
+            "flow[0].bytes",
+        ),
+        ("request_size = 1", "flow[0]"),
+        ("bytes = \"1GB\"\ninterval = \"1s\"", "flow[0].interval"),
+        ("bytes = \"1GB\"\ncount = 3", "flow[0].count"),
+        (
+            "request_size = 1\nresponse_size = 1\ncount = 0",
+            "flow[0].count",
+        ),
+        (
+            "request_size = 1\nresponse_size = 1\ndirection = \"download\"",
+            "flow[0].direction",
+        ),
+    ] {
+        let e = err_of(&TWO_PATH.replace("bytes = \"1GB\"", change));
+        assert_eq!(e.field.as_deref(), Some(field), "{change}: {e}");
+    }
+}

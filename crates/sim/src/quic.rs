@@ -45,7 +45,7 @@ use polypath_quic::{
     ClientConfig, Connection, ConnectionHandle, ConnectionId, Dir, Endpoint, EndpointConfig, Event,
     ServerConfig, Side, StreamId, TransportConfig, VarInt,
 };
-use polypath_scenario::{FlowKind, QuicFlow, Scenario, TransferDirection};
+use polypath_scenario::{FlowKind, QuicFlow, QuicTransactions, Scenario, TransferDirection};
 
 use crate::agent::{Agent, AgentStats, Datagram, PathStats, Record};
 use crate::build::{AgentFactory, BuildContext};
@@ -650,6 +650,7 @@ impl AgentFactory for QuicFactory {
                 clock: Clock::new(),
                 direction: q.direction,
                 total: q.bytes,
+                transactions: q.transactions,
                 start,
                 stop: inst.stop.map(SimTime::from_duration),
                 scheduler_params: opts.scheduler.clone(),
@@ -797,6 +798,8 @@ pub(crate) struct Common {
     pub clock: Clock,
     pub direction: TransferDirection,
     pub total: u64,
+    /// Request/response transactions instead of the bulk transfer.
+    pub transactions: Option<QuicTransactions>,
     pub start: SimTime,
     pub stop: Option<SimTime>,
     pub scheduler_params: Vec<(String, String)>,
@@ -895,6 +898,12 @@ pub(crate) struct Transfer<S> {
     /// everything.
     pub done: bool,
     pub records: Vec<Record>,
+    /// Client of a transactions flow: when each unanswered request was issued.
+    issued_at: VecDeque<SimTime>,
+    /// Client of a transactions flow: requests issued, and when the stream opened (the
+    /// time of the first request).
+    issued: u64,
+    opened_at: Option<SimTime>,
 }
 
 impl<S: Copy + PartialEq> Transfer<S> {
@@ -910,11 +919,18 @@ impl<S: Copy + PartialEq> Transfer<S> {
             received: 0,
             done: false,
             records: Vec::new(),
+            issued_at: VecDeque::new(),
+            issued: 0,
+            opened_at: None,
         }
     }
 
-    /// Whether this side sends the transfer's bytes.
+    /// Whether this side sends the transfer's bytes (and closes the connection once they
+    /// are acknowledged); neither side of a transactions flow does.
     pub fn sends_data(&self) -> bool {
+        if self.c.transactions.is_some() {
+            return false;
+        }
         match self.c.direction {
             TransferDirection::Upload => self.client,
             TransferDirection::Download => !self.client,
@@ -952,6 +968,9 @@ impl<S: Copy + PartialEq> Transfer<S> {
         now: SimTime,
         t: Instant,
     ) -> bool {
+        if let Some(txn) = self.c.transactions {
+            return self.step_transactions(conn, now, t, txn);
+        }
         let upload = self.c.direction == TransferDirection::Upload;
         if self.stream.is_none() {
             self.stream = match (self.client, upload) {
@@ -1065,9 +1084,187 @@ impl<S: Copy + PartialEq> Transfer<S> {
         true
     }
 
-    /// Whether the instance's stop time has come with the transfer unfinished.
+    /// Writes what is due of `self.to_send` (transfer data from offset `self.sent`).
+    fn write_due<C: TransferConn<Stream = S>>(&mut self, conn: &mut C, id: S) -> Option<String> {
+        while self.sent < self.to_send {
+            let chunk = transfer_slice(self.sent, self.to_send - self.sent);
+            let len = chunk.len();
+            match conn.write(id, chunk) {
+                Ok(n) => {
+                    self.sent += n as u64;
+                    if n < len {
+                        break;
+                    }
+                }
+                Err(e) => return Some(format!("writing: {e}")),
+            }
+        }
+        None
+    }
+
+    /// Reads what arrived (transfer data from offset `self.received`), checking it.
+    fn read_checked<C: TransferConn<Stream = S>>(&mut self, conn: &mut C, id: S) -> ReadStep {
+        let mut received = self.received;
+        let mut outcome = self.c.outcome.borrow_mut();
+        let step = conn.read(id, usize::MAX, &mut |chunk| {
+            outcome.corrupt += mismatches(received, &chunk);
+            received += chunk.len() as u64;
+            if let Some(d) = outcome.data.as_mut() {
+                d.extend_from_slice(&chunk);
+            }
+        });
+        if self.client {
+            outcome.received = received;
+        }
+        drop(outcome);
+        self.received = received;
+        step
+    }
+
+    /// The request/response application, in the style of netperf's TCP_RR test: the
+    /// client writes `request` bytes on one bidirectional stream, the server answers each
+    /// whole request with `response` bytes, and the client records a `transaction`
+    /// completion (from the request's issue to the last byte of its response) and issues
+    /// the next request at once, or every `interval` when one is set. The client closes
+    /// the connection after `count` transactions or at the flow's stop time.
+    fn step_transactions<C: TransferConn<Stream = S>>(
+        &mut self,
+        conn: &mut C,
+        now: SimTime,
+        t: Instant,
+        txn: QuicTransactions,
+    ) -> bool {
+        if self.done && self.client {
+            return true;
+        }
+        if self.stream.is_none() {
+            self.stream = if self.client {
+                conn.open(true)
+            } else {
+                conn.accept(true)
+            };
+            if self.stream.is_some() {
+                self.opened_at = Some(now);
+            }
+        }
+        let Some(id) = self.stream else {
+            return true;
+        };
+        let stopping = self.c.stop.is_some_and(|s| now >= s);
+        let error = if self.client {
+            self.run_client_transactions(conn, id, stopping, now, txn)
+        } else {
+            self.run_server_transactions(conn, id, stopping, txn)
+        };
+        if let Some(e) = error {
+            conn.close(t, CLOSE_FAILED, b"transactions failed");
+            self.fail(e);
+            return false;
+        }
+        let limit = txn.count.unwrap_or(u64::MAX);
+        if self.client && (self.issued == limit && self.issued_at.is_empty() || stopping) {
+            self.done = true;
+            self.c.outcome.borrow_mut().completed = Some(now);
+            conn.close(t, CLOSE_DONE, b"done");
+        }
+        true
+    }
+
+    /// The client's side of [`Self::step_transactions`]: issues the requests that are
+    /// due, writes them, reads the responses and records each completed transaction.
+    fn run_client_transactions<C: TransferConn<Stream = S>>(
+        &mut self,
+        conn: &mut C,
+        id: S,
+        stopping: bool,
+        now: SimTime,
+        txn: QuicTransactions,
+    ) -> Option<String> {
+        let limit = txn.count.unwrap_or(u64::MAX);
+        loop {
+            while !stopping && self.issued < limit {
+                let due = match txn.interval {
+                    None if self.issued_at.is_empty() => now,
+                    None => break,
+                    Some(_) => match self.next_request() {
+                        Some(due) => due,
+                        None => break,
+                    },
+                };
+                if due > now {
+                    break;
+                }
+                self.issued_at.push_back(due);
+                self.issued += 1;
+                self.to_send += txn.request;
+            }
+            if let Some(e) = self.write_due(conn, id) {
+                return Some(e);
+            }
+            match self.read_checked(conn, id) {
+                ReadStep::Blocked => {}
+                ReadStep::Finished => return Some("the server ended the stream".into()),
+                ReadStep::Failed(e) => return Some(format!("reading: {e}")),
+            }
+            let answered = self.received / txn.response;
+            let completed = self.issued - self.issued_at.len() as u64;
+            if answered == completed {
+                return None;
+            }
+            for _ in completed..answered {
+                let Some(started) = self.issued_at.pop_front() else {
+                    return Some("more response bytes than requests".into());
+                };
+                self.records.push(Record::Completion {
+                    label: "transaction".into(),
+                    started,
+                    finished: now,
+                    bytes: txn.response,
+                });
+            }
+        }
+    }
+
+    /// The server's side of [`Self::step_transactions`]: reads requests and answers each
+    /// whole one. Its part is done once it answered the last of `count` requests, or, in
+    /// flows without a count (which end with the client's close at the stop time),
+    /// whenever it answered every request read so far.
+    fn run_server_transactions<C: TransferConn<Stream = S>>(
+        &mut self,
+        conn: &mut C,
+        id: S,
+        stopping: bool,
+        txn: QuicTransactions,
+    ) -> Option<String> {
+        match self.read_checked(conn, id) {
+            ReadStep::Blocked | ReadStep::Finished => {}
+            ReadStep::Failed(e) => return Some(format!("reading: {e}")),
+        }
+        self.to_send = self.received / txn.request * txn.response;
+        let error = self.write_due(conn, id);
+        self.done = stopping
+            || match txn.count {
+                Some(n) => self.sent == n.saturating_mul(txn.response),
+                None => self.sent == self.to_send,
+            };
+        error
+    }
+
+    /// Whether the instance's stop time has come with the transfer unfinished (the stop
+    /// time is the normal end of a transactions flow without a count).
     pub fn stopped(&self, now: SimTime) -> bool {
-        !self.done && self.c.stop.is_some_and(|s| now >= s)
+        let open_ended = self.c.transactions.is_some_and(|t| t.count.is_none());
+        !self.done && !open_ended && self.c.stop.is_some_and(|s| now >= s)
+    }
+
+    /// When the client of a transactions flow issues its next request on a timer.
+    fn next_request(&self) -> Option<SimTime> {
+        let txn = self.c.transactions?;
+        let interval = txn.interval?;
+        let opened = self.opened_at?;
+        let issued = u32::try_from(self.issued).unwrap_or(u32::MAX);
+        (self.client && !self.done && self.issued < txn.count.unwrap_or(u64::MAX))
+            .then(|| opened + interval.saturating_mul(issued))
     }
 
     /// The agent's next deadline given the stack's (`stack`): also the start (before the
@@ -1081,17 +1278,18 @@ impl<S: Copy + PartialEq> Transfer<S> {
         let own = if connecting {
             Some(self.c.start)
         } else {
-            self.c.stop.filter(|_| !gone && !self.done)
+            let stop = self.c.stop.filter(|_| !gone && !self.done);
+            earliest(stop, self.next_request().filter(|_| !gone))
         };
-        match (stack, own) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(stack, own)
     }
 
     /// Application bytes for the recorder.
     pub fn app_stats(&self, stats: &mut AgentStats) {
-        if self.sends_data() {
+        if self.c.transactions.is_some() {
+            stats.app_bytes_sent = self.sent;
+            stats.app_bytes_received = self.received;
+        } else if self.sends_data() {
             stats.app_bytes_sent = self.sent;
         } else {
             stats.app_bytes_received = self.received;
@@ -1262,6 +1460,14 @@ impl QuicAgent {
     }
 }
 
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Opens the client's remaining paths once the handshake is confirmed; paths that cannot
 /// be opened yet (the peer has not issued connection IDs for them) are tried again later.
 fn open_paths(
@@ -1352,10 +1558,7 @@ impl Agent for QuicAgent {
         let change = self
             .next_scheduler_change()
             .filter(|_| self.conn.is_some() && !self.gone);
-        let stack = match (stack, change) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let stack = earliest(stack, change);
         self.app
             .next_deadline(stack, self.connect.is_some(), self.gone)
     }

@@ -356,3 +356,59 @@ fn scheduler_changes_apply_at_their_time() {
     assert!((after - 0.25).abs() < 0.08, "after {after}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Transactions over the two lossy paths: 200 requests of 100 bytes, one every 20 ms,
+/// each answered with 3000 bytes (three packets). All complete with every byte checked;
+/// each transaction takes at least the lowest round-trip time of the paths (20 ms) and
+/// the last completes after the last request was issued (at 3.98 s after the first). With
+/// noq as the stack (feature `noq`) the same application runs over noq.
+#[test]
+fn transactions_with_an_interval_and_a_count_complete() {
+    let mut stacks = vec!["polypath"];
+    if cfg!(feature = "noq") {
+        stacks.push("noq");
+    }
+    for stack in stacks {
+        let src = TWO_PATHS
+            .replace(
+                "bytes = \"2MB\"\ndirection = \"download\"",
+                &format!(
+                    "request_size = 100\nresponse_size = 3000\ninterval = \"20ms\"\ncount = 200\nstack = \"{stack}\""
+                ),
+            )
+            .replace("scheduler = \"lamp5g\"", "scheduler = \"default\"")
+            .replace("[flow.options]\nqlog = true\n", "");
+        let dir = tmp(&format!("txn-{stack}"));
+        let (r, o) = run_quic(&scenario(&src), 3, Some(dir.clone()));
+        assert_eq!(o[0].client_error, None, "{stack}: {:?}", o[0]);
+        assert_eq!(o[0].server_error, None, "{stack}: {:?}", o[0]);
+        assert_eq!(o[0].corrupt, 0);
+        assert_eq!(o[0].received, 200 * 3000);
+        // Both ends' application bytes: the responses and the requests.
+        assert_eq!(r.summary.flows[0].app_bytes_received, 200 * (3000 + 100));
+        let text = std::fs::read_to_string(dir.join("completions.csv")).unwrap();
+        let rows: Vec<(f64, f64)> = text
+            .lines()
+            .filter(|l| l.contains(",transaction,"))
+            .map(|l| {
+                let c: Vec<&str> = l.split(',').collect();
+                (c[4].parse().unwrap(), c[6].parse().unwrap())
+            })
+            .collect();
+        assert_eq!(rows.len(), 200, "{stack}");
+        let first = rows[0].0;
+        for (i, (start, duration)) in rows.iter().enumerate() {
+            assert!(
+                (start - first - 0.02 * i as f64).abs() < 1e-6,
+                "{stack}: request {i} issued at {start}"
+            );
+            assert!(
+                *duration >= 0.020,
+                "{stack}: transaction {i} took {duration}"
+            );
+        }
+        let mean = rows.iter().map(|r| r.1).sum::<f64>() / 200.0;
+        println!("{stack}: 200 transactions, mean {:.2} ms", mean * 1e3);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
