@@ -227,6 +227,7 @@ async fn polypath_run(
         cc: args.cc.clone(),
         path_manager: "manual".into(),
         weights: None,
+        weights_at: Vec::new(),
         qlog: None,
     };
     let multipath = locals.len() > 1;

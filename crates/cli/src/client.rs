@@ -129,6 +129,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         .connect_from(bound[0], config, args.connect, &args.server_name)
         .await
         .map_err(|e| e.to_string())?;
+    let _weight_changes = args.transport.schedule_weight_changes(&conn);
     if multipath {
         open_paths(&conn, &bound[1..], args.transport.opens_paths_itself()).await?;
     }

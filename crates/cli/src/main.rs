@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
-//! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`) and
+//! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`),
+//! `--weights-at TIME=LIST` (new weights at a time of a running connection) and
 //! `--qlog DIR`. `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
 //!
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).

@@ -88,7 +88,9 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         let peer = conn
             .remote_address()
             .map_or_else(|| "unknown".to_string(), |a| a.to_string());
+        let weight_changes = args.transport.schedule_weight_changes(&conn);
         let result = serve_connection(&conn, args.max_size).await;
+        drop(weight_changes);
         if result.is_err() {
             conn.close(1, b"transfer failed");
         }

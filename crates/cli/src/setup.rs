@@ -2,7 +2,7 @@
 //! qlog output, TLS certificates and verification, key logging.
 
 use clap::Args;
-use polypath_io::QlogDir;
+use polypath_io::{Connection, QlogDir};
 use polypath_quic::crypto::{
     ServerVerification, client_config, load_certificate_chain, load_private_key,
     self_signed_certificate, server_config,
@@ -14,6 +14,7 @@ use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Highest path ID both sides allow when multipath is on (up to 9 paths).
 pub const MAX_PATH_ID: u32 = 8;
@@ -36,9 +37,63 @@ pub struct TransportArgs {
     /// e.g. `30,100,1`, or `path_id=weight` pairs such as `1=30,0=100`.
     #[arg(long, value_name = "LIST")]
     pub weights: Option<String>,
+    /// Change the weights of a running connection: `TIME=LIST`, e.g. `2s=1,3` or
+    /// `500ms=30,100,1`, TIME counted from the connection's establishment; repeatable.
+    #[arg(long = "weights-at", value_name = "TIME=LIST", value_parser = parse_weight_change)]
+    pub weights_at: Vec<WeightChange>,
     /// Write one qlog file (JSON-SEQ, .sqlog) per connection into this directory.
     #[arg(long, value_name = "DIR")]
     pub qlog: Option<PathBuf>,
+}
+
+/// A change of the scheduler's weights during a connection (`--weights-at`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightChange {
+    /// When, after the connection was established.
+    pub after: Duration,
+    /// The new weights, as `--weights` takes them.
+    pub weights: String,
+}
+
+/// Parses `TIME=LIST`: TIME in seconds with an `s` or `ms` unit.
+fn parse_weight_change(text: &str) -> Result<WeightChange, String> {
+    let (time, weights) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected TIME=LIST, e.g. 2s=1,3"))?;
+    let (number, scale) = if let Some(ms) = time.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = time.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        return Err(format!(
+            "{time:?}: a time needs a unit, s or ms (e.g. 2s, 500ms)"
+        ));
+    };
+    let seconds = number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * scale)
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+        .ok_or_else(|| format!("{time:?}: not a time"))?;
+    if weights.is_empty() {
+        return Err(format!("{text:?}: no weights after `=`"));
+    }
+    Ok(WeightChange {
+        after: Duration::from_secs_f64(seconds),
+        weights: weights.to_string(),
+    })
+}
+
+/// Stops the task applying `--weights-at` changes when dropped.
+pub struct WeightChanges(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for WeightChanges {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
 }
 
 /// A scheduler factory whose schedulers get run-time parameters (such as `weights`) before
@@ -93,6 +148,12 @@ impl TransportArgs {
                 params: vec![("weights", weights.clone())],
             });
         }
+        for change in &self.weights_at {
+            scheduler
+                .build()
+                .configure("weights", &change.weights)
+                .map_err(|e| format!("--weights-at {}: {e}", change.weights))?;
+        }
         let path_manager: Arc<dyn PathManagerFactory> = match self.path_manager.as_str() {
             "fullmesh" | "full_mesh" => Arc::new(FullMeshFactory {
                 locals: locals.to_vec(),
@@ -118,6 +179,28 @@ impl TransportArgs {
     /// then only waits for them).
     pub fn opens_paths_itself(&self) -> bool {
         matches!(self.path_manager.as_str(), "fullmesh" | "full_mesh")
+    }
+
+    /// Applies the `--weights-at` changes to `conn` at their times (from now, which should
+    /// be when the connection was established), in a task that ends with the returned guard.
+    pub fn schedule_weight_changes(&self, conn: &Connection) -> WeightChanges {
+        if self.weights_at.is_empty() {
+            return WeightChanges(None);
+        }
+        let mut changes = self.weights_at.clone();
+        changes.sort_by_key(|c| c.after);
+        let conn = conn.clone();
+        let start = tokio::time::Instant::now();
+        WeightChanges(Some(tokio::spawn(async move {
+            for change in changes {
+                tokio::time::sleep_until(start + change.after).await;
+                match conn.configure_scheduler("weights", &change.weights) {
+                    Ok(()) => tracing::info!(weights = %change.weights, "weights changed"),
+                    Err(e) => tracing::warn!(weights = %change.weights, error = %e,
+                                             "weight change refused"),
+                }
+            }
+        })))
     }
 
     /// An endpoint configuration with fresh secrets and, with `--qlog`, a qlog directory.

@@ -355,6 +355,42 @@ fn weights_set_the_split_of_weighted_round_robin() {
     assert_eq!(server.finish()["verified"], true);
 }
 
+/// `--weights-at` re-weights the running connection: weights 3,1 at the start, changed to
+/// 1,3 as soon as the connection is up, so the split is the second one's (without the
+/// change path 1 would carry about a quarter).
+#[test]
+fn weights_change_on_a_running_connection() {
+    let dir = scratch("weights-at");
+    let server = Server::start(&dir, &["--scheduler", "wrr"]);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "20MB",
+            "--local",
+            "127.0.0.1:0",
+            "--local",
+            "127.0.0.2:0",
+            "--scheduler",
+            "wrr",
+            "--weights",
+            "3,1",
+            "--weights-at",
+            "0s=1,3",
+        ],
+    );
+    check_summary(&summary, 20_000_000);
+    let bytes = path_bytes(&summary);
+    let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
+    eprintln!("path bytes {bytes:?}: share of path 1 {share:.3} (weights 3,1 then 1,3)");
+    assert!(
+        (0.6..0.9).contains(&share),
+        "path 1 carried {share} of the data"
+    );
+    assert_eq!(server.finish()["verified"], true);
+}
+
 #[test]
 fn bad_options_get_clear_errors() {
     for (args, needle) in [
@@ -362,6 +398,11 @@ fn bad_options_get_clear_errors() {
         (vec!["--cc", "vegas"], "unknown congestion controller"),
         (vec!["--path-manager", "psychic"], "unknown path manager"),
         (vec!["--scheduler", "wrr", "--weights", "1,x"], "--weights"),
+        (vec!["--scheduler", "wrr", "--weights-at", "2=1,3"], "unit"),
+        (
+            vec!["--scheduler", "wrr", "--weights-at", "2s=1,0"],
+            "--weights-at",
+        ),
     ] {
         let out = Command::new(POLYPATH)
             .args(["client", "--connect", "127.0.0.1:9", "--insecure"])
