@@ -41,15 +41,61 @@ def test_unknown_experiment_and_bad_seeds_are_errors(capsys):
     assert "--seeds" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def quick_experiment(tmp_path_factory):
+    """Runs each quick experiment once per module: ``quick_experiment(name)`` returns the
+    experiment and its report directory."""
+    done: dict[str, tuple[Experiment, object]] = {}
+
+    def run(name: str):
+        if name not in done:
+            out = tmp_path_factory.mktemp(name)
+            ctx = Context(seeds=[1], quick=True, out=out, work=out / "runs", jobs=2,
+                          progress=False)
+            done[name] = (registry()[name].run(ctx), out)
+        return done[name]
+
+    return run
+
+
 @pytest.mark.parametrize("name", list(registry()))
-def test_quick_experiment_shapes(name, tmp_path):
-    ctx = Context(seeds=[1], quick=True, out=tmp_path, work=tmp_path / "runs", jobs=2,
-                  progress=False)
-    e = registry()[name].run(ctx)
+def test_quick_experiment_shapes(name, quick_experiment):
+    e, out = quick_experiment(name)
     for c in e.checks:
         print(f"{name}: [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.measured}")
     assert e.checks, "every experiment checks something"
     failed = [f"{c.name}: {c.measured}" for c in e.checks if not c.ok]
     assert not failed, failed
     for png, _ in e.plots:
-        assert (tmp_path / png).stat().st_size > 1000, png
+        assert (out / png).stat().st_size > 1000, png
+
+
+def test_quick_handover_includes_both_handovers(quick_experiment):
+    """The reduced LAMP5G handover run goes through the baseline's A3 handover and through
+    make-before-break's removal of the source path, and shows the paper's shapes: the
+    baseline's handover stops delivery for at least one 100 ms window, make-before-break
+    never does, and make-before-break's average throughput is the higher."""
+    e, _ = quick_experiment("lamp5g_handover")
+    data = e.tables[0].data
+    tput, gaps = data["throughput_mbps"], data["longest_zero_gap_s"]
+    assert min(data["mbb_transfer_after_source_removal_s"]) >= 0.5, data
+    assert min(gaps["bbm"]) >= 0.1, gaps
+    assert max(gaps["mbb"]) < 0.1, gaps
+    assert min(tput["mbb"]) > max(tput["bbm"]), tput
+
+
+def test_handover_narrowed_cells_keep_rsrp():
+    """Narrowing the handover cells keeps the power per resource element, so the join and
+    drop thresholds (the RSRP at the 250 m coverage radius) stay where the scenario puts
+    them."""
+    from polypath_lab.experiments import lamp5g_handover as ho
+    from polypath_lab.sim import load_scenario
+
+    base = load_scenario(ho.SCENARIO)
+    for build in (ho.mbb, ho.bbm):
+        narrowed = build(base, "1MB", False)
+        for before, after in zip(base["radio"]["cells"], narrowed["radio"]["cells"]):
+            per_re = [c["tx_power_dbm"] - 10 * math.log10(12 * ho.N_RB_30KHZ[c["bandwidth_mhz"]])
+                      for c in (before, after)]
+            assert after["bandwidth_mhz"] == ho.NARROW_MHZ
+            assert math.isclose(per_re[0], per_re[1], abs_tol=1e-9), (before, after)
