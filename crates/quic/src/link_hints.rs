@@ -7,7 +7,7 @@
 //! read them in [`crate::sched::PathSnapshot::link`]. Predicted throughput is kept apart, in
 //! [`crate::sched::PathSnapshot::predicted_throughput`], where the LAMP5G ranking reads it.
 
-use polypath_link::{CellId, CellMeasurement, LinkEventKind, MeasEvent};
+use polypath_link::{CellId, CellMeasurement, DownReason, LinkEventKind, MeasEvent};
 use std::time::Instant;
 
 /// The latest link-layer hints for the interface a path sends from.
@@ -29,6 +29,13 @@ pub struct LinkHints {
     /// (data transfer stops until random access on the target completes); `None` before any
     /// of these.
     pub link_up: Option<bool>,
+    /// True from a [`LinkEventKind::LinkDown`] that lost the link for an unknown time (no
+    /// coverage, secondary node released) until the next [`LinkEventKind::LinkUp`] or
+    /// [`LinkEventKind::RandomAccessComplete`]. A handover or a Wi-Fi / LiFi re-association
+    /// (a break the link layer bridges, holding or forwarding the packets) leaves it false.
+    /// The connection stops scheduling data on the paths of a lost interface while another
+    /// path works, and probes them at once when the interface comes back.
+    pub link_lost: bool,
     /// The latest RRC measurement event that entered or left on the interface.
     pub last_rrc_event: Option<RrcEventHint>,
     /// When an event last changed these hints.
@@ -97,15 +104,15 @@ impl LinkHints {
                 self.set_rrc_event(now, *event, false, *cell);
             }
             LinkEventKind::HandoverExecution { .. } => self.link_up = Some(false),
-            LinkEventKind::RandomAccessComplete { cell } => {
+            LinkEventKind::RandomAccessComplete { cell } | LinkEventKind::LinkUp { cell } => {
                 self.serving_cell = Some(*cell);
                 self.link_up = Some(true);
+                self.link_lost = false;
             }
-            LinkEventKind::LinkUp { cell } => {
-                self.serving_cell = Some(*cell);
-                self.link_up = Some(true);
+            LinkEventKind::LinkDown { reason, .. } => {
+                self.link_up = Some(false);
+                self.link_lost |= matches!(reason, DownReason::NoCoverage | DownReason::SnRelease);
             }
-            LinkEventKind::LinkDown { .. } => self.link_up = Some(false),
             LinkEventKind::HandoverCommand { .. }
             | LinkEventKind::SnAddition { .. }
             | LinkEventKind::SnRelease { .. }
@@ -144,7 +151,7 @@ impl LinkHints {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use polypath_link::{DownReason, RadioType};
+    use polypath_link::RadioType;
     use std::time::Duration;
 
     fn cell(id: u32, rsrp: f64) -> CellMeasurement {
@@ -204,8 +211,19 @@ mod tests {
             }
         ));
         assert_eq!(h.link_up, Some(false));
+        assert!(!h.link_lost, "a handover is bridged by the link layer");
         assert!(h.apply(t1, &LinkEventKind::LinkUp { cell: CellId(2) }));
         assert_eq!((h.link_up, h.serving_cell), (Some(true), Some(CellId(2))));
+        assert!(h.apply(
+            t1,
+            &LinkEventKind::LinkDown {
+                cell: Some(CellId(2)),
+                reason: DownReason::NoCoverage,
+            }
+        ));
+        assert!(h.link_lost);
+        assert!(h.apply(t1, &LinkEventKind::RandomAccessComplete { cell: CellId(3) }));
+        assert!(!h.link_lost);
         // Predicted throughput is not a hint field.
         assert!(!h.apply(
             t1,

@@ -177,6 +177,13 @@ pub struct Link {
     /// side B the network: `up` is the radio uplink, `down` the radio downlink, and both
     /// have [`RateModel::Radio`].
     pub radio: Option<RadioBinding>,
+    /// `outage_signal = true`: the interfaces on this link know when it goes down and comes
+    /// back (a Wi-Fi station losing its association, a LiFi receiver losing the light, a
+    /// modem leaving RRC connected). The simulator then tells the agents on every host with
+    /// an interface on the link, with a `LinkDown` link event when the link stops carrying
+    /// packets for a scheduled outage and a `LinkUp` event when it carries them again.
+    /// Default false: outages are silent and the transport must find them itself.
+    pub outage_signal: bool,
 }
 
 /// `radio = { ue = .., iface = .. }` on a link: which radio path of the `[radio]` model

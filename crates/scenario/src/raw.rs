@@ -99,6 +99,7 @@ pub(crate) struct RawLink {
     pub up: Option<RawDir>,
     pub down: Option<RawDir>,
     pub radio: Option<RawRadioBinding>,
+    pub outage_signal: Option<bool>,
 }
 
 /// `radio = { ue = 0, iface = 0 }` or `radio = { ue = 1, iface = "nr0-scg" }`.

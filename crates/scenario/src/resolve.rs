@@ -93,11 +93,18 @@ pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Sc
             // The radio model sets the downlink limit (the serving cell's buffer).
             down.queue = QueueLimit::Unlimited;
         }
+        if is_radio && l.outage_signal.is_some() {
+            return Err(ctx.err(
+                &format!("{p}.outage_signal"),
+                "a radio link's up and down events come from the radio model; remove it",
+            ));
+        }
         links.push(Link {
             name: l.name.clone(),
             up,
             down,
             radio,
+            outage_signal: l.outage_signal.unwrap_or(false),
         });
     }
 

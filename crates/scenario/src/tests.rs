@@ -82,6 +82,12 @@ fn resolves_two_path() {
     }
     assert!((s.links[1].up.loss.mean_loss() - 0.01).abs() < 1e-12);
     assert_eq!(s.links[1].down.outages.len(), 1);
+    assert!(!s.links[1].outage_signal, "outages are silent unless asked");
+    let signalled = TWO_PATH.replace(
+        "outages = [{ at = \"5s\", duration = \"500ms\" }]",
+        "outages = [{ at = \"5s\", duration = \"500ms\" }]\noutage_signal = true",
+    );
+    assert!(parse(&signalled).unwrap().links[1].outage_signal);
     assert_eq!(
         s.links[1].up.steps[0].delay,
         Some(Duration::from_millis(30))
@@ -336,6 +342,11 @@ fn radio_link_errors_name_the_field() {
         "outages = [{ at = \"1s\", duration = \"1s\" }]",
     );
     assert_eq!(err_of(&bad).field.as_deref(), Some("link[0].outages"));
+
+    let bad = RADIO_LINK.replace("delay = \"10ms\"", "outage_signal = true");
+    let e = err_of(&bad);
+    assert_eq!(e.field.as_deref(), Some("link[0].outage_signal"), "{e}");
+    assert_eq!(e.line, Some(line_of(&bad, "outage_signal")));
 
     let bad = RADIO_LINK.replace("iface = 0 }", "iface = -1 }");
     let e = err_of(&bad);

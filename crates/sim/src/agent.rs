@@ -70,6 +70,11 @@ pub trait Agent {
     /// access, link up / down, predicted throughput, and RB allocations when the scenario
     /// asks for them.
     ///
+    /// Also, for a link with `outage_signal = true`, the link down / link up events of its
+    /// scheduled outages, given to the agents on every host with an interface on that link;
+    /// then `event.ue` is the host's index, `event.iface` the interface's index within the
+    /// host and `local` the interface's address (see `scenarios/README.md`).
+    ///
     /// `event.iface` is the UE's radio path. `local` is the address of this host's
     /// interface on the link bound to that path (`None` if the path drives no link), so
     /// a multipath endpoint can apply the event as a link hint to the paths whose local

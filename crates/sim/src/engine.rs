@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::Bytes;
-use polypath_link::{LinkEvent, LinkEventKind};
+use polypath_link::{CellId, DownReason, LinkEvent, LinkEventKind};
 use polypath_ran::reflink::SlotGrant;
 use polypath_ran::{LinkAction, PacketFate, RadioOutput};
 use polypath_scenario::{OutagePolicy, Route, Scenario, Side, Step};
@@ -206,6 +206,9 @@ pub struct Simulator {
     host_agents: Vec<Vec<u32>>,
     /// Scratch list of packets served in one slot.
     served: Vec<u32>,
+    /// Per link: `None` unless it has `outage_signal`; otherwise whether each direction
+    /// (up, down) is in a scheduled outage.
+    outage_signal: Vec<Option<[bool; 2]>>,
 }
 
 /// A small, fast, deterministic hasher for address lookups (the maps are only
@@ -382,6 +385,11 @@ impl Simulator {
             event_sink: None,
             host_agents: vec![Vec::new(); scenario.hosts.len()],
             served: Vec::new(),
+            outage_signal: scenario
+                .links
+                .iter()
+                .map(|l| l.outage_signal.then_some([false, false]))
+                .collect(),
         };
         if let Some(t) = radio_wakeup.filter(|t| *t != u64::MAX) {
             sim.push(t, Ev::Radio);
@@ -584,6 +592,7 @@ impl Simulator {
                 } else {
                     self.go_up(dir)
                 }
+                self.signal_outage(dir, down);
             }
             Ev::Source(i) => self.on_source(i)?,
             Ev::Radio => self.on_radio(),
@@ -1076,6 +1085,61 @@ impl Simulator {
         }
         d.up = true;
         self.start_service(dir);
+    }
+
+    /// With `outage_signal` on the link of `dir`: tells the agents on the link's hosts when
+    /// the link stops carrying packets (the first direction entering a scheduled outage) and
+    /// when it carries them again (the last direction leaving it).
+    fn signal_outage(&mut self, dir: u32, down: bool) {
+        let link = dir / 2;
+        let Some(Some(state)) = self.outage_signal.get_mut(link as usize) else {
+            return;
+        };
+        let was_up = state == &[false, false];
+        if let Some(d) = state.get_mut((dir % 2) as usize) {
+            *d = down;
+        }
+        let is_up = state == &[false, false];
+        if was_up == is_up {
+            return;
+        }
+        let cell = CellId(link);
+        let kind = if is_up {
+            LinkEventKind::LinkUp { cell }
+        } else {
+            LinkEventKind::LinkDown {
+                cell: Some(cell),
+                reason: DownReason::NoCoverage,
+            }
+        };
+        // Every interface on the link, hosts and interfaces in scenario order.
+        let mut ends = Vec::new();
+        for (hi, h) in self.hosts.iter().enumerate() {
+            for (ii, iface) in h.ifaces.iter().enumerate() {
+                if iface.dir_out.is_some_and(|d| d / 2 == link) {
+                    ends.push((hi, ii, iface.addr));
+                }
+            }
+        }
+        let now = SimTime(self.now);
+        for (hi, ii, addr) in ends {
+            let event = LinkEvent::new(
+                self.now,
+                hi as u32,
+                u16::try_from(ii).unwrap_or(u16::MAX),
+                kind.clone(),
+            );
+            let n = self.host_agents.get(hi).map_or(0, Vec::len);
+            for k in 0..n {
+                let Some(&a) = self.host_agents.get(hi).and_then(|l| l.get(k)) else {
+                    break;
+                };
+                if let Some(slot) = self.agents.get_mut(a as usize) {
+                    slot.agent.handle_link_event(now, &event, Some(addr));
+                }
+                self.drive(a);
+            }
+        }
     }
 
     fn on_source(&mut self, i: u32) -> Result<(), SimError> {

@@ -8,11 +8,12 @@
 //!   tie-breaking, hosts with interfaces and routes, links with per-direction
 //!   rate (constant, schedule, Lumos5G / CSV / Mahimahi trace, or an external
 //!   [`LinkSource`]), delay, jitter, Bernoulli and Gilbert-Elliott loss,
-//!   duplication, drop-tail queues and outages.
+//!   duplication, drop-tail queues and outages (with `outage_signal`, announced to
+//!   the agents on the link's hosts as link down / link up events).
 //! * [`QuicFactory`]: the QUIC adapter. Every `kind = "quic"` flow instance runs the
 //!   real polypath-quic stack, a client endpoint on the `from` host and a server on the
-//!   `to` host, Multipath QUIC over the flow's paths, with radio link events fed to the
-//!   client as link hints ([`quic`]).
+//!   `to` host, Multipath QUIC over the flow's paths, with link events fed to the
+//!   endpoints on the hosts they concern as link hints ([`quic`]).
 //! * The 5G radio model ([`ran`], `polypath-ran`), driven from the scenario's
 //!   `[radio]` section: a link with `radio = { ue, iface }` carries that radio
 //!   path, its downlink queued in the serving cell's buffer and served slot by

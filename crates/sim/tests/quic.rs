@@ -412,3 +412,96 @@ fn transactions_with_an_interval_and_a_count_complete() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// Milliseconds from `back_s` to the start of the first 10 ms bin after it in which link
+/// `link` delivered at least one full-sized packet (1.2 Mbit/s over 10 ms) in its `down`
+/// direction: the link carries data again, not only a probe (`links.csv`).
+fn recovery_ms(links_csv: &str, link: &str, back_s: f64) -> f64 {
+    links_csv
+        .lines()
+        .skip(1)
+        .find_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            let mbps: f64 = c[4].parse().ok()?;
+            (c[1] == link && c[2] == "down" && t > back_s + 1e-9 && mbps >= 1.2)
+                .then_some((t - 0.01 - back_s) * 1000.0)
+        })
+        .unwrap_or(f64::INFINITY)
+}
+
+/// A two-path download where link `a` (the faster one, 10 ms one way) is down from 1 s to
+/// 6 s, dropping everything. With `outage_signal = true` both endpoints learn when the link
+/// goes and comes back, and the path carries data again within
+/// `3 × RTT + one 10 ms bin` = 70 ms of the link's return: the PING sent as the link comes
+/// back and its acknowledgment take one RTT (20 ms), the first data one more one-way delay;
+/// the third RTT is margin for the outage's packets being declared lost and the window
+/// reopening. Without the signal the path waits for its next probe timeout, backed off
+/// through the outage, which must come clearly later (here more than three times later).
+/// The qlogs show the link events reaching both endpoints at the outage's start and end.
+#[test]
+fn outage_signal_brings_the_path_back_within_a_few_rtts() {
+    let run_with = |signal: bool, name: &str| {
+        let links = vec![
+            (
+                "a",
+                format!(
+                    "rate = \"20Mbit/s\"\ndelay = \"10ms\"\nqueue = \"1bdp\"\n\
+                     outages = [{{ at = \"1s\", duration = \"5s\" }}]\noutage_signal = {signal}"
+                ),
+            ),
+            (
+                "b",
+                "rate = \"20Mbit/s\"\ndelay = \"15ms\"\nqueue = \"1bdp\"".to_string(),
+            ),
+        ];
+        let flow = "[[flow]]\nname = \"dl\"\nkind = \"quic\"\nfrom = \"c\"\nto = \"s\"\n\
+                    bytes = \"100MB\"\ndirection = \"download\"\nscheduler = \"minrtt\"\n\
+                    cc = \"cubic\"\n[flow.options]\nqlog = true\n";
+        let src = hosts_on_links(&links, flow, "10s").replace("bin = \"100ms\"", "bin = \"10ms\"");
+        let dir = tmp(name);
+        let (_, o) = run_quic(&scenario(&src), 1, Some(dir.clone()));
+        assert_eq!(o[0].client_error, None, "{:?}", o[0]);
+        assert_eq!(o[0].server_error, None, "{:?}", o[0]);
+        let links_csv = std::fs::read_to_string(dir.join("links.csv")).unwrap();
+        (recovery_ms(&links_csv, "a", 6.0), dir)
+    };
+    let (with, dir_with) = run_with(true, "outage-signal-on");
+    let (without, dir_without) = run_with(false, "outage-signal-off");
+    println!(
+        "link a back at 6 s: data again after {with:.0} ms with the signal, {without:.0} ms without"
+    );
+    assert!(with <= 70.0, "{with} ms with the signal");
+    assert!(
+        without > 3.0 * with.max(10.0),
+        "{without} ms without the signal is not clearly longer than {with} ms"
+    );
+    // Both endpoints got link down at 1 s and link up at 6 s for their address on `a`.
+    for (side, local) in [("client", "10.0.1.1"), ("server", "10.9.1.1")] {
+        let text =
+            std::fs::read_to_string(dir_with.join(format!("qlog/dl-0-{side}.sqlog"))).unwrap();
+        let events: Vec<(String, f64)> = text
+            .split('\u{1e}')
+            .filter_map(|r| serde_json::from_str::<serde_json::Value>(r.trim()).ok())
+            .filter(|r| r["name"] == "polypath:link_event")
+            .map(|r| {
+                assert_eq!(r["data"]["local"], local, "{r}");
+                let kind = r["data"]["event"]
+                    .as_object()
+                    .and_then(|o| o.keys().next().cloned())
+                    .unwrap_or_default();
+                (kind, r["time"].as_f64().unwrap_or(f64::NAN))
+            })
+            .collect();
+        let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["link_down", "link_up"], "{side}: {events:?}");
+        let times: Vec<f64> = events.iter().map(|(_, t)| t).copied().collect();
+        println!("{side} link events at {times:?} ms (its qlog clock)");
+        assert!(
+            (times[1] - times[0] - 5000.0).abs() < 1e-6,
+            "{side}: {times:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir_with);
+    let _ = std::fs::remove_dir_all(dir_without);
+}

@@ -71,6 +71,8 @@ impl Connection {
             && let Some(path) = self.paths.get_mut(&path_id)
         {
             path.last_ack_received = Some(now);
+            // The link works: a path whose link came back may take data again.
+            path.link_probe_pending = false;
         }
         if let (AckSpace::Path(_), Some(keys)) = (space, self.one_rtt.as_mut())
             && let Some((largest, _)) = outcome.acked.last()

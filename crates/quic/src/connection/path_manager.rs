@@ -45,6 +45,7 @@ impl Connection {
             return;
         }
         let mut concerned = Vec::new();
+        let (mut lost, mut regained) = (Vec::new(), Vec::new());
         let mut prediction = None;
         if let Some(ip) = local {
             let (hints, predicted) = self.link_hints.entry(ip).or_default();
@@ -63,6 +64,11 @@ impl Connection {
                 .values_mut()
                 .filter(|p| p.local.ip() == ip && p.state != PathState::Abandoned)
             {
+                match (path.link.link_lost, hints.link_lost) {
+                    (false, true) => lost.push(path.id),
+                    (true, false) => regained.push(path.id),
+                    _ => {}
+                }
                 path.link = hints;
                 concerned.push(path.id);
             }
@@ -71,6 +77,12 @@ impl Connection {
             for &id in &concerned {
                 self.set_predicted_throughput(now, id, Some(bps));
             }
+        }
+        for id in lost {
+            self.on_link_lost(id);
+        }
+        for id in regained {
+            self.on_link_regained(now, id);
         }
         if !matches!(
             event.event,
@@ -92,6 +104,51 @@ impl Connection {
         self.path_manager
             .on_link_event(now, event, local, &snapshots, &mut self.pm_actions);
         self.run_path_manager(now);
+    }
+
+    /// The interface of path `id` lost its link ([`crate::sched::LinkHints::link_lost`]):
+    /// while another path works, the path takes no new data (see `Connection::is_stalled`)
+    /// and what is in flight on it goes back to the send queues at once, for the other paths
+    /// to carry, rather than after the probe timeouts the outage would cause. The path is
+    /// kept, so that it can be used again when the link comes back.
+    fn on_link_lost(&mut self, id: PathId) {
+        if self.multipath.is_none() || !self.is_stalled(id) {
+            return;
+        }
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-5.7
+        //# Endpoints could take advantage of the multipath extension, and retransmit the content
+        //# of the delayed packets on other available paths if the congestion control window on these
+        //# paths allows.
+        self.requeue_in_flight_elsewhere(id);
+    }
+
+    /// The interface of path `id` has its link back: the probe timeouts that fired during
+    /// the outage no longer stand for congestion, so the PTO backoff restarts and a PING
+    /// leaves on the path now; once it is acknowledged, the path takes data again (until
+    /// then it is held back as while the link was lost, if another path works).
+    fn on_link_regained(&mut self, now: Instant, id: PathId) {
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
+        //= https://www.rfc-editor.org/rfc/rfc9002#section-6.2.1
+        //# This exponential reduction in the sender's rate is important because consecutive
+        //# PTOs might be caused by loss of packets or acknowledgments due to severe
+        //# congestion.
+        let backed_off = path.pto_count;
+        path.pto_count = 0;
+        //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.3
+        //# If the endpoints do not want to close the path immediately, as connectivity
+        //# could be re-established, PING frames can potentially be used to quickly detect
+        //# connectivity changes and switch back in a timely way.
+        path.space.ping_pending = true;
+        path.link_probe_pending = true;
+        if backed_off > 0 {
+            self.qlog_event(
+                now,
+                "recovery_metrics_updated",
+                json!({ "pto_count": 0, "path_id": id.0 }),
+            );
+        }
     }
 
     /// Gives a new path the latest hints of its local interface.

@@ -114,6 +114,9 @@ pub(crate) struct Path {
     pub predicted_throughput: Option<u64>,
     /// Latest link hints of the interface the path sends from.
     pub link: LinkHints,
+    /// The interface reported its lost link back ([`LinkHints::link_lost`] cleared) and no
+    /// acknowledgment arrived on the path since: a PING is out to confirm the link works.
+    pub link_probe_pending: bool,
     /// When an acknowledgment of a packet of this path last arrived.
     pub last_ack_received: Option<Instant>,
     /// When the pacer next allows a packet, as of the last check.
@@ -178,6 +181,7 @@ impl Path {
             delivery_rate: None,
             predicted_throughput: None,
             link: LinkHints::default(),
+            link_probe_pending: false,
             last_ack_received: None,
             pacing_release: None,
             stats: PathStats::default(),
@@ -226,6 +230,11 @@ impl Path {
     /// The path may carry new application data.
     pub fn is_usable(&self) -> bool {
         self.state == PathState::Validated && self.abandon_pending.is_none()
+    }
+
+    /// See [`PathSnapshot::link_unavailable`].
+    pub fn link_unavailable(&self) -> bool {
+        self.link.link_lost || self.link_probe_pending
     }
 
     /// True if congestion control and pacing let a full-sized packet leave now; updates
@@ -306,6 +315,7 @@ impl Path {
             pto_count: self.pto_count,
             awaiting_ack_since: self.awaiting_ack_since(),
             link: self.link,
+            link_unavailable: self.link_unavailable(),
         }
     }
 

@@ -183,9 +183,13 @@ impl Connection {
     }
 
     /// True when path `id` timed out [`crate::sched::POTENTIALLY_FAILED_PTOS`] probes in a
-    /// row while another usable path has not: connection-level frames then avoid it.
-    fn is_stalled(&self, id: PathId) -> bool {
-        let failing = |p: &super::paths::Path| p.pto_count >= crate::sched::POTENTIALLY_FAILED_PTOS;
+    /// row, or its link is unavailable ([`crate::sched::PathSnapshot::link_unavailable`]),
+    /// while another usable path has neither: connection-level frames then avoid it, and
+    /// its probes carry PING only.
+    pub(super) fn is_stalled(&self, id: PathId) -> bool {
+        let failing = |p: &super::paths::Path| {
+            p.pto_count >= crate::sched::POTENTIALLY_FAILED_PTOS || p.link_unavailable()
+        };
         self.paths.get(&id).is_some_and(failing)
             && self
                 .paths
@@ -419,12 +423,26 @@ impl Connection {
             flow_credit: Some(self.streams.send_credit()),
         };
         let pacing = self.config.pacing;
+        // Paths whose link is unavailable take no new data while another path works.
+        let held_back: Vec<PathId> = self
+            .paths
+            .values()
+            .filter(|p| p.link_unavailable())
+            .map(|p| p.id)
+            .filter(|id| self.is_stalled(*id))
+            .collect();
         let mut snapshots = Vec::with_capacity(self.paths.len());
         for path in self.paths.values_mut() {
             if path.state == PathState::Abandoned || self.peer_cids.active(path.id).is_none() {
                 continue;
             }
-            let can_send = path.is_usable() && path.can_send_data(now, pacing);
+            let can_send = if held_back.contains(&path.id) {
+                // Not waiting for the pacer either (no pacing wake-up for this path).
+                path.pacing_release = None;
+                false
+            } else {
+                path.is_usable() && path.can_send_data(now, pacing)
+            };
             snapshots.push(path.snapshot(can_send));
         }
         if pending.is_empty() {

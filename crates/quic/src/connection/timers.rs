@@ -307,9 +307,10 @@ impl Connection {
         );
     }
 
-    /// After a PTO on one path, queue all its in-flight frames again so other paths can carry
-    /// them (the copies on the stalled path are ignored if they arrive later).
-    fn requeue_in_flight_elsewhere(&mut self, id: PathId) {
+    /// After a PTO on one path (or its interface losing the link), queue all its in-flight
+    /// frames again so other paths can carry them (the copies on the stalled path are
+    /// ignored if they arrive later).
+    pub(super) fn requeue_in_flight_elsewhere(&mut self, id: PathId) {
         if !self.paths.values().any(|p| p.id != id && p.is_usable()) {
             return;
         }

@@ -156,6 +156,15 @@ pub struct PathSnapshot {
     /// the interface the path sends from, as given to
     /// [`crate::Connection::handle_link_event`].
     pub link: LinkHints,
+    /// True while the interface the path sends from has its link lost
+    /// ([`LinkHints::link_lost`]), and after it came back until an acknowledgment arrived on
+    /// the path (the connection probes it with a PING first). The connection gives such a
+    /// path no new data while another path works.
+    //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-5.9
+    //# If a path was not actively used for a while and no keep-alives have been sent,
+    //# an endpoint can probe it before switching to active use if there are still other paths
+    //# that are currently usable.
+    pub link_unavailable: bool,
 }
 
 impl PathSnapshot {
@@ -169,9 +178,11 @@ impl PathSnapshot {
         self.state == PathState::Validated
     }
 
-    /// True once [`POTENTIALLY_FAILED_PTOS`] probe timeouts fired in a row on the path.
+    /// True once [`POTENTIALLY_FAILED_PTOS`] probe timeouts fired in a row on the path, or
+    /// while its link is unavailable ([`PathSnapshot::link_unavailable`]): either way the
+    /// path cannot be counted on now.
     pub fn is_potentially_failed(&self) -> bool {
-        self.pto_count >= POTENTIALLY_FAILED_PTOS
+        self.pto_count >= POTENTIALLY_FAILED_PTOS || self.link_unavailable
     }
 
     /// True if either side marked the path as backup.
@@ -464,6 +475,7 @@ pub(crate) mod tests {
             pto_count: 0,
             awaiting_ack_since: None,
             link: LinkHints::default(),
+            link_unavailable: false,
         }
     }
 
@@ -646,7 +658,15 @@ pub(crate) mod tests {
         // ...repeated probe timeouts do.
         let mut failing = blocked;
         failing.pto_count = POTENTIALLY_FAILED_PTOS;
-        let ids: Vec<_> = preferred_paths(&[failing, backup]).map(|p| p.id).collect();
+        let ids: Vec<_> = preferred_paths(&[failing, backup.clone()])
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(ids, vec![PathId(1)]);
+        // ...and so does a link the interface reported lost, before any timeout (the
+        // connection reports such a path unable to send).
+        let mut lost = snapshot(0, 50, false);
+        lost.link_unavailable = true;
+        let ids: Vec<_> = preferred_paths(&[lost, backup]).map(|p| p.id).collect();
         assert_eq!(ids, vec![PathId(1)]);
     }
 

@@ -74,6 +74,36 @@ name = "l"
     )
 }
 
+/// A client `c` and a server `s`, one interface each on every link (`name`, body), and the
+/// given flows. Link `name` connects `10.0.<i+1>.1` (client) and `10.9.<i+1>.1` (server).
+pub fn hosts_on_links(links: &[(&str, String)], flows: &str, duration: &str) -> String {
+    let iface = |addr: &str| {
+        links
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| {
+                format!(
+                    "{{ name = \"{name}\", addr = \"10.{addr}.{}.1\", link = \"{name}\", side = \"{}\" }}",
+                    i + 1,
+                    if addr == "0" { "a" } else { "b" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",\n  ")
+    };
+    let link_text: String = links
+        .iter()
+        .map(|(name, body)| format!("[[link]]\nname = \"{name}\"\n{body}\n"))
+        .collect();
+    format!(
+        "[sim]\nduration = \"{duration}\"\nstop_when_done = true\n[output]\nbin = \"100ms\"\n\
+         [[host]]\nname = \"c\"\ninterfaces = [\n  {}\n]\n\
+         [[host]]\nname = \"s\"\ninterfaces = [\n  {}\n]\n{link_text}\n{flows}",
+        iface("0"),
+        iface("9")
+    )
+}
+
 /// Reads `packets.csv` rows as (recv_s, send_s, flow).
 pub fn packets(dir: &Path) -> Vec<(f64, f64, String)> {
     let text = std::fs::read_to_string(dir.join("packets.csv")).unwrap();

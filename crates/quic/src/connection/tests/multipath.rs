@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::sched::{PathStatus, RoundRobinFactory, SchedulerFactory};
+use polypath_link::{CellId, DownReason, LinkEvent, LinkEventKind};
 
 fn mp_transport(scheduler: Arc<dyn SchedulerFactory>) -> TransportConfig {
     TransportConfig {
@@ -362,4 +363,247 @@ fn abandoned_path_id_is_given_back_once_both_sides_abandoned_it() {
         200_000
     );
     assert!(!pair.client().is_closed() && !pair.server().is_closed());
+}
+
+/// An upload on a client stream that the tests drive step by step, reading at the server.
+struct Upload {
+    stream: StreamId,
+    payload: Vec<u8>,
+    /// Bytes the application hands over per millisecond (it is application-limited, so
+    /// every path keeps getting data however fast the network is).
+    per_ms: usize,
+    started: Instant,
+    written: usize,
+    finished: bool,
+    server_stream: Option<StreamId>,
+    received: Vec<u8>,
+}
+
+impl Upload {
+    fn start(pair: &mut Pair, len: usize, per_ms: usize) -> Self {
+        let stream = pair.client().open_stream(Dir::Uni).expect("stream opens");
+        Upload {
+            stream,
+            payload: expected_payload(len),
+            per_ms,
+            started: pair.now,
+            written: 0,
+            finished: false,
+            server_stream: None,
+            received: Vec::new(),
+        }
+    }
+
+    /// Writes what the client takes, reads what the server has, and advances virtual time
+    /// by at most `step`.
+    fn pump(&mut self, pair: &mut Pair, step: Duration) {
+        if self.written < self.payload.len() {
+            let ms = (pair.now - self.started).as_millis() + 1;
+            let allowed =
+                usize::try_from(ms).map_or(usize::MAX, |ms| ms.saturating_mul(self.per_ms));
+            let end = allowed.min(self.payload.len());
+            self.written += pair
+                .client()
+                .write(self.stream, &self.payload[self.written..end])
+                .unwrap_or(0);
+        } else if !self.finished {
+            pair.client().finish(self.stream).unwrap();
+            self.finished = true;
+        }
+        if self.server_stream.is_none() {
+            self.server_stream = pair.server().accept_stream(Dir::Uni);
+        }
+        if let Some(sid) = self.server_stream {
+            while let Ok(Some(chunk)) = pair.server().read(sid, usize::MAX) {
+                self.received.extend_from_slice(&chunk);
+            }
+        }
+        let limit = pair.now + step;
+        if !pair.step_until(Some(limit)) {
+            // Nothing scheduled: time passes all the same.
+            pair.now = limit;
+        }
+    }
+
+    /// Pumps for `span` of virtual time.
+    fn pump_for(&mut self, pair: &mut Pair, span: Duration) {
+        let end = pair.now + span;
+        while pair.now < end {
+            self.pump(pair, Duration::from_millis(1));
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.received == self.payload
+    }
+}
+
+/// A link event from the client's second interface.
+fn second_interface(kind: LinkEventKind) -> LinkEvent {
+    LinkEvent::new(0, 0, 1, kind)
+}
+
+fn link_lost() -> LinkEventKind {
+    LinkEventKind::LinkDown {
+        cell: Some(CellId(1)),
+        reason: DownReason::NoCoverage,
+    }
+}
+
+fn snapshot(conn: &mut Connection, id: PathId) -> crate::sched::PathSnapshot {
+    conn.paths()
+        .into_iter()
+        .find(|p| p.snapshot.id == id)
+        .map(|p| p.snapshot)
+        .expect("path exists")
+}
+
+/// Every datagram from or to the client's second address is dropped while `cut` holds;
+/// returns the switch.
+fn cut_second_interface(pair: &mut Pair) -> Arc<std::sync::atomic::AtomicBool> {
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = cut.clone();
+    pair.drop = Some(Box::new(move |_, src, dst| {
+        flag.load(std::sync::atomic::Ordering::Relaxed)
+            && (src == client_addr2() || dst == client_addr2())
+    }));
+    cut
+}
+
+/// Round robin would give the second path every other packet; once its interface reports
+/// the link lost, it gets no new stream data (not even the retransmissions of what was in
+/// flight on it), the other path carries the whole upload, and the path is kept.
+#[test]
+fn a_lost_link_takes_no_new_data_while_another_path_works() {
+    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
+    let cut = cut_second_interface(&mut pair);
+    let mut upload = Upload::start(&mut pair, 6_000_000, usize::MAX);
+    let start = pair.now;
+    while upload.received.len() < 1_000_000 && pair.now < start + Duration::from_secs(10) {
+        upload.pump(&mut pair, Duration::from_millis(1));
+    }
+    let before = bytes_on(pair.client(), id);
+    assert!(
+        before > 200_000,
+        "round robin used the second path: {before}"
+    );
+    cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    let now = pair.now;
+    pair.client().handle_link_event(
+        now,
+        &second_interface(link_lost()),
+        Some(client_addr2().ip()),
+    );
+    let at_loss = upload.received.len();
+    upload.pump_for(&mut pair, Duration::from_secs(2));
+    let on_lost = bytes_on(pair.client(), id) - before;
+    let moved = upload.received.len() - at_loss;
+    println!("after the loss: {moved} bytes delivered, {on_lost} sent on the lost path");
+    assert_eq!(on_lost, 0, "stream data went on the lost path");
+    assert!(
+        moved > 1_000_000,
+        "the other path carried on: {moved} bytes"
+    );
+    let lost = snapshot(pair.client(), id);
+    assert_eq!(lost.state, PathState::Validated, "the path is kept");
+    assert!(lost.link.link_lost);
+    while !upload.complete() && pair.now < now + Duration::from_secs(30) {
+        upload.pump(&mut pair, Duration::from_millis(1));
+    }
+    assert!(upload.complete(), "the upload completes on the other path");
+}
+
+/// During a 3 s outage the second path's probe timeout backs off (three or more PTOs in a
+/// row, so the next one would come hundreds of milliseconds later). When the interface
+/// reports the link back, a PING leaves on the path at once, without waiting for that
+/// timeout, and the path carries stream data again within a few round trips.
+#[test]
+fn a_regained_link_is_probed_at_once_and_carries_data_again() {
+    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
+    let cut = cut_second_interface(&mut pair);
+    let sent_from_second = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // 20 kB per millisecond (160 Mbit/s), for 4 s.
+    let mut upload = Upload::start(&mut pair, 80_000_000, 20_000);
+    upload.pump_for(&mut pair, Duration::from_millis(300));
+    cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    let now = pair.now;
+    pair.client().handle_link_event(
+        now,
+        &second_interface(link_lost()),
+        Some(client_addr2().ip()),
+    );
+    upload.pump_for(&mut pair, Duration::from_secs(3));
+    let backed_off = snapshot(pair.client(), id).pto_count;
+    assert!(
+        backed_off >= 3,
+        "the PTO backed off: pto_count {backed_off}"
+    );
+
+    // The link is back. Without the signal nothing leaves on the path now: the next probe
+    // waits for the backed-off timeout.
+    let counter = sent_from_second.clone();
+    let flag = cut.clone();
+    pair.drop = Some(Box::new(move |_, src, dst| {
+        if src == client_addr2() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        flag.load(std::sync::atomic::Ordering::Relaxed)
+            && (src == client_addr2() || dst == client_addr2())
+    }));
+    cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    pair.send_all();
+    assert_eq!(
+        sent_from_second.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "nothing was due on the path"
+    );
+    let back = pair.now;
+    pair.client().handle_link_event(
+        back,
+        &second_interface(LinkEventKind::LinkUp { cell: CellId(1) }),
+        Some(client_addr2().ip()),
+    );
+    pair.send_all();
+    assert!(
+        sent_from_second.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "a probe left on the path as the link came back"
+    );
+    assert_eq!(snapshot(pair.client(), id).pto_count, 0);
+
+    // The path takes stream data again once the PING is acknowledged, one round trip
+    // (20 ms here) later; data sent on it is acknowledged one round trip after that.
+    let acked_on = |pair: &mut Pair| {
+        pair.client()
+            .paths()
+            .into_iter()
+            .find(|p| p.snapshot.id == id)
+            .map_or(0, |p| p.stats.payload_bytes_acked)
+    };
+    let sent_before = bytes_on(pair.client(), id);
+    let (mut sent_at, mut acked_at) = (None, None);
+    while pair.now < back + Duration::from_millis(200) {
+        upload.pump(&mut pair, Duration::from_millis(1));
+        if sent_at.is_none() && bytes_on(pair.client(), id) > sent_before {
+            sent_at = Some(pair.now - back);
+        }
+        // More acknowledged than was ever sent before: new data went through.
+        if acked_at.is_none() && acked_on(&mut pair) > sent_before {
+            acked_at = Some(pair.now - back);
+        }
+    }
+    println!(
+        "pto_count {backed_off} before; stream data sent on the path {sent_at:?} and acknowledged {acked_at:?} after the link came back"
+    );
+    let sent_at = sent_at.expect("the path carries stream data again");
+    let acked_at = acked_at.expect("stream data on the path is acknowledged");
+    assert!(
+        sent_at >= Duration::from_millis(20),
+        "no stream data before the probe was acknowledged ({sent_at:?})"
+    );
+    assert!(
+        acked_at <= Duration::from_millis(60),
+        "stream data acknowledged on the path {acked_at:?} after the link came back"
+    );
+    let after = bytes_on(pair.client(), id) - sent_before;
+    assert!(after > 20_000, "the path is in use again: {after} bytes");
 }
