@@ -177,13 +177,26 @@ pub struct Link {
     /// side B the network: `up` is the radio uplink, `down` the radio downlink, and both
     /// have [`RateModel::Radio`].
     pub radio: Option<RadioBinding>,
-    /// `outage_signal = true`: the interfaces on this link know when it goes down and comes
-    /// back (a Wi-Fi station losing its association, a LiFi receiver losing the light, a
-    /// modem leaving RRC connected). The simulator then tells the agents on every host with
-    /// an interface on the link, with a `LinkDown` link event when the link stops carrying
-    /// packets for a scheduled outage and a `LinkUp` event when it carries them again.
-    /// Default false: outages are silent and the transport must find them itself.
-    pub outage_signal: bool,
+    /// Which ends of the link learn of its scheduled outages (`outage_signal`; default:
+    /// none, outages are silent and the transport must find them itself).
+    pub outage_signal: OutageSignal,
+}
+
+/// `outage_signal` of a link: whose interfaces know when the link goes down and comes back
+/// (a Wi-Fi station losing its association, a LiFi receiver losing the light, a modem
+/// leaving RRC connected). The simulator tells the agents on those hosts, with a `LinkDown`
+/// link event when the link stops carrying packets for a scheduled outage and a `LinkUp`
+/// event when it carries them again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutageSignal {
+    /// Nobody (`false`, the default).
+    #[default]
+    Silent,
+    /// The interfaces at both ends (`true`).
+    BothEnds,
+    /// Only the interfaces at one end (`"a"` or `"b"`), e.g. the device whose radio lost
+    /// coverage while its peer's network link stayed up.
+    End(Side),
 }
 
 /// `radio = { ue = .., iface = .. }` on a link: which radio path of the `[radio]` model

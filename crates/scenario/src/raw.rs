@@ -71,6 +71,14 @@ pub(crate) enum RawSide {
     B,
 }
 
+/// `outage_signal = true | false | "a" | "b"`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawOutageSignal {
+    Both(bool),
+    Side(RawSide),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRoute {
@@ -99,7 +107,7 @@ pub(crate) struct RawLink {
     pub up: Option<RawDir>,
     pub down: Option<RawDir>,
     pub radio: Option<RawRadioBinding>,
-    pub outage_signal: Option<bool>,
+    pub outage_signal: Option<RawOutageSignal>,
 }
 
 /// `radio = { ue = 0, iface = 0 }` or `radio = { ue = 1, iface = "nr0-scg" }`.

@@ -104,7 +104,12 @@ pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Sc
             up,
             down,
             radio,
-            outage_signal: l.outage_signal.unwrap_or(false),
+            outage_signal: match l.outage_signal {
+                None | Some(RawOutageSignal::Both(false)) => OutageSignal::Silent,
+                Some(RawOutageSignal::Both(true)) => OutageSignal::BothEnds,
+                Some(RawOutageSignal::Side(RawSide::A)) => OutageSignal::End(Side::A),
+                Some(RawOutageSignal::Side(RawSide::B)) => OutageSignal::End(Side::B),
+            },
         });
     }
 

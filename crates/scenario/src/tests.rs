@@ -82,12 +82,26 @@ fn resolves_two_path() {
     }
     assert!((s.links[1].up.loss.mean_loss() - 0.01).abs() < 1e-12);
     assert_eq!(s.links[1].down.outages.len(), 1);
-    assert!(!s.links[1].outage_signal, "outages are silent unless asked");
+    assert_eq!(
+        s.links[1].outage_signal,
+        OutageSignal::Silent,
+        "outages are silent unless asked"
+    );
     let signalled = TWO_PATH.replace(
         "outages = [{ at = \"5s\", duration = \"500ms\" }]",
         "outages = [{ at = \"5s\", duration = \"500ms\" }]\noutage_signal = true",
     );
-    assert!(parse(&signalled).unwrap().links[1].outage_signal);
+    assert_eq!(
+        parse(&signalled).unwrap().links[1].outage_signal,
+        OutageSignal::BothEnds
+    );
+    let device_only = signalled.replace("outage_signal = true", "outage_signal = \"a\"");
+    assert_eq!(
+        parse(&device_only).unwrap().links[1].outage_signal,
+        OutageSignal::End(Side::A)
+    );
+    let e = err_of(&signalled.replace("outage_signal = true", "outage_signal = \"c\""));
+    assert_eq!(e.field.as_deref(), Some("link[1].outage_signal"), "{e}");
     assert_eq!(
         s.links[1].up.steps[0].delay,
         Some(Duration::from_millis(30))

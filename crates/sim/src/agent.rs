@@ -70,8 +70,9 @@ pub trait Agent {
     /// access, link up / down, predicted throughput, and RB allocations when the scenario
     /// asks for them.
     ///
-    /// Also, for a link with `outage_signal = true`, the link down / link up events of its
-    /// scheduled outages, given to the agents on every host with an interface on that link;
+    /// Also, for a link with `outage_signal`, the link down / link up events of its
+    /// scheduled outages, given to the agents on the hosts with an interface at the told
+    /// end(s) of that link;
     /// then `event.ue` is the host's index, `event.iface` the interface's index within the
     /// host and `local` the interface's address (see `scenarios/README.md`).
     ///

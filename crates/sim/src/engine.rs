@@ -9,7 +9,7 @@ use bytes::Bytes;
 use polypath_link::{CellId, DownReason, LinkEvent, LinkEventKind};
 use polypath_ran::reflink::SlotGrant;
 use polypath_ran::{LinkAction, PacketFate, RadioOutput};
-use polypath_scenario::{OutagePolicy, Route, Scenario, Side, Step};
+use polypath_scenario::{OutagePolicy, OutageSignal, Route, Scenario, Side, Step};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -207,8 +207,8 @@ pub struct Simulator {
     /// Scratch list of packets served in one slot.
     served: Vec<u32>,
     /// Per link: `None` unless it has `outage_signal`; otherwise whether each direction
-    /// (up, down) is in a scheduled outage.
-    outage_signal: Vec<Option<[bool; 2]>>,
+    /// (up, down) is in a scheduled outage, and which ends are told.
+    outage_signal: Vec<Option<([bool; 2], OutageSignal)>>,
 }
 
 /// A small, fast, deterministic hasher for address lookups (the maps are only
@@ -388,7 +388,10 @@ impl Simulator {
             outage_signal: scenario
                 .links
                 .iter()
-                .map(|l| l.outage_signal.then_some([false, false]))
+                .map(|l| {
+                    (l.outage_signal != OutageSignal::Silent)
+                        .then_some(([false, false], l.outage_signal))
+                })
                 .collect(),
         };
         if let Some(t) = radio_wakeup.filter(|t| *t != u64::MAX) {
@@ -1087,14 +1090,15 @@ impl Simulator {
         self.start_service(dir);
     }
 
-    /// With `outage_signal` on the link of `dir`: tells the agents on the link's hosts when
-    /// the link stops carrying packets (the first direction entering a scheduled outage) and
-    /// when it carries them again (the last direction leaving it).
+    /// With `outage_signal` on the link of `dir`: tells the agents on the hosts at the told
+    /// end(s) of the link when the link stops carrying packets (the first direction entering
+    /// a scheduled outage) and when it carries them again (the last direction leaving it).
     fn signal_outage(&mut self, dir: u32, down: bool) {
         let link = dir / 2;
-        let Some(Some(state)) = self.outage_signal.get_mut(link as usize) else {
+        let Some(Some((state, told))) = self.outage_signal.get_mut(link as usize) else {
             return;
         };
+        let told = *told;
         let was_up = state == &[false, false];
         if let Some(d) = state.get_mut((dir % 2) as usize) {
             *d = down;
@@ -1116,7 +1120,13 @@ impl Simulator {
         let mut ends = Vec::new();
         for (hi, h) in self.hosts.iter().enumerate() {
             for (ii, iface) in h.ifaces.iter().enumerate() {
-                if iface.dir_out.is_some_and(|d| d / 2 == link) {
+                // An interface on side A sends in the link's up direction (even index).
+                let side = |d: u32| if d.is_multiple_of(2) { Side::A } else { Side::B };
+                let concerned = |d: u32| match told {
+                    OutageSignal::End(end) => side(d) == end,
+                    _ => true,
+                };
+                if iface.dir_out.is_some_and(|d| d / 2 == link && concerned(d)) {
                     ends.push((hi, ii, iface.addr));
                 }
             }

@@ -9,7 +9,7 @@
 //!   rate (constant, schedule, Lumos5G / CSV / Mahimahi trace, or an external
 //!   [`LinkSource`]), delay, jitter, Bernoulli and Gilbert-Elliott loss,
 //!   duplication, drop-tail queues and outages (with `outage_signal`, announced to
-//!   the agents on the link's hosts as link down / link up events).
+//!   the agents on the hosts at one or both ends as link down / link up events).
 //! * [`QuicFactory`]: the QUIC adapter. Every `kind = "quic"` flow instance runs the
 //!   real polypath-quic stack, a client endpoint on the `from` host and a server on the
 //!   `to` host, Multipath QUIC over the flow's paths, with link events fed to the

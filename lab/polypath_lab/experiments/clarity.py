@@ -18,7 +18,7 @@ delays as constant links; 5G low latency: 116 Mbit/s, 5.6 ms). Experiments:
   weights at each window;
 - recovery (Section 6.4, Fig. 8): one technology is interrupted for 5 s during a WRR
   download; the time from its return until it carries data again, without and with the
-  link signalling the outage to the endpoints (``outage_signal``).
+  link signalling the outage to the CPE (``outage_signal``).
 """
 
 from __future__ import annotations
@@ -346,7 +346,10 @@ def recovery(ctx: Context, base: dict, e: Experiment) -> None:
         for link in LINKS:
             for seed in ctx.seeds[:3]:
                 per = {link: {"outages": [{"at": f"{start:g}s", "duration": f"{outage:g}s"}],
-                              "outage_policy": "drop", "outage_signal": signal}}
+                              "outage_policy": "drop"}}
+                if signal:
+                    # Only the CPE (the links' `a` end) sees its radio come and go.
+                    per[link]["outage_signal"] = "a"
                 runs.append(Run(f"recovery-{link}{'-signal' if signal else ''}-s{seed}",
                                 _scenario(base, duration, flow, _links(base, **per), "10ms"),
                                 seed, {"link": link, "signal": signal}))
@@ -391,11 +394,12 @@ def recovery(ctx: Context, base: dict, e: Experiment) -> None:
         "the OS reported it up (a new subflow). Here the path survives the outage. Without a "
         "link signal it comes back when QUIC's next probe timeout fires after the link "
         "returns, so the figure depends on where the PTO, backed off through the outage, "
-        "falls. With the link signal (`outage_signal = true` on the link: both endpoints get "
-        "link down / link up events) the stack keeps new data off the path while the link "
-        "is down, and on link up resets the PTO backoff and sends a PING at once; the path "
-        "takes data again once that is acknowledged, so the figure is about two round trips "
-        "of that technology. Neither includes the interface set-up (association, address "
+        "falls. With the link signal (`outage_signal = \"a\"`: the CPE, and only the CPE, "
+        "gets link down / link up events for its interface) the CPE's stack keeps new data "
+        "off the path while the link is down and, on link up, resets the PTO backoff and "
+        "sends a PING at once; the proxy, which sends the download, takes that PING arriving "
+        "after a silence as the path being back and probes it at once too, so the figure is "
+        "about two round trips of that technology. Neither includes the interface set-up (association, address "
         "configuration, subflow handshake) that the paper's figure contains.")
 
 

@@ -122,11 +122,17 @@ impl Connection {
         self.requeue_in_flight_elsewhere(id);
     }
 
-    /// The interface of path `id` has its link back: the probe timeouts that fired during
+    /// The interface of path `id` has its link back: see [`Self::reprobe_path`].
+    fn on_link_regained(&mut self, now: Instant, id: PathId) {
+        self.reprobe_path(now, id);
+    }
+
+    /// Path `id` is back from an outage (its interface reported the link back, or the
+    /// peer's packets resumed on it after a silence): the probe timeouts that fired during
     /// the outage no longer stand for congestion, so the PTO backoff restarts and a PING
     /// leaves on the path now; once it is acknowledged, the path takes data again (until
     /// then it is held back as while the link was lost, if another path works).
-    fn on_link_regained(&mut self, now: Instant, id: PathId) {
+    pub(super) fn reprobe_path(&mut self, now: Instant, id: PathId) {
         let Some(path) = self.paths.get_mut(&id) else {
             return;
         };

@@ -114,11 +114,14 @@ pub(crate) struct Path {
     pub predicted_throughput: Option<u64>,
     /// Latest link hints of the interface the path sends from.
     pub link: LinkHints,
-    /// The interface reported its lost link back ([`LinkHints::link_lost`] cleared) and no
-    /// acknowledgment arrived on the path since: a PING is out to confirm the link works.
+    /// The path is back from an outage (its interface reported the link back,
+    /// [`LinkHints::link_lost`] cleared, or the peer's packets resumed after a silence) and
+    /// no acknowledgment arrived on it since: a PING is out to confirm the path works.
     pub link_probe_pending: bool,
     /// When an acknowledgment of a packet of this path last arrived.
     pub last_ack_received: Option<Instant>,
+    /// When a packet last arrived on this path.
+    pub last_received: Option<Instant>,
     /// When the pacer next allows a packet, as of the last check.
     pub pacing_release: Option<Instant>,
     pub stats: PathStats,
@@ -183,6 +186,7 @@ impl Path {
             link: LinkHints::default(),
             link_probe_pending: false,
             last_ack_received: None,
+            last_received: None,
             pacing_release: None,
             stats: PathStats::default(),
         }

@@ -265,6 +265,19 @@ impl Connection {
         if !*counted && let Some(path) = self.paths.get_mut(&path_id) {
             *counted = true;
             path.on_datagram_received(datagram.len() as u64);
+            // The peer's packets resume on a path whose probe timeouts have backed off,
+            // after a silence longer than a probe timeout: the path was out (an outage only
+            // the peer's side saw, or one that ended before our next backed-off probe), so
+            // probe it now rather than at the backed-off time.
+            let resumed = path.pto_count > 0
+                && path.state == PathState::Validated
+                && path
+                    .last_received
+                    .is_some_and(|t| now.saturating_duration_since(t) > path.rtt.pto_base());
+            path.last_received = Some(now);
+            if resumed {
+                self.reprobe_path(now, path_id);
+            }
         }
         self.received_any = true;
         self.stats.packets_received += 1;

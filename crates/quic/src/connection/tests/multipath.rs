@@ -365,8 +365,11 @@ fn abandoned_path_id_is_given_back_once_both_sides_abandoned_it() {
     assert!(!pair.client().is_closed() && !pair.server().is_closed());
 }
 
-/// An upload on a client stream that the tests drive step by step, reading at the server.
+/// A transfer on a unidirectional stream that the tests drive step by step: an upload
+/// (client to server) or, from [`Upload::start_download`], a download.
 struct Upload {
+    /// The server sends.
+    download: bool,
     stream: StreamId,
     payload: Vec<u8>,
     /// Bytes the application hands over per millisecond (it is application-limited, so
@@ -375,14 +378,29 @@ struct Upload {
     started: Instant,
     written: usize,
     finished: bool,
+    /// The receiver's side of the stream, once accepted.
     server_stream: Option<StreamId>,
     received: Vec<u8>,
 }
 
 impl Upload {
     fn start(pair: &mut Pair, len: usize, per_ms: usize) -> Self {
-        let stream = pair.client().open_stream(Dir::Uni).expect("stream opens");
+        Self::open(pair, false, len, per_ms)
+    }
+
+    fn start_download(pair: &mut Pair, len: usize, per_ms: usize) -> Self {
+        Self::open(pair, true, len, per_ms)
+    }
+
+    fn open(pair: &mut Pair, download: bool, len: usize, per_ms: usize) -> Self {
+        let sender = if download {
+            pair.server()
+        } else {
+            pair.client()
+        };
+        let stream = sender.open_stream(Dir::Uni).expect("stream opens");
         Upload {
+            download,
             stream,
             payload: expected_payload(len),
             per_ms,
@@ -402,19 +420,19 @@ impl Upload {
             let allowed =
                 usize::try_from(ms).map_or(usize::MAX, |ms| ms.saturating_mul(self.per_ms));
             let end = allowed.min(self.payload.len());
-            self.written += pair
-                .client()
+            self.written += self
+                .sender(pair)
                 .write(self.stream, &self.payload[self.written..end])
                 .unwrap_or(0);
         } else if !self.finished {
-            pair.client().finish(self.stream).unwrap();
+            self.sender(pair).finish(self.stream).unwrap();
             self.finished = true;
         }
         if self.server_stream.is_none() {
-            self.server_stream = pair.server().accept_stream(Dir::Uni);
+            self.server_stream = self.receiver(pair).accept_stream(Dir::Uni);
         }
         if let Some(sid) = self.server_stream {
-            while let Ok(Some(chunk)) = pair.server().read(sid, usize::MAX) {
+            while let Ok(Some(chunk)) = self.receiver(pair).read(sid, usize::MAX) {
                 self.received.extend_from_slice(&chunk);
             }
         }
@@ -422,6 +440,22 @@ impl Upload {
         if !pair.step_until(Some(limit)) {
             // Nothing scheduled: time passes all the same.
             pair.now = limit;
+        }
+    }
+
+    fn sender<'p>(&self, pair: &'p mut Pair) -> &'p mut Connection {
+        if self.download {
+            pair.server()
+        } else {
+            pair.client()
+        }
+    }
+
+    fn receiver<'p>(&self, pair: &'p mut Pair) -> &'p mut Connection {
+        if self.download {
+            pair.client()
+        } else {
+            pair.server()
         }
     }
 
@@ -605,5 +639,60 @@ fn a_regained_link_is_probed_at_once_and_carries_data_again() {
         "stream data acknowledged on the path {acked_at:?} after the link came back"
     );
     let after = bytes_on(pair.client(), id) - sent_before;
+    assert!(after > 20_000, "the path is in use again: {after} bytes");
+}
+
+/// Only the client's interface knows of the outage (the server's own link never went down),
+/// and the server sends. During a 3 s outage the server's probe timeout on the second path
+/// backs off. When the client's interface reports the link back, the client's PING reaches
+/// the server after a silence longer than a probe timeout: the server takes it as the path
+/// being back, restarts its backoff and probes at once, so its stream data flows on the path
+/// again within a few round trips (20 ms each) instead of at its next backed-off timeout.
+#[test]
+fn the_peer_of_a_regained_link_probes_the_path_when_its_packets_resume() {
+    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
+    let cut = cut_second_interface(&mut pair);
+    // 20 kB per millisecond (160 Mbit/s), for 4 s.
+    let mut download = Upload::start_download(&mut pair, 80_000_000, 20_000);
+    download.pump_for(&mut pair, Duration::from_millis(300));
+    cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    let now = pair.now;
+    pair.client().handle_link_event(
+        now,
+        &second_interface(link_lost()),
+        Some(client_addr2().ip()),
+    );
+    download.pump_for(&mut pair, Duration::from_secs(3));
+    let backed_off = snapshot(pair.server(), id).pto_count;
+    assert!(
+        backed_off >= 3,
+        "the server's PTO backed off: pto_count {backed_off}"
+    );
+    cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    let back = pair.now;
+    pair.client().handle_link_event(
+        back,
+        &second_interface(LinkEventKind::LinkUp { cell: CellId(1) }),
+        Some(client_addr2().ip()),
+    );
+    let sent_before = bytes_on(pair.server(), id);
+    let mut resumed_at = None;
+    while pair.now < back + Duration::from_millis(300) && resumed_at.is_none() {
+        download.pump(&mut pair, Duration::from_millis(1));
+        if bytes_on(pair.server(), id) > sent_before {
+            resumed_at = Some(pair.now - back);
+        }
+    }
+    println!(
+        "server pto_count {backed_off} during the outage; its stream data on the path resumed {resumed_at:?} after the client's link came back"
+    );
+    let resumed_at = resumed_at.expect("the server sends on the path again");
+    assert!(
+        resumed_at <= Duration::from_millis(60),
+        "the server resumed {resumed_at:?} after the link came back"
+    );
+    assert_eq!(snapshot(pair.server(), id).pto_count, 0);
+    download.pump_for(&mut pair, Duration::from_millis(200));
+    let after = bytes_on(pair.server(), id) - sent_before;
     assert!(after > 20_000, "the path is in use again: {after} bytes");
 }
