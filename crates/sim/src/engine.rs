@@ -1121,7 +1121,13 @@ impl Simulator {
         for (hi, h) in self.hosts.iter().enumerate() {
             for (ii, iface) in h.ifaces.iter().enumerate() {
                 // An interface on side A sends in the link's up direction (even index).
-                let side = |d: u32| if d.is_multiple_of(2) { Side::A } else { Side::B };
+                let side = |d: u32| {
+                    if d.is_multiple_of(2) {
+                        Side::A
+                    } else {
+                        Side::B
+                    }
+                };
                 let concerned = |d: u32| match told {
                     OutageSignal::End(end) => side(d) == end,
                     _ => true,
