@@ -279,26 +279,32 @@ fn path_bytes(summary: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// A 20 MB upload from 127.0.0.1 and 127.0.0.2 under weighted round robin with the given
+/// weight options; returns the client's summary after checking it and the server's verdict.
+fn wrr_two_path_upload(name: &str, weight_args: &[&str]) -> Value {
+    let dir = scratch(name);
+    let server = Server::start(&dir, &["--scheduler", "wrr"]);
+    let mut args = vec![
+        "--size",
+        "20MB",
+        "--local",
+        "127.0.0.1:0",
+        "--local",
+        "127.0.0.2:0",
+        "--scheduler",
+        "wrr",
+    ];
+    args.extend_from_slice(weight_args);
+    let summary = client(&server, server.addr, &args);
+    check_summary(&summary, 20_000_000);
+    assert_eq!(server.finish()["verified"], true);
+    summary
+}
+
 #[test]
 fn two_paths_from_two_local_addresses_both_carry_data() {
-    let dir = scratch("twopaths");
-    let server = Server::start(&dir, &["--scheduler", "wrr"]);
-    let summary = client(
-        &server,
-        server.addr,
-        &[
-            "--size",
-            "20MB",
-            "--local",
-            "127.0.0.1:0",
-            "--local",
-            "127.0.0.2:0",
-            "--scheduler",
-            "wrr",
-        ],
-    );
+    let summary = wrr_two_path_upload("twopaths", &[]);
     eprintln!("{summary:#}");
-    check_summary(&summary, 20_000_000);
     assert_eq!(summary["multipath"], true);
     let paths = summary["paths"].as_array().unwrap();
     assert_eq!(paths.len(), 2);
@@ -321,38 +327,23 @@ fn two_paths_from_two_local_addresses_both_carry_data() {
     for b in bytes {
         assert!(b > 6_000_000, "a path carried only {b} bytes: {summary}");
     }
-    assert_eq!(server.finish()["verified"], true);
+}
+
+/// Path 1's share of the bytes of [`wrr_two_path_upload`].
+fn wrr_share_of_path_1(name: &str, weight_args: &[&str]) -> f64 {
+    let bytes = path_bytes(&wrr_two_path_upload(name, weight_args));
+    let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
+    eprintln!("path bytes {bytes:?}: share of path 1 {share:.3} ({weight_args:?})");
+    share
 }
 
 #[test]
 fn weights_set_the_split_of_weighted_round_robin() {
-    let dir = scratch("weights");
-    let server = Server::start(&dir, &["--scheduler", "wrr"]);
-    let summary = client(
-        &server,
-        server.addr,
-        &[
-            "--size",
-            "20MB",
-            "--local",
-            "127.0.0.1:0",
-            "--local",
-            "127.0.0.2:0",
-            "--scheduler",
-            "wrr",
-            "--weights",
-            "1,3",
-        ],
-    );
-    check_summary(&summary, 20_000_000);
-    let bytes = path_bytes(&summary);
-    let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
-    eprintln!("path bytes {bytes:?}: share of path 1 {share:.3} (weights 1,3)");
+    let share = wrr_share_of_path_1("weights", &["--weights", "1,3"]);
     assert!(
         (0.6..0.9).contains(&share),
         "path 1 carried {share} of the data"
     );
-    assert_eq!(server.finish()["verified"], true);
 }
 
 /// `--weights-at` re-weights the running connection: weights 3,1 at the start, changed to
@@ -360,35 +351,14 @@ fn weights_set_the_split_of_weighted_round_robin() {
 /// change path 1 would carry about a quarter).
 #[test]
 fn weights_change_on_a_running_connection() {
-    let dir = scratch("weights-at");
-    let server = Server::start(&dir, &["--scheduler", "wrr"]);
-    let summary = client(
-        &server,
-        server.addr,
-        &[
-            "--size",
-            "20MB",
-            "--local",
-            "127.0.0.1:0",
-            "--local",
-            "127.0.0.2:0",
-            "--scheduler",
-            "wrr",
-            "--weights",
-            "3,1",
-            "--weights-at",
-            "0s=1,3",
-        ],
+    let share = wrr_share_of_path_1(
+        "weights-at",
+        &["--weights", "3,1", "--weights-at", "0s=1,3"],
     );
-    check_summary(&summary, 20_000_000);
-    let bytes = path_bytes(&summary);
-    let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
-    eprintln!("path bytes {bytes:?}: share of path 1 {share:.3} (weights 3,1 then 1,3)");
     assert!(
         (0.6..0.9).contains(&share),
         "path 1 carried {share} of the data"
     );
-    assert_eq!(server.finish()["verified"], true);
 }
 
 #[test]

@@ -1015,22 +1015,15 @@ impl<S: Copy + PartialEq> Transfer<S> {
             }
         }
         let data = self.sends_data();
-        while error.is_none() && self.sent < self.to_send {
-            let chunk = if data {
-                transfer_slice(self.sent, self.to_send - self.sent)
-            } else {
-                Bytes::copy_from_slice(&self.c.total.to_be_bytes()[self.sent as usize..])
-            };
-            let len = chunk.len();
-            match conn.write(id, chunk) {
-                Ok(n) => {
-                    self.sent += n as u64;
-                    if n < len {
-                        break;
-                    }
+        if error.is_none() {
+            let total = self.c.total;
+            error = self.write_due(conn, id, |sent, left| {
+                if data {
+                    transfer_slice(sent, left)
+                } else {
+                    Bytes::copy_from_slice(&total.to_be_bytes()[sent as usize..])
                 }
-                Err(e) => error = Some(format!("writing: {e}")),
-            }
+            });
         }
         if error.is_none()
             && self.to_send > 0
@@ -1043,19 +1036,7 @@ impl<S: Copy + PartialEq> Transfer<S> {
             }
         }
         if error.is_none() && !data && !self.done {
-            let mut received = self.received;
-            let mut outcome = self.c.outcome.borrow_mut();
-            let step = conn.read(id, usize::MAX, &mut |chunk| {
-                outcome.corrupt += mismatches(received, &chunk);
-                received += chunk.len() as u64;
-                if let Some(d) = outcome.data.as_mut() {
-                    d.extend_from_slice(&chunk);
-                }
-            });
-            outcome.received = received;
-            drop(outcome);
-            self.received = received;
-            match step {
+            match self.read_checked(conn, id) {
                 ReadStep::Blocked => {}
                 ReadStep::Finished if self.received == self.c.total => {
                     self.done = true;
@@ -1084,10 +1065,16 @@ impl<S: Copy + PartialEq> Transfer<S> {
         true
     }
 
-    /// Writes what is due of `self.to_send` (transfer data from offset `self.sent`).
-    fn write_due<C: TransferConn<Stream = S>>(&mut self, conn: &mut C, id: S) -> Option<String> {
+    /// Writes what is due of `self.to_send`: `piece(sent, left)` gives the bytes from offset
+    /// `sent` (any prefix of the `left` still due). Returns why writing failed, if it did.
+    fn write_due<C: TransferConn<Stream = S>>(
+        &mut self,
+        conn: &mut C,
+        id: S,
+        piece: impl Fn(u64, u64) -> Bytes,
+    ) -> Option<String> {
         while self.sent < self.to_send {
-            let chunk = transfer_slice(self.sent, self.to_send - self.sent);
+            let chunk = piece(self.sent, self.to_send - self.sent);
             let len = chunk.len();
             match conn.write(id, chunk) {
                 Ok(n) => {
@@ -1102,7 +1089,9 @@ impl<S: Copy + PartialEq> Transfer<S> {
         None
     }
 
-    /// Reads what arrived (transfer data from offset `self.received`), checking it.
+    /// Reads what arrived (transfer data from offset `self.received`), checking it; the
+    /// outcome's `received` counts the transfer's bytes, or a transactions client's
+    /// responses.
     fn read_checked<C: TransferConn<Stream = S>>(&mut self, conn: &mut C, id: S) -> ReadStep {
         let mut received = self.received;
         let mut outcome = self.c.outcome.borrow_mut();
@@ -1113,7 +1102,7 @@ impl<S: Copy + PartialEq> Transfer<S> {
                 d.extend_from_slice(&chunk);
             }
         });
-        if self.client {
+        if self.client || self.c.transactions.is_none() {
             outcome.received = received;
         }
         drop(outcome);
@@ -1198,7 +1187,7 @@ impl<S: Copy + PartialEq> Transfer<S> {
                 self.issued += 1;
                 self.to_send += txn.request;
             }
-            if let Some(e) = self.write_due(conn, id) {
+            if let Some(e) = self.write_due(conn, id, transfer_slice) {
                 return Some(e);
             }
             match self.read_checked(conn, id) {
@@ -1241,7 +1230,7 @@ impl<S: Copy + PartialEq> Transfer<S> {
             ReadStep::Failed(e) => return Some(format!("reading: {e}")),
         }
         self.to_send = self.received / txn.request * txn.response;
-        let error = self.write_due(conn, id);
+        let error = self.write_due(conn, id, transfer_slice);
         self.done = stopping
             || match txn.count {
                 Some(n) => self.sent == n.saturating_mul(txn.response),

@@ -81,8 +81,9 @@ impl Connection {
         for id in lost {
             self.on_link_lost(id);
         }
+        // The interface has its link back.
         for id in regained {
-            self.on_link_regained(now, id);
+            self.reprobe_path(now, id);
         }
         if !matches!(
             event.event,
@@ -120,11 +121,6 @@ impl Connection {
         //# of the delayed packets on other available paths if the congestion control window on these
         //# paths allows.
         self.requeue_in_flight_elsewhere(id);
-    }
-
-    /// The interface of path `id` has its link back: see [`Self::reprobe_path`].
-    fn on_link_regained(&mut self, now: Instant, id: PathId) {
-        self.reprobe_path(now, id);
     }
 
     /// Path `id` is back from an outage (its interface reported the link back, or the

@@ -547,18 +547,21 @@ fn a_lost_link_takes_no_new_data_while_another_path_works() {
     assert!(upload.complete(), "the upload completes on the other path");
 }
 
-/// During a 3 s outage the second path's probe timeout backs off (three or more PTOs in a
-/// row, so the next one would come hundreds of milliseconds later). When the interface
-/// reports the link back, a PING leaves on the path at once, without waiting for that
-/// timeout, and the path carries stream data again within a few round trips.
-#[test]
-fn a_regained_link_is_probed_at_once_and_carries_data_again() {
+/// Two paths under round robin, a transfer of 20 kB per millisecond (160 Mbit/s, for 4 s;
+/// a download from the server if `download`), and after 300 ms a 3 s outage of the
+/// client's second interface that the client's interface reports as a lost link. Returns
+/// the pair, the second path's ID, the outage switch (still on) and the transfer.
+fn three_second_outage_of_second_path(
+    download: bool,
+) -> (Pair, PathId, Arc<std::sync::atomic::AtomicBool>, Upload) {
     let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
     let cut = cut_second_interface(&mut pair);
-    let sent_from_second = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    // 20 kB per millisecond (160 Mbit/s), for 4 s.
-    let mut upload = Upload::start(&mut pair, 80_000_000, 20_000);
-    upload.pump_for(&mut pair, Duration::from_millis(300));
+    let mut transfer = if download {
+        Upload::start_download(&mut pair, 80_000_000, 20_000)
+    } else {
+        Upload::start(&mut pair, 80_000_000, 20_000)
+    };
+    transfer.pump_for(&mut pair, Duration::from_millis(300));
     cut.store(true, std::sync::atomic::Ordering::Relaxed);
     let now = pair.now;
     pair.client().handle_link_event(
@@ -566,7 +569,18 @@ fn a_regained_link_is_probed_at_once_and_carries_data_again() {
         &second_interface(link_lost()),
         Some(client_addr2().ip()),
     );
-    upload.pump_for(&mut pair, Duration::from_secs(3));
+    transfer.pump_for(&mut pair, Duration::from_secs(3));
+    (pair, id, cut, transfer)
+}
+
+/// During a 3 s outage the second path's probe timeout backs off (three or more PTOs in a
+/// row, so the next one would come hundreds of milliseconds later). When the interface
+/// reports the link back, a PING leaves on the path at once, without waiting for that
+/// timeout, and the path carries stream data again within a few round trips.
+#[test]
+fn a_regained_link_is_probed_at_once_and_carries_data_again() {
+    let (mut pair, id, cut, mut upload) = three_second_outage_of_second_path(false);
+    let sent_from_second = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let backed_off = snapshot(pair.client(), id).pto_count;
     assert!(
         backed_off >= 3,
@@ -650,19 +664,7 @@ fn a_regained_link_is_probed_at_once_and_carries_data_again() {
 /// again within a few round trips (20 ms each) instead of at its next backed-off timeout.
 #[test]
 fn the_peer_of_a_regained_link_probes_the_path_when_its_packets_resume() {
-    let (mut pair, id) = two_paths(Arc::new(RoundRobinFactory));
-    let cut = cut_second_interface(&mut pair);
-    // 20 kB per millisecond (160 Mbit/s), for 4 s.
-    let mut download = Upload::start_download(&mut pair, 80_000_000, 20_000);
-    download.pump_for(&mut pair, Duration::from_millis(300));
-    cut.store(true, std::sync::atomic::Ordering::Relaxed);
-    let now = pair.now;
-    pair.client().handle_link_event(
-        now,
-        &second_interface(link_lost()),
-        Some(client_addr2().ip()),
-    );
-    download.pump_for(&mut pair, Duration::from_secs(3));
+    let (mut pair, id, cut, mut download) = three_second_outage_of_second_path(true);
     let backed_off = snapshot(pair.server(), id).pto_count;
     assert!(
         backed_off >= 3,
