@@ -84,6 +84,18 @@ def test_quick_handover_includes_both_handovers(quick_experiment):
     assert min(tput["mbb"]) > max(tput["bbm"]), tput
 
 
+def test_handover_window_is_the_overlap_region():
+    """The handover window is the UE's time within 250 m of both gNBs (150 m to 250 m from
+    the source at 8.3 m/s), and a window mean weighs the bins it cuts by their overlap."""
+    from polypath_lab.experiments import lamp5g_handover as ho
+    from polypath_lab.sim import load_scenario
+
+    start, end = ho.overlap_window(load_scenario(ho.SCENARIO))
+    assert math.isclose(start, 150 / 8.3) and math.isclose(end, 250 / 8.3), (start, end)
+    assert math.isclose(ho.window_mean([0.1, 0.2, 0.3], [10.0, 20.0, 30.0], 0.05, 0.25),
+                        (10 * 0.05 + 20 * 0.1 + 30 * 0.05) / 0.2)
+
+
 def test_handover_narrowed_cells_keep_rsrp():
     """Narrowing the handover cells keeps the power per resource element, so the join and
     drop thresholds (the RSRP at the 250 m coverage radius) stay where the scenario puts
