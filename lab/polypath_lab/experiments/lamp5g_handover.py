@@ -227,8 +227,9 @@ def run(ctx: Context) -> Experiment:
         f"make-before-break transfer of {mean(completion.get('mbb', [])):.1f} s. "
         "The paper's own Fig. 5 timeline (both paths from 29 s to 50 s, the transfer going "
         "on over path 2 afterwards, the baseline losing about 2.5 s of transfer in its "
-        "handover) allows at most (71 + 2.5) / 50 = 1.47x over the whole transfer, so its "
-        "~1.6x is the average during the handover, as its Section I says.")
+        "handover) allows at most (71 + 2.5) / 50 = 1.47x over the whole transfer if the "
+        "transfer starts at the figure's time zero and the two paths carry the same rate, "
+        "so its ~1.6x is the average during the handover, as its Section I says.")
     by = {r.run.name: r for r in results}
     png = "lamp5g_handover_fig5.png"
     seed = ctx.seeds[0]
