@@ -297,6 +297,20 @@ impl NoqAgent {
         SocketAddr::new(ip.unwrap_or(first.ip()), first.port())
     }
 
+    /// Queues the endpoint's stateless response (version negotiation, retry, reset, close)
+    /// that it wrote into the send buffer.
+    fn queue_response(&mut self, r: &noq::Transmit) {
+        let src = self.source(r.src_ip);
+        queue_datagrams(
+            &mut self.out,
+            &self.buf,
+            r.size,
+            r.segment_size,
+            src,
+            r.destination,
+        );
+    }
+
     fn refresh_path_stats(&mut self, now: SimTime) {
         self.stats_at = Some(now);
         self.path_stats.clear();
@@ -438,15 +452,7 @@ impl Agent for NoqAgent {
                         Ok(c) => self.conn = Some(c),
                         Err(e) => {
                             if let Some(r) = e.response {
-                                let src = self.source(r.src_ip);
-                                queue_datagrams(
-                                    &mut self.out,
-                                    &self.buf,
-                                    r.size,
-                                    r.segment_size,
-                                    src,
-                                    r.destination,
-                                );
+                                self.queue_response(&r);
                             }
                         }
                     }
@@ -454,17 +460,7 @@ impl Agent for NoqAgent {
                     self.endpoint.ignore(incoming);
                 }
             }
-            Some(noq::DatagramEvent::Response(r)) => {
-                let src = self.source(r.src_ip);
-                queue_datagrams(
-                    &mut self.out,
-                    &self.buf,
-                    r.size,
-                    r.segment_size,
-                    src,
-                    r.destination,
-                );
-            }
+            Some(noq::DatagramEvent::Response(r)) => self.queue_response(&r),
             None => {}
         }
         self.service(now);

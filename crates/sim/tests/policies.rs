@@ -251,12 +251,13 @@ fn redundant_delivers_the_lowest_latency() {
 // ---------------------------------------------------------------------------------------
 // Must-show 3: congestion controllers.
 
-/// CUBIC (RFC 9438) and BBR (v1) each reach at least 90 % utilisation of a 100 Mbit/s
-/// link with 10 ms propagation delay each way (20 ms RTT) and a 1-BDP drop-tail queue
-/// (250 kB): delivered IP bytes from 1 s (after slow start) to the end of a 40 MB upload.
+/// NewReno (RFC 9002), CUBIC (RFC 9438) and BBR (v1) each reach at least 90 % utilisation
+/// of a 100 Mbit/s link with 10 ms propagation delay each way (20 ms RTT) and a 1-BDP
+/// drop-tail queue (250 kB): delivered IP bytes from 1 s (after slow start) to the end of a
+/// 40 MB upload.
 #[test]
-fn cubic_and_bbr_fill_a_100_mbit_20_ms_link_with_a_one_bdp_buffer() {
-    for cc in ["cubic", "bbr"] {
+fn newreno_cubic_and_bbr_fill_a_100_mbit_20_ms_link_with_a_one_bdp_buffer() {
+    for cc in ["newreno", "cubic", "bbr"] {
         let src = pair(
             "rate = \"100Mbit/s\"\ndelay = \"10ms\"\nqueue = \"1bdp\"",
             &format!(

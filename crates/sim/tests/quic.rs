@@ -100,52 +100,6 @@ fn same_seed_same_bytes_other_seed_differs() {
     let _ = std::fs::remove_dir_all(d2);
 }
 
-/// Delivered Mbit/s on link `l`'s `up` direction, averaged over the 100 ms bins from
-/// `from_s` up to the last full bin before `end_s`.
-fn mean_link_mbps(links_csv: &str, from_s: f64, end_s: f64) -> f64 {
-    let rows: Vec<f64> = links_csv
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split(',').collect();
-            let t: f64 = c[0].parse().ok()?;
-            (c[2] == "up" && t > from_s + 1e-9 && t <= end_s - 0.1).then(|| c[4].parse().ok())?
-        })
-        .collect();
-    assert!(rows.len() >= 10, "{links_csv}");
-    rows.iter().sum::<f64>() / rows.len() as f64
-}
-
-#[test]
-fn one_flow_fills_a_100_mbit_link_with_a_one_bdp_buffer() {
-    // 100 Mbit/s, 10 ms each way (20 ms RTT), a 1-BDP drop-tail queue (250 kB).
-    // Utilisation: delivered IP bytes per second on the bottleneck from 1 s (after slow
-    // start) to the end of the transfer, over the link rate. Tolerance: >= 90 %.
-    for cc in ["newreno", "cubic"] {
-        let src = pair(
-            "rate = \"100Mbit/s\"\ndelay = \"10ms\"\nqueue = \"1bdp\"",
-            &format!(
-                "[[flow]]\nname = \"bulk\"\nkind = \"quic\"\nfrom = \"a\"\nto = \"b\"\nbytes = \"40MB\"\ncc = \"{cc}\"\n"
-            ),
-            "duration = \"30s\"\nstop_when_done = true",
-        );
-        let dir = tmp(&format!("util-{cc}"));
-        let (r, o) = run_quic(&scenario(&src), 1, Some(dir.clone()));
-        assert_complete(&o[0]);
-        let end = o[0].completed.unwrap().as_secs_f64();
-        let links = std::fs::read_to_string(dir.join("links.csv")).unwrap();
-        let util = mean_link_mbps(&links, 1.0, end) / 100.0;
-        let goodput = 40e6 * 8.0 / end / 1e6;
-        println!(
-            "{cc}: utilisation {:.2} % from 1 s to {end:.3} s; goodput over the whole transfer {goodput:.2} Mbit/s; {} packets lost",
-            util * 100.0,
-            r.summary.flows[0].drops_queue + r.summary.flows[0].drops_loss
-        );
-        assert!(util >= 0.90, "{cc}: utilisation {util}");
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
-
 #[test]
 fn nrdc_two_path_scenario_runs_multipath_quic() {
     let mut s = Scenario::load(&repo().join("scenarios/nrdc-two-path.toml")).unwrap();

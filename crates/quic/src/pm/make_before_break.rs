@@ -594,6 +594,16 @@ mod tests {
             .collect()
     }
 
+    /// The `(path, bytes)` of `out`'s actions, all of which must be `SetWindow`.
+    fn set_windows(out: &[PathAction]) -> Vec<(u32, u64)> {
+        out.iter()
+            .map(|a| match a {
+                PathAction::SetWindow { path, bytes, .. } => (path.0, *bytes),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
     fn validating(id: u32, local: &str) -> PathSnapshot {
         let mut p = path_on(id, local, 14_720);
         p.state = PathState::Validating;
@@ -618,13 +628,7 @@ mod tests {
         pm.on_path_event(now, &PathEvent::Opened(PathId(2)), &paths, &mut out);
         paths[2].state = PathState::Validated;
         pm.on_path_event(now, &PathEvent::Validated(PathId(2)), &paths, &mut out);
-        let windows: Vec<_> = out
-            .iter()
-            .map(|a| match a {
-                PathAction::SetWindow { path, bytes, .. } => (path.0, *bytes),
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect();
+        let windows = set_windows(&out);
         assert_eq!(windows, vec![(2, 400_000), (0, 400_001)]);
     }
 
@@ -669,13 +673,7 @@ mod tests {
         assert!(out.is_empty(), "{out:?}");
         paths[1].state = PathState::Validated;
         pm.on_path_event(now, &PathEvent::Validated(PathId(1)), &paths, &mut out);
-        let windows: Vec<_> = out
-            .iter()
-            .map(|a| match a {
-                PathAction::SetWindow { path, bytes, .. } => (path.0, *bytes),
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect();
+        let windows = set_windows(&out);
         assert_eq!(windows, vec![(1, 50_000), (0, 50_001)]);
         assert!(out[0].reason().starts_with("lamp5g_window_split"));
     }
