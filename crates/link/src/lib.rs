@@ -22,6 +22,7 @@
 //! whose errors name the line and the field.
 #![warn(missing_docs)]
 
+pub mod feed;
 pub mod jsonl;
 
 use serde::{Deserialize, Serialize};
