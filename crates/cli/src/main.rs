@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! polypath sim run SCENARIO.toml [--seed N] [--out DIR] [--events FILE] [--json]
+//! polypath emu run SCENARIO.toml [--seed N] [--out DIR] [--events FILE] [--pcap] [--json]
+//! polypath emu clean
 //! polypath server [--listen ADDR] [--cert FILE --key FILE | --cert-out FILE] [--once] ...
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
 //!                 [--pin FILE | --ca FILE | --insecure]
@@ -18,6 +20,7 @@
 
 mod bench;
 mod client;
+mod emu;
 mod relay;
 mod server;
 mod setup;
@@ -40,6 +43,9 @@ enum Command {
     /// The deterministic network simulator.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// The real-time emulator: the scenario's hosts as network namespaces, real processes.
+    #[command(subcommand)]
+    Emu(emu::EmuCommand),
     /// Serve transfers over (Multipath) QUIC to `polypath client`s, one after the other.
     Server(server::ServerArgs),
     /// Transfer one object to or from a `polypath server`, verified with SHA-256, and print
@@ -63,6 +69,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Emu(cmd) => emu::run(cmd),
         Command::Server(args) => server::run(args),
         Command::Client(args) => client::run(args),
         Command::Bench(cmd) => bench::run(cmd),

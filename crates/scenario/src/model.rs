@@ -126,6 +126,25 @@ pub struct Prefix {
     pub len: u8,
 }
 
+impl std::fmt::Display for Prefix {
+    /// `network/len`, with the host bits of the address cleared (as `ip route` wants it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let net: IpAddr = match self.addr {
+            IpAddr::V4(a) => {
+                let bits = u32::from(self.len.min(32));
+                let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let bits = u32::from(self.len.min(128));
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        };
+        write!(f, "{net}/{}", self.len)
+    }
+}
+
 impl Prefix {
     /// Whether `ip` falls inside this prefix (never across address families).
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -458,6 +477,8 @@ pub enum FlowKind {
     OnOff(OnOffFlow),
     /// Request/response over raw UDP.
     RequestResponse(RequestResponseFlow),
+    /// A command line run on the `from` host by the emulator (the simulator refuses it).
+    Command(CommandFlow),
 }
 
 impl FlowKind {
@@ -468,6 +489,7 @@ impl FlowKind {
             FlowKind::Cbr(_) => "cbr",
             FlowKind::OnOff(_) => "onoff",
             FlowKind::RequestResponse(_) => "reqresp",
+            FlowKind::Command(_) => "command",
         }
     }
 }
@@ -520,6 +542,19 @@ pub struct QuicTransactions {
     pub interval: Option<Duration>,
     /// Number of transactions (until the flow's `stop` or the end of the run if unset).
     pub count: Option<u64>,
+}
+
+/// `kind = "command"` parameters: a process the emulator runs in the `from` host's network
+/// namespace from the instance's start until it exits or the instance's stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandFlow {
+    /// The command line, run with `sh -c` after the emulator's substitutions
+    /// (`{out}`, `{from}`, `{to}`, `{local}`, `{remote}`, `{addr:HOST}`,
+    /// `{addr:HOST.IFACE}`, `{polypath}`).
+    pub command: String,
+    /// A port the command's traffic uses (source or destination), so the emulator can
+    /// count its packets as this flow's.
+    pub port: Option<u16>,
 }
 
 /// `kind = "cbr"` parameters.

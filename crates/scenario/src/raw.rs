@@ -362,6 +362,7 @@ pub(crate) enum RawFlowKind {
     Cbr,
     Onoff,
     Reqresp,
+    Command,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -408,6 +409,8 @@ pub(crate) struct RawFlow {
     pub response_size: Option<Size>,
     pub interval: Option<Dur>,
     pub count: Option<u64>,
+    // command
+    pub command: Option<String>,
 }
 
 // ---- string-or-table deserializers ----------------------------------------

@@ -948,7 +948,7 @@ fn quic_transactions(
 }
 
 fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
-    let set: [(&str, bool); 16] = [
+    let set: [(&str, bool); 17] = [
         ("bytes", f.bytes.is_some()),
         ("stack", f.stack.is_some()),
         ("direction", f.direction.is_some()),
@@ -965,6 +965,7 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
         ("request_size", f.request_size.is_some()),
         ("response_size", f.response_size.is_some()),
         ("interval", f.interval.is_some()),
+        ("command", f.command.is_some()),
     ];
     let allowed: &[&str] = match f.kind {
         RawFlowKind::Quic => &[
@@ -983,6 +984,7 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
         RawFlowKind::Cbr => &["rate", "packet_size", "bytes"],
         RawFlowKind::Onoff => &["rate", "packet_size", "bytes", "on", "off", "dist"],
         RawFlowKind::Reqresp => &["request_size", "response_size", "interval", "packet_size"],
+        RawFlowKind::Command => &["command", "port"],
     };
     if let Some((name, _)) = set.iter().find(|(n, s)| *s && !allowed.contains(n)) {
         return Err(ctx.err(
@@ -1109,6 +1111,17 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
                 interval,
                 count: f.count,
                 packet_size: packet_size(1500)?,
+            })
+        }
+        RawFlowKind::Command => {
+            let command = f
+                .command
+                .clone()
+                .filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| ctx.err(p, "a command flow needs a non-empty `command`"))?;
+            FlowKind::Command(CommandFlow {
+                command,
+                port: f.port,
             })
         }
     })

@@ -78,6 +78,20 @@ impl<'a> BuildContext<'a> {
         self.sim.is_bound(host, port)
     }
 
+    /// Places an agent that exchanges whole IP packets on `host`
+    /// ([`Simulator::add_raw_agent`]).
+    pub fn add_raw_agent(
+        &mut self,
+        host: usize,
+        flow: usize,
+        instance: u32,
+        agent: Box<dyn Agent>,
+        catch_all: bool,
+    ) -> Result<AgentId, SimError> {
+        self.sim
+            .add_raw_agent(host, flow, instance, agent, catch_all)
+    }
+
     /// Places `agent` on `host`, bound to `port` on all its interfaces.
     pub fn add_agent(
         &mut self,
@@ -117,6 +131,97 @@ pub fn path_addrs(inst: &FlowInstance, local_port: u16, remote_port: u16) -> Vec
         .collect()
 }
 
+/// The two ends of one instance of a raw-UDP flow (`cbr`, `onoff`, `reqresp`), as
+/// [`udp_agents`] builds them.
+pub struct UdpPair {
+    /// The sender (or requester), on the `from` host.
+    pub sender: Box<dyn Agent + Send>,
+    /// Its port on every interface of the `from` host.
+    pub sender_port: u16,
+    /// The receiver ([`Sink`] or [`ResponseServer`]), on the `to` host.
+    pub receiver: Box<dyn Agent + Send>,
+    /// Its port on every interface of the `to` host.
+    pub receiver_port: u16,
+}
+
+/// Builds the agents of instance `instance` of raw-UDP flow `flow` on fresh ports: the
+/// generator the simulator runs ([`UdpTrafficFactory`]) and the emulator runs over real
+/// sockets. `None` for the other kinds.
+pub fn udp_agents(
+    ctx: &mut BuildContext<'_>,
+    flow: usize,
+    instance: usize,
+) -> Result<Option<UdpPair>, SimError> {
+    let scenario = ctx.scenario;
+    let Some(f) = scenario.flows.get(flow) else {
+        return Ok(None);
+    };
+    let Some(inst) = f.instances.get(instance) else {
+        return Ok(None);
+    };
+    let start = SimTime::from_duration(inst.start);
+    let stop = inst.stop.map(SimTime::from_duration);
+    let idx = inst.index;
+    if matches!(f.kind, FlowKind::Quic(_) | FlowKind::Command(_)) {
+        return Ok(None);
+    }
+    let lp = ctx.alloc_port(inst.from)?;
+    let rp = ctx.alloc_port(inst.to)?;
+    let paths = path_addrs(inst, lp, rp);
+    let (sender, receiver): (Box<dyn Agent + Send>, Box<dyn Agent + Send>) = match &f.kind {
+        FlowKind::Quic(_) | FlowKind::Command(_) => return Ok(None),
+        FlowKind::Cbr(c) => (
+            Box::new(CbrSource::new(
+                paths,
+                c.rate,
+                c.packet_size,
+                start,
+                stop,
+                c.bytes,
+            )),
+            Box::new(Sink::new()),
+        ),
+        FlowKind::OnOff(o) => (
+            Box::new(OnOffSource::new(
+                paths,
+                o.rate,
+                o.packet_size,
+                o.on,
+                o.off,
+                o.dist == PeriodDist::Exponential,
+                start,
+                stop,
+                o.bytes,
+                ctx.agent_seed(flow, idx, 0),
+            )),
+            Box::new(Sink::new()),
+        ),
+        FlowKind::RequestResponse(r) => (
+            Box::new(RequestClient::new(
+                &paths,
+                r.request_size,
+                r.response_size,
+                r.interval,
+                r.count,
+                r.packet_size,
+                start,
+                stop,
+            )),
+            Box::new(ResponseServer::new(
+                r.request_size,
+                r.response_size,
+                r.packet_size,
+            )),
+        ),
+    };
+    Ok(Some(UdpPair {
+        sender,
+        sender_port: lp,
+        receiver,
+        receiver_port: rp,
+    }))
+}
+
 /// Builds `cbr`, `onoff` and `reqresp` flows: a sender on the `from` host and
 /// a receiver ([`Sink`] or [`ResponseServer`]) on the `to` host, on fresh ports.
 #[derive(Debug, Default, Clone, Copy)]
@@ -129,70 +234,20 @@ impl AgentFactory for UdpTrafficFactory {
         flow: usize,
         instance: usize,
     ) -> Result<bool, SimError> {
-        let scenario = ctx.scenario;
-        let Some(f) = scenario.flows.get(flow) else {
+        let Some(pair) = udp_agents(ctx, flow, instance)? else {
             return Ok(false);
         };
-        let Some(inst) = f.instances.get(instance) else {
+        let Some(inst) = ctx
+            .scenario
+            .flows
+            .get(flow)
+            .and_then(|f| f.instances.get(instance))
+        else {
             return Ok(false);
         };
-        let start = SimTime::from_duration(inst.start);
-        let stop = inst.stop.map(SimTime::from_duration);
-        let idx = inst.index;
-        if matches!(f.kind, FlowKind::Quic(_)) {
-            return Ok(false);
-        }
-        let lp = ctx.alloc_port(inst.from)?;
-        let rp = ctx.alloc_port(inst.to)?;
-        let paths = path_addrs(inst, lp, rp);
-        let (sender, receiver): (Box<dyn Agent>, Box<dyn Agent>) = match &f.kind {
-            FlowKind::Quic(_) => return Ok(false),
-            FlowKind::Cbr(c) => (
-                Box::new(CbrSource::new(
-                    paths,
-                    c.rate,
-                    c.packet_size,
-                    start,
-                    stop,
-                    c.bytes,
-                )),
-                Box::new(Sink::new()),
-            ),
-            FlowKind::OnOff(o) => (
-                Box::new(OnOffSource::new(
-                    paths,
-                    o.rate,
-                    o.packet_size,
-                    o.on,
-                    o.off,
-                    o.dist == PeriodDist::Exponential,
-                    start,
-                    stop,
-                    o.bytes,
-                    ctx.agent_seed(flow, idx, 0),
-                )),
-                Box::new(Sink::new()),
-            ),
-            FlowKind::RequestResponse(r) => (
-                Box::new(RequestClient::new(
-                    &paths,
-                    r.request_size,
-                    r.response_size,
-                    r.interval,
-                    r.count,
-                    r.packet_size,
-                    start,
-                    stop,
-                )),
-                Box::new(ResponseServer::new(
-                    r.request_size,
-                    r.response_size,
-                    r.packet_size,
-                )),
-            ),
-        };
-        ctx.add_agent(inst.to, rp, flow, idx, receiver)?;
-        ctx.add_agent(inst.from, lp, flow, idx, sender)?;
+        let (from, to, idx) = (inst.from, inst.to, inst.index);
+        ctx.add_agent(to, pair.receiver_port, flow, idx, pair.receiver)?;
+        ctx.add_agent(from, pair.sender_port, flow, idx, pair.sender)?;
         Ok(true)
     }
 }

@@ -126,6 +126,8 @@ struct AgentSlot {
     timer_at: u64,
     done: bool,
     streams: Vec<Stream>,
+    /// Sends whole IP packets: the link charges the payload's length alone.
+    raw: bool,
 }
 
 struct SourceSlot {
@@ -204,6 +206,9 @@ pub struct Simulator {
     event_sink: Option<EventSink>,
     /// Agents on each host, in id order.
     host_agents: Vec<Vec<u32>>,
+    /// Per host: the agent that receives packets addressed to no bound port (the
+    /// emulator's bridge to the host's network stack).
+    catch_all: Vec<Option<u32>>,
     /// Scratch list of packets served in one slot.
     served: Vec<u32>,
     /// Per link: `None` unless it has `outage_signal`; otherwise whether each direction
@@ -384,6 +389,7 @@ impl Simulator {
             link_events: Vec::new(),
             event_sink: None,
             host_agents: vec![Vec::new(); scenario.hosts.len()],
+            catch_all: vec![None; scenario.hosts.len()],
             served: Vec::new(),
             outage_signal: scenario
                 .links
@@ -468,6 +474,46 @@ impl Simulator {
                 return Err(SimError::Build(format!("address {sa} is bound twice")));
             }
         }
+        Ok(self.push_agent(host, flow, instance, agent, false))
+    }
+
+    /// Adds an agent on `host` that exchanges whole IP packets and is bound to no port,
+    /// attributed to flow `flow`, instance `instance`: what it sends (through
+    /// [`inject`](Self::inject) or [`Agent::poll_transmit`]) is a [`Datagram`] whose
+    /// payload is the IP packet and whose addresses are the packet's, charged to the link
+    /// at the payload's length. With `catch_all`, it also receives every packet that
+    /// reaches `host`, is addressed to it and finds no agent bound to its destination
+    /// (one such agent per host; the last one added wins).
+    pub fn add_raw_agent(
+        &mut self,
+        host: usize,
+        flow: usize,
+        instance: u32,
+        agent: Box<dyn Agent>,
+        catch_all: bool,
+    ) -> Result<AgentId, SimError> {
+        if host >= self.hosts.len() {
+            return Err(SimError::Build(format!("no host #{host}")));
+        }
+        if flow >= self.flows.len() {
+            return Err(SimError::Build(format!("no flow #{flow}")));
+        }
+        let id = self.push_agent(host, flow, instance, agent, true);
+        if catch_all && let Some(c) = self.catch_all.get_mut(host) {
+            *c = Some(id.0);
+        }
+        Ok(id)
+    }
+
+    fn push_agent(
+        &mut self,
+        host: usize,
+        flow: usize,
+        instance: u32,
+        agent: Box<dyn Agent>,
+        raw: bool,
+    ) -> AgentId {
+        let id = self.agents.len() as u32;
         let done = agent.is_done();
         if !done {
             self.not_done += 1;
@@ -483,8 +529,16 @@ impl Simulator {
             timer_at: u64::MAX,
             done,
             streams: Vec::new(),
+            raw,
         });
-        Ok(AgentId(id))
+        AgentId(id)
+    }
+
+    /// Adds a flow record that no scenario flow stands for (the emulator's traffic that
+    /// matches no flow); returns its index for [`add_raw_agent`](Self::add_raw_agent).
+    pub fn add_flow(&mut self, name: &str, kind: &'static str) -> usize {
+        self.flows.push(FlowRec::new(name.to_string(), kind, 1));
+        self.flows.len() - 1
     }
 
     /// Whether `port` is bound on any interface of `host`.
@@ -551,35 +605,104 @@ impl Simulator {
     /// asks to stop when done), or until nothing is left to happen. `tick` is
     /// called every few thousand events with the current time (for progress).
     pub fn run(&mut self, mut tick: impl FnMut(SimTime)) -> Result<StopReason, SimError> {
+        self.start();
+        let reason = loop {
+            if let Some(r) = self.step(u64::MAX, &mut tick)? {
+                break r;
+            }
+        };
+        self.finish()?;
+        Ok(reason)
+    }
+
+    /// Starts a run driven from outside (the emulator's real-time loop): polls every agent
+    /// once at the current time. Then call [`advance`](Self::advance) as time passes and
+    /// [`finish`](Self::finish) at the end; [`run`](Self::run) does all three on the
+    /// virtual clock.
+    pub fn start(&mut self) {
         for a in 0..self.agents.len() as u32 {
             self.drive(a);
         }
-        let reason = loop {
-            if let Some(e) = self.error.take() {
-                return Err(e);
+    }
+
+    /// Handles every event due at or before `until` (nanoseconds of the run's clock) and
+    /// moves the clock to `until`. Returns why the run is over, if it is: the duration
+    /// passed, or (with `stop_when_done`) every agent is done and no packet is in flight.
+    /// Running out of events is not an end here: the caller may still inject packets.
+    pub fn advance(&mut self, until: u64) -> Result<Option<StopReason>, SimError> {
+        let until = until.max(self.now);
+        loop {
+            match self.step(until, &mut |_| {})? {
+                Some(StopReason::Idle) => break,
+                Some(r) => return Ok(Some(r)),
+                None => {}
             }
-            if self.stop_when_done && self.not_done == 0 && self.in_flight == 0 {
-                break StopReason::Done;
-            }
-            let Some(top) = self.heap.peek() else {
-                break StopReason::Idle;
-            };
-            if top.time > self.duration {
-                self.now = self.duration;
-                break StopReason::Duration;
-            }
-            let Some(e) = self.heap.pop() else {
-                break StopReason::Idle;
-            };
-            self.now = e.time;
-            self.events += 1;
-            if self.events & 0x3fff == 0 {
-                tick(SimTime(self.now));
-            }
-            self.dispatch(e.ev)?;
+        }
+        if until > self.duration {
+            self.now = self.duration;
+            return Ok(Some(StopReason::Duration));
+        }
+        self.now = until;
+        Ok(None)
+    }
+
+    /// Whether the run ends once every agent is done and no packet is in flight (the
+    /// scenario's `stop_when_done`). A driver whose agents stand for processes it watches
+    /// itself turns it off.
+    pub fn set_stop_when_done(&mut self, on: bool) {
+        self.stop_when_done = on;
+    }
+
+    /// The time of the next event, if any (nanoseconds of the run's clock).
+    pub fn next_event_at(&self) -> Option<u64> {
+        self.heap.peek().map(|e| e.time)
+    }
+
+    /// Sends `datagram` from agent `agent` now, as if the agent had returned it from
+    /// [`Agent::poll_transmit`]: the emulator's way to put a packet read from a host's
+    /// network stack on the link its source address picks.
+    pub fn inject(&mut self, agent: AgentId, datagram: Datagram) {
+        self.send(agent.0, datagram);
+    }
+
+    /// Ends a run driven from outside: takes the last sample of the recorders.
+    pub fn finish(&mut self) -> Result<(), SimError> {
+        self.final_sample()
+    }
+
+    /// Handles the next event if it is due at or before `limit`. `Some(Idle)` when none
+    /// is.
+    fn step(
+        &mut self,
+        limit: u64,
+        tick: &mut impl FnMut(SimTime),
+    ) -> Result<Option<StopReason>, SimError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        if self.stop_when_done && self.not_done == 0 && self.in_flight == 0 {
+            return Ok(Some(StopReason::Done));
+        }
+        let Some(top) = self.heap.peek() else {
+            return Ok(Some(StopReason::Idle));
         };
-        self.final_sample()?;
-        Ok(reason)
+        if top.time > self.duration {
+            self.now = self.duration;
+            return Ok(Some(StopReason::Duration));
+        }
+        if top.time > limit {
+            return Ok(Some(StopReason::Idle));
+        }
+        let Some(e) = self.heap.pop() else {
+            return Ok(Some(StopReason::Idle));
+        };
+        self.now = e.time;
+        self.events += 1;
+        if self.events & 0x3fff == 0 {
+            tick(SimTime(self.now));
+        }
+        self.dispatch(e.ev)?;
+        Ok(None)
     }
 
     fn dispatch(&mut self, ev: Ev) -> Result<(), SimError> {
@@ -716,7 +839,11 @@ impl Simulator {
         };
         let host = slot.host;
         let flow = slot.flow as usize;
-        let wire = dg.payload.len() as u32 + overhead(dg.dst.ip());
+        let wire = if slot.raw {
+            dg.payload.len() as u32
+        } else {
+            dg.payload.len() as u32 + overhead(dg.dst.ip())
+        };
         if let Some(f) = self.flows.get_mut(flow) {
             f.sent_pkts += 1;
             f.sent_bytes += u64::from(wire);
@@ -901,7 +1028,8 @@ impl Simulator {
         };
         let (src, dst) = (p.src, p.dst);
         if owner == Some(host) {
-            match self.bindings.get(&dst).copied() {
+            let catch_all = self.catch_all.get(host as usize).copied().flatten();
+            match self.bindings.get(&dst).copied().or(catch_all) {
                 Some(a) => self.deliver(a, pkt),
                 None => self.drop_packet(pkt, DROP_UNBOUND),
             }

@@ -45,7 +45,10 @@ mod time;
 pub mod traffic;
 
 pub use agent::{Agent, AgentStats, Datagram, PathStats, Record};
-pub use build::{AgentFactory, BuildContext, FIRST_EPHEMERAL_PORT, UdpTrafficFactory, path_addrs};
+pub use build::{
+    AgentFactory, BuildContext, FIRST_EPHEMERAL_PORT, UdpPair, UdpTrafficFactory, path_addrs,
+    udp_agents,
+};
 pub use engine::{AgentId, Simulator, StopReason, derive_seed};
 pub use error::SimError;
 pub use link::DropReason;
@@ -55,6 +58,6 @@ pub use polypath_scenario as scenario;
 pub use quic::{QuicFactory, TransferOutcome};
 pub use radio::{InterruptionRecord, RadioSummary, radio_config};
 pub use record::{CompletionStats, DelayStats, FlowSummary, LinkSummary, Summary};
-pub use run::{Hooks, RunOptions, RunReport, run, run_scenario};
+pub use run::{Hooks, RunOptions, RunReport, prepare, run, run_scenario, write_outputs};
 pub use source::{LinkChange, LinkDirSel, LinkSource, LinkUpdate, ScheduledSource};
 pub use time::SimTime;

@@ -82,9 +82,57 @@ const PACKETS_HEADER: &str = "recv_s,send_s,flow,instance,src,dst,bytes,owd_ms,j
 pub fn run_scenario(
     scenario: &Scenario,
     opts: &RunOptions,
-    mut hooks: Hooks<'_>,
+    hooks: Hooks<'_>,
 ) -> Result<RunReport, SimError> {
     let wall = Instant::now();
+    let mut sim = prepare(scenario, opts, hooks)?;
+    let total_ms = u64::try_from(scenario.sim.duration.as_millis()).unwrap_or(u64::MAX);
+    let bar = if opts.progress {
+        let b = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} ms simulated (eta {eta})",
+        ) {
+            b.set_style(style);
+        }
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let stop = sim.run(|t: SimTime| bar.set_position(t.as_nanos() / 1_000_000))?;
+    bar.finish_and_clear();
+
+    let summary = sim.summary(stop);
+    let (output_hash, files) = write_outputs(&mut sim, opts.out_dir.as_deref(), &summary)?;
+    let wall_time_s = wall.elapsed().as_secs_f64();
+    Ok(RunReport {
+        speedup: if wall_time_s > 0.0 {
+            summary.sim_time_s / wall_time_s
+        } else {
+            0.0
+        },
+        events_per_s: if wall_time_s > 0.0 {
+            summary.events as f64 / wall_time_s
+        } else {
+            0.0
+        },
+        summary,
+        output_hash,
+        files,
+        wall_time_s,
+    })
+}
+
+/// Builds a run of `scenario` ready to start: hosts and links, every flow's agents (from
+/// `hooks.agents` first, then the QUIC adapter and the raw-UDP generators), the external
+/// sources, the recorders writing to `opts.out_dir` and the link-event stream. The
+/// simulator runs it with [`Simulator::run`]; the emulator drives it in real time
+/// ([`Simulator::start`], [`Simulator::advance`], [`Simulator::finish`]). Either way
+/// [`write_outputs`] closes the files.
+pub fn prepare(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    mut hooks: Hooks<'_>,
+) -> Result<Simulator, SimError> {
     let seed = opts.seed.unwrap_or(scenario.sim.seed);
     let mut sim = Simulator::new(scenario, seed)?;
     for s in hooks.sources.drain(..) {
@@ -116,16 +164,20 @@ pub fn run_scenario(
                     built = udp.build(&mut ctx, fi, ii)?;
                 }
                 if !built {
-                    return Err(scenario
-                        .error_at(
-                            &format!("flow[{fi}].kind"),
-                            format!(
-                                "no agent factory builds flow `{}` of kind `{}`",
-                                f.name,
-                                f.kind.name()
-                            ),
+                    let why = if matches!(f.kind, polypath_scenario::FlowKind::Command(_)) {
+                        format!(
+                            "flow `{}` runs a command, which only the emulator can do \
+                             (`polypath emu run`)",
+                            f.name
                         )
-                        .into());
+                    } else {
+                        format!(
+                            "no agent factory builds flow `{}` of kind `{}`",
+                            f.name,
+                            f.kind.name()
+                        )
+                    };
+                    return Err(scenario.error_at(&format!("flow[{fi}].kind"), why).into());
                 }
             }
         }
@@ -149,26 +201,20 @@ pub fn run_scenario(
             None
         },
     });
-
-    let total_ms = u64::try_from(scenario.sim.duration.as_millis()).unwrap_or(u64::MAX);
-    let bar = if opts.progress {
-        let b = ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} ms simulated (eta {eta})",
-        ) {
-            b.set_style(style);
-        }
-        b
-    } else {
-        ProgressBar::hidden()
-    };
     if let Some(p) = &opts.events {
         sim.set_event_sink(EventSink::create(p)?);
     }
-    let stop = sim.run(|t: SimTime| bar.set_position(t.as_nanos() / 1_000_000))?;
-    bar.finish_and_clear();
+    Ok(sim)
+}
 
-    let summary = sim.summary(stop);
+/// Closes the recorders' files of a finished run, writes `summary` as `summary.json` to
+/// `dir` (when given) and hashes every output. Returns the output hash and each file's
+/// digest, sorted by name.
+pub fn write_outputs<S: Serialize>(
+    sim: &mut Simulator,
+    dir: Option<&Path>,
+    summary: &S,
+) -> Result<(String, Vec<(String, String)>), SimError> {
     let mut files = Vec::new();
     if let Some(out) = sim.take_outputs() {
         files.push(out.flows.finish()?);
@@ -184,28 +230,15 @@ pub fn run_scenario(
     if let Some(sink) = sim.take_event_sink() {
         files.push(sink.finish()?);
     }
-    let json = serde_json::to_string_pretty(&summary)
+    let json = serde_json::to_string_pretty(summary)
         .map_err(|e| SimError::Build(format!("cannot encode the summary: {e}")))?;
     let mut sf = OutFile::create(dir, "summary.json", &json)?;
     sf.write("\n")?;
     files.push(sf.finish()?);
     files.sort();
     let output_hash = combine_hashes(files.clone());
-    let wall_time_s = wall.elapsed().as_secs_f64();
-    Ok(RunReport {
-        speedup: if wall_time_s > 0.0 {
-            summary.sim_time_s / wall_time_s
-        } else {
-            0.0
-        },
-        events_per_s: if wall_time_s > 0.0 {
-            summary.events as f64 / wall_time_s
-        } else {
-            0.0
-        },
-        summary,
+    Ok((
         output_hash,
-        files: files.into_iter().map(|(n, d)| (n.to_string(), d)).collect(),
-        wall_time_s,
-    })
+        files.into_iter().map(|(n, d)| (n.to_string(), d)).collect(),
+    ))
 }

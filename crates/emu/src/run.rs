@@ -1,0 +1,1156 @@
+//! `polypath emu run`: builds the testbed for a scenario, runs it in real time, writes the
+//! outputs and removes everything it created.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use polypath_link::feed::FEED_ENV;
+use polypath_scenario::{FlowKind, QuicFlow, RateModel, Scenario, TransferDirection};
+use polypath_sim::{
+    AgentFactory, AgentId, BuildContext, Datagram, Hooks, RunOptions, SimError, StopReason,
+    Summary, UdpPair,
+};
+use serde::Serialize;
+
+use crate::error::EmuError;
+use crate::feed::Feed;
+use crate::ns::{self, RunLock};
+use crate::packet;
+use crate::procs::{Proc, ProcessReport, Role};
+use crate::rt::{self, Classifier, Lateness, LatenessReport, Outbox, Tap};
+use crate::testbed;
+use crate::udpgen;
+
+/// Most hosts a scenario may have in the emulator (one namespace each).
+pub const MAX_HOSTS: usize = 64;
+/// Lateness (p99) above which a run is reported as overloaded, µs.
+const OVERLOAD_P99_US: f64 = 1000.0;
+/// Engine CPU share above which a run is reported as overloaded.
+const OVERLOAD_CPU: f64 = 0.9;
+/// The most the engine wakes before an event to make up for late wakeups, ns.
+const MAX_EARLY_WAKE_NS: f64 = 300_000.0;
+/// How often processes, feeds and the end of the run are checked, ns.
+const HOUSEKEEPING_NS: u64 = 5_000_000;
+
+/// Options of one emulation.
+#[derive(Debug, Clone, Default)]
+pub struct EmuOptions {
+    /// Seed; the scenario's `sim.seed` when `None`.
+    pub seed: Option<u64>,
+    /// Where the outputs go (created if missing); a temporary folder, removed at the end,
+    /// when `None`.
+    pub out_dir: Option<PathBuf>,
+    /// Write the radio event stream here (JSON lines), as the simulator does.
+    pub events: Option<PathBuf>,
+    /// Write what each host interface sent and received as pcap files in `out/pcap/`.
+    pub pcap: bool,
+    /// Print progress to stderr once a second.
+    pub progress: bool,
+    /// The `polypath` binary for `quic` flows and `{polypath}`; this process's own
+    /// executable when `None`.
+    pub polypath_bin: Option<PathBuf>,
+}
+
+/// What the emulator measured of itself.
+#[derive(Debug, Clone, Serialize)]
+pub struct Realtime {
+    /// Wall-clock seconds the run took.
+    pub wall_s: f64,
+    /// Why the run ended: `duration`, `done` (every process and generator finished) or
+    /// `interrupted` (SIGINT / SIGTERM).
+    pub stopped_by: String,
+    /// How late packets were written to their host, against the model's schedule.
+    pub lateness: LatenessReport,
+    /// The engine thread's CPU time over the wall time.
+    pub engine_cpu_share: f64,
+    /// Whether the engine ran with real-time priority (SCHED_FIFO).
+    pub realtime_priority: bool,
+    /// Packets read from the hosts.
+    pub packets_in: u64,
+    /// Packets written to the hosts.
+    pub packets_out: u64,
+    /// Packets a host's device refused (its queue full).
+    pub packets_refused: u64,
+    /// Link events written to at least one feed reader.
+    pub feed_events: u64,
+    /// Link events produced while no process on their host listened.
+    pub feed_events_unheard: u64,
+    /// True when the machine could not keep up: the results of this run are not to be
+    /// trusted as an emulation of the scenario.
+    pub overloaded: bool,
+    /// Why, in words.
+    pub warnings: Vec<String>,
+}
+
+/// `summary.json` of an emulation: the simulator's summary of the same model, what the
+/// emulator measured of itself, and the processes it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmuSummary {
+    /// The model's summary, as `polypath sim run` writes it.
+    #[serde(flatten)]
+    pub sim: Summary,
+    /// The emulator's own figures.
+    pub realtime: Realtime,
+    /// Every process started.
+    pub processes: Vec<ProcessReport>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmuReport {
+    /// The summary (also in `summary.json`).
+    #[serde(flatten)]
+    pub summary: EmuSummary,
+    /// SHA-256 over the output files (not reproducible: the emulation runs in real time).
+    pub output_hash: String,
+    /// The output folder, when one was asked for.
+    pub out_dir: Option<PathBuf>,
+}
+
+/// Loads `scenario_path` and emulates it.
+pub fn run(scenario_path: &Path, opts: &EmuOptions) -> Result<EmuReport, EmuError> {
+    let scenario = Scenario::load(scenario_path)?;
+    run_scenario(&scenario, opts)
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGINT / SIGTERM handlers for the run; restores the previous ones on drop.
+struct SignalGuard {
+    old: [libc::sighandler_t; 2],
+}
+
+impl SignalGuard {
+    fn install() -> SignalGuard {
+        INTERRUPTED.store(false, Ordering::SeqCst);
+        let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: the handler only stores to an atomic.
+        let old = unsafe {
+            [
+                libc::signal(libc::SIGINT, h),
+                libc::signal(libc::SIGTERM, h),
+            ]
+        };
+        SignalGuard { old }
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        // SAFETY: restoring the handlers we replaced.
+        unsafe {
+            libc::signal(libc::SIGINT, self.old[0]);
+            libc::signal(libc::SIGTERM, self.old[1]);
+        }
+    }
+}
+
+/// Refuses what the emulator cannot honour, naming the file, line and field.
+fn check(scenario: &Scenario) -> Result<(), EmuError> {
+    if scenario.hosts.len() > MAX_HOSTS {
+        return Err(scenario
+            .error_at(
+                "host",
+                format!(
+                    "the emulator runs one network namespace per host and takes at most \
+                     {MAX_HOSTS} hosts; this scenario has {} (use the simulator)",
+                    scenario.hosts.len()
+                ),
+            )
+            .into());
+    }
+    for (i, l) in scenario.links.iter().enumerate() {
+        for (d, dir) in [("up", &l.up), ("down", &l.down)] {
+            if matches!(dir.rate, RateModel::External { .. }) {
+                return Err(scenario
+                    .error_at(
+                        &format!("link[{i}].rate"),
+                        format!(
+                            "link `{}` ({d}) takes its rate from an external source, which \
+                             the emulator has no way to supply",
+                            l.name
+                        ),
+                    )
+                    .into());
+            }
+        }
+    }
+    for (i, f) in scenario.flows.iter().enumerate() {
+        if let FlowKind::Quic(q) = &f.kind {
+            quic_args(scenario, i, q)?;
+        }
+    }
+    Ok(())
+}
+
+/// The policy and option flags of a `quic` flow for `polypath client` (`client = true`)
+/// and `polypath server`, or the error naming what the CLI cannot do.
+fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, EmuError> {
+    let refuse = |field: &str, why: String| -> EmuError {
+        scenario.error_at(&format!("flow[{i}].{field}"), why).into()
+    };
+    if q.stack != "polypath" {
+        return Err(refuse(
+            "stack",
+            format!("the emulator runs the polypath binary, not `{}`", q.stack),
+        ));
+    }
+    if q.transactions.is_some() {
+        return Err(refuse(
+            "request_size",
+            "the emulator runs `polypath client`, which makes bulk transfers only".into(),
+        ));
+    }
+    let scheduler = match q.scheduler.as_str() {
+        "default" => "minrtt".to_string(),
+        s => s.to_string(),
+    };
+    let path_manager = match q.path_manager.as_str() {
+        "default" => "manual".to_string(),
+        "backup" => {
+            return Err(refuse(
+                "path_manager",
+                "`backup` is a simulator adapter's option; `polypath client` has no such \
+                 path manager"
+                    .into(),
+            ));
+        }
+        p => p.to_string(),
+    };
+    let mut common = vec![
+        "--scheduler".to_string(),
+        scheduler,
+        "--cc".into(),
+        q.cc.clone(),
+        "--path-manager".into(),
+        path_manager,
+    ];
+    let mut client = Vec::new();
+    let mut qlog = false;
+    for (key, value) in &q.options {
+        let field = format!("options.{key}");
+        match key.as_str() {
+            "qlog" => qlog = value.as_bool().unwrap_or(false),
+            "initial_paths" => {
+                let v = value.as_str().unwrap_or("");
+                client.extend(["--initial-paths".to_string(), v.to_string()]);
+            }
+            "scheduler" | "path_manager" => {
+                let Some(t) = value.as_table() else {
+                    return Err(refuse(&field, "expected a table of parameters".into()));
+                };
+                let flag = if key == "scheduler" {
+                    "--scheduler-param"
+                } else {
+                    "--path-manager-param"
+                };
+                for (k, v) in t {
+                    let v = v
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string());
+                    common.extend([flag.to_string(), format!("{k}={v}")]);
+                }
+            }
+            "scheduler_changes" => {
+                let Some(list) = value.as_array() else {
+                    return Err(refuse(&field, "expected a list of changes".into()));
+                };
+                for (k, c) in list.iter().enumerate() {
+                    let t = c.as_table();
+                    let at = t.and_then(|t| t.get("at")).and_then(|v| v.as_str());
+                    let w = t.and_then(|t| t.get("weights")).and_then(|v| v.as_str());
+                    match (at, w, t.map(|t| t.len())) {
+                        (Some(at), Some(w), Some(2)) => {
+                            common.extend(["--weights-at".to_string(), format!("{at}={w}")]);
+                        }
+                        _ => {
+                            return Err(refuse(
+                                &format!("{field}[{k}]"),
+                                "the emulator passes only `{ at, weights }` changes to \
+                                 polypath (--weights-at)"
+                                    .into(),
+                            ));
+                        }
+                    }
+                }
+            }
+            _ => {
+                return Err(refuse(
+                    &field,
+                    format!("`{key}` has no counterpart in `polypath client`/`server`"),
+                ));
+            }
+        }
+    }
+    Ok(QuicArgs {
+        common,
+        client,
+        qlog,
+    })
+}
+
+struct QuicArgs {
+    common: Vec<String>,
+    client: Vec<String>,
+    qlog: bool,
+}
+
+/// What one flow instance needs once the testbed exists.
+enum Plan {
+    Quic {
+        flow: usize,
+        instance: u32,
+        from: usize,
+        to: usize,
+        port: u16,
+        paths: Vec<(IpAddr, IpAddr)>,
+        q: QuicFlow,
+        start: u64,
+        stop: Option<u64>,
+        app: Arc<udpgen::Shared>,
+    },
+    Udp {
+        from: usize,
+        to: usize,
+        pair: UdpPair,
+        app: Arc<udpgen::Shared>,
+    },
+    Command {
+        flow: usize,
+        instance: u32,
+        from: usize,
+        to: usize,
+        command: String,
+        paths: Vec<(IpAddr, IpAddr)>,
+        start: u64,
+        stop: Option<u64>,
+    },
+}
+
+/// Builds the taps of every flow instance and records what to start.
+struct EmuFactory {
+    outbox: Rc<RefCell<Outbox>>,
+    plans: Vec<Plan>,
+    taps: Vec<(u32, u16, AgentId)>,
+    /// (host, port) pairs the QUIC servers listen on.
+    servers: BTreeSet<(usize, u16)>,
+}
+
+impl EmuFactory {
+    fn tap(
+        &mut self,
+        ctx: &mut BuildContext<'_>,
+        host: usize,
+        port: u16,
+        flow: usize,
+        instance: u32,
+        app: Option<Arc<udpgen::Shared>>,
+    ) -> Result<(), SimError> {
+        let id = ctx.add_raw_agent(
+            host,
+            flow,
+            instance,
+            Box::new(Tap {
+                host: host as u32,
+                outbox: self.outbox.clone(),
+                app,
+            }),
+            false,
+        )?;
+        self.taps.push((host as u32, port, id));
+        Ok(())
+    }
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl AgentFactory for EmuFactory {
+    fn build(
+        &mut self,
+        ctx: &mut BuildContext<'_>,
+        flow: usize,
+        instance: usize,
+    ) -> Result<bool, SimError> {
+        let scenario = ctx.scenario();
+        let Some(f) = scenario.flows.get(flow) else {
+            return Ok(false);
+        };
+        let Some(inst) = f.instances.get(instance) else {
+            return Ok(false);
+        };
+        let paths: Vec<(IpAddr, IpAddr)> = inst.paths.iter().map(|p| (p.local, p.remote)).collect();
+        let (from, to, idx) = (inst.from, inst.to, inst.index);
+        let start = nanos(inst.start);
+        let stop = inst.stop.map(nanos);
+        match &f.kind {
+            FlowKind::Quic(q) => {
+                let mut port = q.port;
+                while self.servers.contains(&(to, port)) {
+                    port = port
+                        .checked_add(1)
+                        .ok_or_else(|| SimError::Build(format!("host #{to} ran out of ports")))?;
+                }
+                self.servers.insert((to, port));
+                let app = Arc::new(udpgen::Shared::default());
+                self.tap(ctx, from, port, flow, idx, Some(app.clone()))?;
+                self.tap(ctx, to, port, flow, idx, None)?;
+                self.plans.push(Plan::Quic {
+                    flow,
+                    instance: idx,
+                    from,
+                    to,
+                    port,
+                    paths,
+                    q: q.clone(),
+                    start,
+                    stop,
+                    app,
+                });
+            }
+            FlowKind::Command(c) => {
+                let port = c.port.unwrap_or(0);
+                self.tap(ctx, from, port, flow, idx, None)?;
+                if to != from {
+                    self.tap(ctx, to, port, flow, idx, None)?;
+                }
+                self.plans.push(Plan::Command {
+                    flow,
+                    instance: idx,
+                    from,
+                    to,
+                    command: c.command.clone(),
+                    paths,
+                    start,
+                    stop,
+                });
+            }
+            _ => {
+                let Some(pair) = polypath_sim::udp_agents(ctx, flow, instance)? else {
+                    return Ok(false);
+                };
+                let app = Arc::new(udpgen::Shared::default());
+                self.tap(ctx, from, pair.sender_port, flow, idx, Some(app.clone()))?;
+                self.tap(ctx, to, pair.receiver_port, flow, idx, None)?;
+                self.plans.push(Plan::Udp {
+                    from,
+                    to,
+                    pair,
+                    app,
+                });
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Replaces the placeholders of a command line.
+fn substitute(
+    scenario: &Scenario,
+    field: &str,
+    text: &str,
+    vars: &[(&str, String)],
+) -> Result<String, EmuError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            return Err(scenario.error_at(field, "a `{` without its `}`").into());
+        };
+        let name = &rest[open + 1..open + close];
+        let value = if let Some(spec) = name.strip_prefix("addr:") {
+            let (host, iface) = match spec.split_once('.') {
+                Some((h, i)) => (h, Some(i)),
+                None => (spec, None),
+            };
+            let h = scenario.hosts.iter().find(|h| h.name == host);
+            let addr = h.and_then(|h| match iface {
+                Some(i) => h.interfaces.iter().find(|x| x.name == i).map(|x| x.addr),
+                None => h.interfaces.first().map(|x| x.addr),
+            });
+            addr.map(|a| a.to_string()).ok_or_else(|| {
+                EmuError::from(
+                    scenario.error_at(field, format!("`{{{name}}}`: no such host or interface")),
+                )
+            })?
+        } else {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| {
+                    EmuError::from(scenario.error_at(
+                        field,
+                        format!(
+                            "unknown placeholder `{{{name}}}` (known: {{out}}, {{from}}, \
+                             {{to}}, {{local}}, {{remote}}, {{polypath}}, {{addr:HOST}}, \
+                             {{addr:HOST.IFACE}})"
+                        ),
+                    ))
+                })?
+        };
+        out.push_str(&value);
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A pcap file (raw IP link type, nanosecond timestamps).
+struct Pcap {
+    out: BufWriter<File>,
+}
+
+impl Pcap {
+    fn create(path: &Path) -> Result<Pcap, EmuError> {
+        let f = File::create(path).map_err(|e| EmuError::io(path, e))?;
+        let mut out = BufWriter::new(f);
+        let mut h = Vec::with_capacity(24);
+        h.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+        h.extend_from_slice(&2u16.to_le_bytes());
+        h.extend_from_slice(&4u16.to_le_bytes());
+        h.extend_from_slice(&0i32.to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&65535u32.to_le_bytes());
+        h.extend_from_slice(&101u32.to_le_bytes());
+        out.write_all(&h).map_err(|e| EmuError::io(path, e))?;
+        Ok(Pcap { out })
+    }
+
+    fn write(&mut self, t_ns: u64, packet: &[u8]) {
+        let mut h = [0u8; 16];
+        h[0..4].copy_from_slice(&((t_ns / 1_000_000_000) as u32).to_le_bytes());
+        h[4..8].copy_from_slice(&((t_ns % 1_000_000_000) as u32).to_le_bytes());
+        h[8..12].copy_from_slice(&(packet.len() as u32).to_le_bytes());
+        h[12..16].copy_from_slice(&(packet.len() as u32).to_le_bytes());
+        let _ = self.out.write_all(&h);
+        let _ = self.out.write_all(packet);
+    }
+}
+
+/// Emulates a loaded scenario.
+pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport, EmuError> {
+    ns::available().map_err(EmuError::Setup)?;
+    check(scenario)?;
+    // What killed runs left behind.
+    ns::clean()?;
+    let lock = RunLock::acquire()?;
+    let out_dir = opts.out_dir.clone();
+    let work = out_dir.clone().unwrap_or_else(|| lock.dir.join("out"));
+    let procs_dir = work.join("procs");
+    std::fs::create_dir_all(&procs_dir).map_err(|e| EmuError::io(&procs_dir, e))?;
+    let polypath = match &opts.polypath_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| EmuError::Setup(format!("cannot find the polypath binary: {e}")))?,
+    };
+
+    // The model, with a tap per flow end instead of the simulator's agents.
+    let outbox = Rc::new(RefCell::new(Outbox::default()));
+    let mut factory = EmuFactory {
+        outbox: outbox.clone(),
+        plans: Vec::new(),
+        taps: Vec::new(),
+        servers: BTreeSet::new(),
+    };
+    let sim_opts = RunOptions {
+        seed: opts.seed,
+        out_dir: out_dir.clone(),
+        progress: false,
+        events: opts.events.clone(),
+    };
+    let mut sim = polypath_sim::prepare(
+        scenario,
+        &sim_opts,
+        Hooks {
+            agents: Some(&mut factory),
+            sources: Vec::new(),
+        },
+    )?;
+    sim.set_stop_when_done(false);
+    let mut other_name = "other".to_string();
+    while scenario.flows.iter().any(|f| f.name == other_name) {
+        other_name.insert(0, '_');
+    }
+    let other = sim.add_flow(&other_name, "other");
+    let mut catch_all = Vec::with_capacity(scenario.hosts.len());
+    for h in 0..scenario.hosts.len() {
+        catch_all.push(sim.add_raw_agent(
+            h,
+            other,
+            0,
+            Box::new(Tap {
+                host: h as u32,
+                outbox: outbox.clone(),
+                app: None,
+            }),
+            true,
+        )?);
+    }
+    let mut classifier = Classifier::new(catch_all);
+    for (h, p, id) in &factory.taps {
+        classifier.add(*h, *p, *id);
+    }
+
+    // The testbed.
+    let hosts = testbed::build(scenario, &lock, 1500)?;
+    testbed::setup_mptcp(&hosts)?;
+    let mut feeds = Vec::with_capacity(hosts.len());
+    for (i, _) in hosts.iter().enumerate() {
+        feeds.push(Feed::bind(&lock.dir.join(format!("h{i}.sock")))?);
+    }
+    let mut pcaps: Vec<Vec<Option<(Pcap, Pcap)>>> = Vec::new();
+    if opts.pcap {
+        let dir = work.join("pcap");
+        std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&dir, e))?;
+        for h in &hosts {
+            let mut v = Vec::new();
+            for i in &h.ifaces {
+                v.push(match i {
+                    Some(i) => Some((
+                        Pcap::create(&dir.join(format!("{}-{}-tx.pcap", h.name, i.dev)))?,
+                        Pcap::create(&dir.join(format!("{}-{}-rx.pcap", h.name, i.dev)))?,
+                    )),
+                    None => None,
+                });
+            }
+            pcaps.push(v);
+        }
+    }
+
+    // Processes and generators.
+    let t0 = Instant::now();
+    let epoch_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(nanos)
+        .unwrap_or(0);
+    let stop_gens = Arc::new(AtomicBool::new(false));
+    let mut procs: Vec<Proc> = Vec::new();
+    let mut gens: Vec<(Arc<udpgen::Shared>, std::thread::JoinHandle<()>)> = Vec::new();
+    let out_abs = std::fs::canonicalize(&work).unwrap_or(work.clone());
+    for plan in std::mem::take(&mut factory.plans) {
+        match plan {
+            Plan::Udp {
+                from,
+                to,
+                pair,
+                app,
+            } => {
+                let addrs = |h: usize| -> Vec<IpAddr> {
+                    hosts[h].ifaces.iter().flatten().map(|i| i.addr).collect()
+                };
+                let recv_shared = Arc::new(udpgen::Shared::default());
+                let r = udpgen::spawn(
+                    hosts[to].ns.raw_fd(),
+                    addrs(to),
+                    pair.receiver_port,
+                    pair.receiver,
+                    false,
+                    t0,
+                    stop_gens.clone(),
+                    recv_shared.clone(),
+                );
+                gens.push((recv_shared, r));
+                let s = udpgen::spawn(
+                    hosts[from].ns.raw_fd(),
+                    addrs(from),
+                    pair.sender_port,
+                    pair.sender,
+                    true,
+                    t0,
+                    stop_gens.clone(),
+                    app.clone(),
+                );
+                gens.push((app, s));
+            }
+            Plan::Command {
+                flow,
+                instance,
+                from,
+                to,
+                command,
+                paths,
+                start,
+                stop,
+            } => {
+                let f = &scenario.flows[flow];
+                let vars = [
+                    ("out", out_abs.display().to_string()),
+                    ("from", scenario.hosts[from].name.clone()),
+                    ("to", scenario.hosts[to].name.clone()),
+                    (
+                        "local",
+                        paths.first().map(|p| p.0.to_string()).unwrap_or_default(),
+                    ),
+                    (
+                        "remote",
+                        paths.first().map(|p| p.1.to_string()).unwrap_or_default(),
+                    ),
+                    ("polypath", polypath.display().to_string()),
+                ];
+                let line = substitute(scenario, &format!("flow[{flow}].command"), &command, &vars)?;
+                let stem = procs_dir.join(format!("{}-{instance}", f.name));
+                let report = ProcessReport {
+                    flow: f.name.clone(),
+                    instance,
+                    role: Role::Command,
+                    host: scenario.hosts[from].name.clone(),
+                    command: line.clone(),
+                    started_s: None,
+                    ended_s: None,
+                    exit_code: None,
+                    signal: None,
+                    stopped_by_emulator: false,
+                    stdout: format!("{}.stdout", stem.display()),
+                    stderr: format!("{}.stderr", stem.display()),
+                };
+                procs.push(Proc::new(
+                    report,
+                    vec!["sh".into(), "-c".into(), line],
+                    vec![(FEED_ENV.to_string(), feeds[from].path.display().to_string())],
+                    hosts[from].ns.raw_fd(),
+                    start,
+                    stop,
+                ));
+            }
+            Plan::Quic {
+                flow,
+                instance,
+                from,
+                to,
+                port,
+                paths,
+                q,
+                start,
+                stop,
+                app,
+            } => {
+                let f = &scenario.flows[flow];
+                let args = quic_args(scenario, flow, &q)?;
+                let stem = procs_dir.join(format!("{}-{instance}", f.name));
+                let cert = format!("{}-cert.pem", stem.display());
+                let bin = polypath.display().to_string();
+                let mut server = vec![
+                    bin.clone(),
+                    "server".into(),
+                    "--listen".into(),
+                    SocketAddr::new(unspecified(paths.first().map(|p| p.1)), port).to_string(),
+                    "--cert-out".into(),
+                    cert.clone(),
+                    "--once".into(),
+                ];
+                server.extend(args.common.iter().cloned());
+                let mut client = vec![
+                    bin,
+                    "client".into(),
+                    "--connect".into(),
+                    SocketAddr::new(
+                        paths
+                            .first()
+                            .map(|p| p.1)
+                            .unwrap_or(IpAddr::from([0, 0, 0, 0])),
+                        port,
+                    )
+                    .to_string(),
+                    "--pin".into(),
+                    cert,
+                    "--size".into(),
+                    q.bytes.to_string(),
+                ];
+                if q.direction == TransferDirection::Download {
+                    client.push("--download".into());
+                }
+                for (local, _) in &paths {
+                    client.extend([
+                        "--local".to_string(),
+                        SocketAddr::new(*local, 0).to_string(),
+                    ]);
+                }
+                client.extend(args.common.iter().cloned());
+                client.extend(args.client.iter().cloned());
+                if args.qlog {
+                    let qlog = out_abs.join("qlog");
+                    client.extend(["--qlog".to_string(), qlog.display().to_string()]);
+                    server.extend(["--qlog".to_string(), qlog.display().to_string()]);
+                }
+                let report =
+                    |role: Role, host: usize, argv: &[String], suffix: &str| ProcessReport {
+                        flow: f.name.clone(),
+                        instance,
+                        role,
+                        host: scenario.hosts[host].name.clone(),
+                        command: argv.join(" "),
+                        started_s: None,
+                        ended_s: None,
+                        exit_code: None,
+                        signal: None,
+                        stopped_by_emulator: false,
+                        stdout: format!("{}-{suffix}.stdout", stem.display()),
+                        stderr: format!("{}-{suffix}.stderr", stem.display()),
+                    };
+                let server_report = report(Role::QuicServer, to, &server, "server");
+                let listening = PathBuf::from(&server_report.stdout);
+                procs.push(Proc::new(
+                    server_report,
+                    server,
+                    vec![(FEED_ENV.to_string(), feeds[to].path.display().to_string())],
+                    hosts[to].ns.raw_fd(),
+                    0,
+                    None,
+                ));
+                let mut c = Proc::new(
+                    report(Role::QuicClient, from, &client, "client"),
+                    client,
+                    vec![(FEED_ENV.to_string(), feeds[from].path.display().to_string())],
+                    hosts[from].ns.raw_fd(),
+                    start,
+                    stop,
+                );
+                c.after = Some(listening);
+                c.app = Some((app, q.bytes));
+                procs.push(c);
+            }
+        }
+    }
+
+    // The loop.
+    let _signals = SignalGuard::install();
+    let realtime_priority = rt::tune_thread(true);
+    let cpu0 = rt::thread_cpu_s();
+    let ns_now = || nanos(t0.elapsed());
+    sim.start();
+    let mut lateness = Lateness::new();
+    let (mut packets_in, mut packets_out, mut refused) = (0u64, 0u64, 0u64);
+    let mut buf = vec![0u8; 65536];
+    let mut next_housekeeping = 0u64;
+    let mut next_progress = 1_000_000_000u64;
+    let mut oversleep_ns = 0.0f64;
+    let mut pfds: Vec<libc::pollfd> = hosts
+        .iter()
+        .flat_map(|h| h.ifaces.iter().flatten())
+        .map(|i| libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&i.tun),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let finite = procs.iter().filter(|p| !p.is_daemon()).count() + gens.len() / 2;
+    let mut stopped_by: Option<String> = None;
+    let mut loop_error: Option<EmuError> = None;
+    let stop_reason = 'run: loop {
+        let now = ns_now();
+        match sim.advance(now) {
+            Ok(Some(r)) => {
+                stopped_by = Some("duration".into());
+                break 'run r;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                loop_error = Some(e.into());
+                break 'run StopReason::Idle;
+            }
+        }
+        // Deliveries and link events.
+        let mut ob = outbox.borrow_mut();
+        if !ob.deliveries.is_empty() {
+            for d in ob.deliveries.drain(..) {
+                let Some(h) = hosts.get(d.host as usize) else {
+                    continue;
+                };
+                let Some((k, iface)) = h.iface_for(d.dst) else {
+                    continue;
+                };
+                match rt::write_packet(&iface.tun, &d.packet) {
+                    Ok(true) => {
+                        let w = ns_now();
+                        lateness.add(w.saturating_sub(d.due));
+                        packets_out += 1;
+                        if let Some(Some((_, rx))) =
+                            pcaps.get_mut(d.host as usize).and_then(|v| v.get_mut(k))
+                        {
+                            rx.write(epoch_ns + w, &d.packet);
+                        }
+                    }
+                    Ok(false) => refused += 1,
+                    Err(e) => {
+                        loop_error = Some(EmuError::Setup(format!(
+                            "writing to {} of host `{}`: {e}",
+                            iface.dev, h.name
+                        )));
+                        break 'run StopReason::Idle;
+                    }
+                }
+            }
+        }
+        for (host, ev) in ob.events.drain(..) {
+            if let Some(f) = feeds.get_mut(host as usize) {
+                f.send(&ev);
+            }
+        }
+        drop(ob);
+        // Packets the hosts sent.
+        let mut got = 0usize;
+        for (hi, h) in hosts.iter().enumerate() {
+            for (k, iface) in h.ifaces.iter().enumerate() {
+                let Some(iface) = iface else { continue };
+                let mut pcap = pcaps
+                    .get_mut(hi)
+                    .and_then(|v| v.get_mut(k))
+                    .and_then(Option::as_mut);
+                let read = rt::read_packets(&iface.tun, &mut buf, 64, |pkt| {
+                    let Some(hd) = packet::parse(pkt) else {
+                        return;
+                    };
+                    let t = ns_now();
+                    if let Err(e) = sim.advance(t) {
+                        loop_error.get_or_insert(e.into());
+                        return;
+                    }
+                    if let Some((tx, _)) = pcap.as_mut() {
+                        tx.write(epoch_ns + t, pkt);
+                    }
+                    if let Some(tap) = classifier.tap(hi as u32, hd.src, hd.dst) {
+                        sim.inject(
+                            tap,
+                            Datagram {
+                                src: hd.src,
+                                dst: hd.dst,
+                                payload: bytes::Bytes::copy_from_slice(pkt),
+                            },
+                        );
+                    }
+                });
+                match read {
+                    Ok(n) => got += n,
+                    Err(e) => {
+                        loop_error = Some(EmuError::Setup(format!(
+                            "reading from {} of host `{}`: {e}",
+                            iface.dev, h.name
+                        )));
+                        break 'run StopReason::Idle;
+                    }
+                }
+            }
+        }
+        packets_in += got as u64;
+        if loop_error.is_some() {
+            break 'run StopReason::Idle;
+        }
+        let now = ns_now();
+        if now >= next_housekeeping {
+            next_housekeeping = now + HOUSEKEEPING_NS;
+            for p in &mut procs {
+                if let Err(e) = p.poll(now) {
+                    loop_error = Some(e);
+                    break 'run StopReason::Idle;
+                }
+            }
+            for f in &mut feeds {
+                f.poll();
+            }
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                stopped_by = Some("interrupted".into());
+                break 'run StopReason::Done;
+            }
+            let finished = procs
+                .iter()
+                .filter(|p| !p.is_daemon() && p.finished)
+                .count()
+                + gens
+                    .iter()
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|g| g.0.done.load(Ordering::Relaxed))
+                    .count();
+            if scenario.sim.stop_when_done && finite > 0 && finished == finite {
+                stopped_by = Some("done".into());
+                break 'run StopReason::Done;
+            }
+            if opts.progress && now >= next_progress {
+                next_progress += 1_000_000_000;
+                let l = lateness.report();
+                eprintln!(
+                    "emu: {:.0}/{:.0} s, {} packets in, {} out, late p99 {:.0} us, max {:.0} us",
+                    now as f64 / 1e9,
+                    scenario.sim.duration.as_secs_f64(),
+                    packets_in,
+                    packets_out,
+                    l.p99_us,
+                    l.max_us
+                );
+            }
+        }
+        if got > 0 {
+            continue;
+        }
+        // Sleep until the next event, a packet, or the next housekeeping.
+        let now = ns_now();
+        let until = sim
+            .next_event_at()
+            .unwrap_or(u64::MAX)
+            .min(next_housekeeping);
+        let wait = until.saturating_sub(now);
+        if wait == 0 {
+            continue;
+        }
+        // Wake early by what the kernel's wakeups have been late lately, then check the
+        // devices without sleeping until the event is due: timer wakeups on a busy or
+        // virtual machine come tens to hundreds of microseconds late.
+        let sleep = wait.saturating_sub(oversleep_ns as u64);
+        let ts = libc::timespec {
+            tv_sec: (sleep / 1_000_000_000) as libc::time_t,
+            tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
+        };
+        let asked = now + sleep;
+        // SAFETY: pfds is a valid array of pollfd for its length.
+        let n = unsafe {
+            libc::ppoll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if n == 0 && sleep > 0 {
+            let late = ns_now().saturating_sub(asked) as f64;
+            oversleep_ns = (0.9 * oversleep_ns + 0.1 * late).min(MAX_EARLY_WAKE_NS);
+        }
+    };
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = rt::thread_cpu_s() - cpu0;
+    // SAFETY: back to normal scheduling for the rest of this thread's life.
+    unsafe {
+        let p = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &p);
+    }
+    let end = ns_now();
+    for p in &mut procs {
+        p.kill_and_reap(end);
+    }
+    stop_gens.store(true, Ordering::SeqCst);
+    for (_, g) in gens {
+        let _ = g.join();
+    }
+    if let Some(e) = loop_error {
+        return Err(e);
+    }
+    // Client completions, as records of the flow's tap.
+    for p in &procs {
+        p.record_completion();
+    }
+    // Let the taps report them: one more sample.
+    sim.finish()?;
+    let summary = sim.summary(stop_reason);
+    let lat = lateness.report();
+    let mut warnings = Vec::new();
+    let share = if wall > 0.0 { cpu / wall } else { 0.0 };
+    if lat.p99_us > OVERLOAD_P99_US {
+        warnings.push(format!(
+            "packets reached their host up to {:.0} us late at the 99th percentile (max {:.0} \
+             us): the machine could not keep up with the model's schedule",
+            lat.p99_us, lat.max_us
+        ));
+    }
+    if share > OVERLOAD_CPU {
+        warnings.push(format!(
+            "the engine used {:.0} % of a core: it was the bottleneck",
+            share * 100.0
+        ));
+    }
+    if refused > 0 {
+        warnings.push(format!(
+            "{refused} packets were refused by a host's device queue"
+        ));
+    }
+    for w in &warnings {
+        eprintln!("emu: warning: {w}");
+    }
+    let realtime = Realtime {
+        wall_s: wall,
+        stopped_by: stopped_by.unwrap_or_else(|| "duration".into()),
+        lateness: lat,
+        engine_cpu_share: share,
+        realtime_priority,
+        packets_in,
+        packets_out,
+        packets_refused: refused,
+        feed_events: feeds.iter().map(|f| f.delivered).sum(),
+        feed_events_unheard: feeds.iter().map(|f| f.unheard).sum(),
+        overloaded: !warnings.is_empty(),
+        warnings,
+    };
+    let emu_summary = EmuSummary {
+        sim: summary,
+        realtime,
+        processes: procs.iter().map(|p| p.report.clone()).collect(),
+    };
+    let (output_hash, _) = polypath_sim::write_outputs(&mut sim, out_dir.as_deref(), &emu_summary)?;
+    drop(pcaps);
+    drop(feeds);
+    drop(hosts);
+    drop(lock);
+    Ok(EmuReport {
+        summary: emu_summary,
+        output_hash,
+        out_dir,
+    })
+}
+
+fn unspecified(like: Option<IpAddr>) -> IpAddr {
+    match like {
+        Some(IpAddr::V6(_)) => IpAddr::from([0u16; 8]),
+        _ => IpAddr::from([0u8; 4]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders() {
+        let sc = Scenario::parse(
+            r#"
+[sim]
+duration = "1s"
+[[host]]
+name = "a"
+interfaces = [{ name = "x", addr = "10.0.0.1", link = "l", side = "a" }]
+[[host]]
+name = "b"
+interfaces = [{ name = "y", addr = "10.0.0.2", link = "l", side = "b" }]
+[[link]]
+name = "l"
+rate = "10Mbit/s"
+"#,
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let vars = [("out", "/o".to_string())];
+        assert_eq!(
+            substitute(&sc, "f", "ping {addr:b} > {out}/x {addr:a.x}", &vars).unwrap(),
+            "ping 10.0.0.2 > /o/x 10.0.0.1"
+        );
+        let e = substitute(&sc, "flow[0].command", "{nope}", &vars).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown placeholder `{nope}`"),
+            "{e}"
+        );
+        assert!(substitute(&sc, "f", "{addr:c}", &vars).is_err());
+        assert!(substitute(&sc, "f", "{out", &vars).is_err());
+    }
+}
