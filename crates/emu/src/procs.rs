@@ -246,7 +246,11 @@ impl Proc {
     pub fn kill_and_reap(&mut self, now: u64) {
         if let Some(mut child) = self.child.take() {
             let pgid = child.id() as i32;
-            self.terminate();
+            self.report.stopped_by_emulator = true;
+            // SAFETY: signalling the process group we created.
+            unsafe {
+                libc::kill(-pgid, libc::SIGTERM);
+            }
             let deadline = Instant::now() + Duration::from_secs(2);
             let status = loop {
                 match child.try_wait() {

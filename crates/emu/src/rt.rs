@@ -48,6 +48,9 @@ pub(crate) struct Tap {
     /// Application counters and completions of the flow's generator or client, reported
     /// as this agent's.
     pub app: Option<Arc<udpgen::Shared>>,
+    /// Passes the host's link events to its feed (the host's catch-all tap only, so each
+    /// event is fed once).
+    pub feeds_events: bool,
 }
 
 impl Agent for Tap {
@@ -90,6 +93,9 @@ impl Agent for Tap {
     }
 
     fn handle_link_event(&mut self, _now: SimTime, event: &LinkEvent, local: Option<IpAddr>) {
+        if !self.feeds_events {
+            return;
+        }
         self.outbox.borrow_mut().events.push((
             self.host,
             FeedEvent {

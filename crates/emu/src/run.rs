@@ -326,7 +326,8 @@ enum Plan {
         from: usize,
         to: usize,
         pair: UdpPair,
-        app: Arc<udpgen::Shared>,
+        sender: Arc<udpgen::Shared>,
+        receiver: Arc<udpgen::Shared>,
     },
     Command {
         flow: usize,
@@ -367,6 +368,7 @@ impl EmuFactory {
                 host: host as u32,
                 outbox: self.outbox.clone(),
                 app,
+                feeds_events: false,
             }),
             false,
         )?;
@@ -443,14 +445,23 @@ impl AgentFactory for EmuFactory {
                 let Some(pair) = polypath_sim::udp_agents(ctx, flow, instance)? else {
                     return Ok(false);
                 };
-                let app = Arc::new(udpgen::Shared::default());
-                self.tap(ctx, from, pair.sender_port, flow, idx, Some(app.clone()))?;
-                self.tap(ctx, to, pair.receiver_port, flow, idx, None)?;
+                let sender = Arc::new(udpgen::Shared::default());
+                let receiver = Arc::new(udpgen::Shared::default());
+                self.tap(ctx, from, pair.sender_port, flow, idx, Some(sender.clone()))?;
+                self.tap(
+                    ctx,
+                    to,
+                    pair.receiver_port,
+                    flow,
+                    idx,
+                    Some(receiver.clone()),
+                )?;
                 self.plans.push(Plan::Udp {
                     from,
                     to,
                     pair,
-                    app,
+                    sender,
+                    receiver,
                 });
             }
         }
@@ -597,6 +608,7 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                 host: h as u32,
                 outbox: outbox.clone(),
                 app: None,
+                feeds_events: true,
             }),
             true,
         )?);
@@ -648,12 +660,12 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                 from,
                 to,
                 pair,
-                app,
+                sender,
+                receiver,
             } => {
                 let addrs = |h: usize| -> Vec<IpAddr> {
                     hosts[h].ifaces.iter().flatten().map(|i| i.addr).collect()
                 };
-                let recv_shared = Arc::new(udpgen::Shared::default());
                 let r = udpgen::spawn(
                     hosts[to].ns.raw_fd(),
                     addrs(to),
@@ -662,9 +674,9 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     false,
                     t0,
                     stop_gens.clone(),
-                    recv_shared.clone(),
+                    receiver.clone(),
                 );
-                gens.push((recv_shared, r));
+                gens.push((receiver, r));
                 let s = udpgen::spawn(
                     hosts[from].ns.raw_fd(),
                     addrs(from),
@@ -673,9 +685,9 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     true,
                     t0,
                     stop_gens.clone(),
-                    app.clone(),
+                    sender.clone(),
                 );
-                gens.push((app, s));
+                gens.push((sender, s));
             }
             Plan::Command {
                 flow,
