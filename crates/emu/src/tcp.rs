@@ -347,6 +347,19 @@ impl Meter {
         now >= self.next
     }
 
+    /// Closes the last interval, unless an interval just closed and nothing came since.
+    fn finish(
+        &mut self,
+        now: Instant,
+        total: u64,
+        info: Option<&TcpInfo>,
+        on_interval: &mut dyn FnMut(&Interval),
+    ) {
+        if total > self.last_bytes || self.intervals.is_empty() {
+            self.close(now, total, info, on_interval);
+        }
+    }
+
     /// Closes the interval ending `now` with `total` bytes so far.
     fn close(
         &mut self,
@@ -467,17 +480,17 @@ pub fn send_with(
     let mut sent: u64 = 0;
     loop {
         let now = Instant::now();
-        if meter.due(now) {
-            let info = TcpInfo::read(fd).ok();
-            watch.sample(&socket, config.mptcp);
-            meter.close(now, sent, info.as_ref(), on_interval);
-        }
         let want = match config.amount {
             Amount::Bytes(total) => (total - sent).min(WRITE_CHUNK as u64) as usize,
             Amount::Time(_) => WRITE_CHUNK,
         };
         if want == 0 || deadline.is_some_and(|d| now >= d) {
             break;
+        }
+        if meter.due(now) {
+            let info = TcpInfo::read(fd).ok();
+            watch.sample(&socket, config.mptcp);
+            meter.close(now, sent, info.as_ref(), on_interval);
         }
         let offset = (sent % PATTERN_PERIOD as u64) as usize;
         match (&socket).write(&buf[offset..offset + want]) {
@@ -501,7 +514,7 @@ pub fn send_with(
     // What the connection looked like while it was still sending.
     let sending_info = TcpInfo::read(fd).ok();
     watch.sample(&socket, config.mptcp);
-    meter.close(Instant::now(), sent, sending_info.as_ref(), on_interval);
+    meter.finish(Instant::now(), sent, sending_info.as_ref(), on_interval);
     socket
         .shutdown(Shutdown::Write)
         .map_err(io_error(format!("shut down the write side to {peer}")))?;
@@ -652,7 +665,7 @@ pub fn recv_one_with(
         }
     }
     let end = Instant::now();
-    meter.close(end, received, None, on_interval);
+    meter.finish(end, received, None, on_interval);
     let seconds = end.duration_since(start).as_secs_f64();
     watch.sample(&socket, listener.mptcp);
     let cc = sockopt::congestion(fd).ok();
@@ -753,6 +766,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn meter_intervals_add_up_and_skip_an_empty_tail() {
+        let start = Instant::now();
+        let step = Duration::from_millis(100);
+        let mut meter = Meter::new(start, step);
+        let mut seen = 0;
+        let mut count = |_: &Interval| seen += 1;
+        assert!(!meter.due(start));
+        assert!(meter.due(start + step));
+        meter.close(start + step, 1000, None, &mut count);
+        meter.close(start + 2 * step, 3000, None, &mut count);
+        // Nothing since the last interval: no empty tail.
+        meter.finish(start + 2 * step, 3000, None, &mut count);
+        assert_eq!(meter.intervals.len(), 2);
+        meter.finish(start + 3 * step, 3500, None, &mut count);
+        assert_eq!(seen, 3);
+        let bytes: Vec<u64> = meter.intervals.iter().map(|i| i.bytes).collect();
+        assert_eq!(bytes, [1000, 2000, 500]);
+        assert!((meter.intervals[1].goodput_mbps - 0.16).abs() < 1e-9);
+        // A transfer shorter than one interval still has one.
+        let mut short = Meter::new(start, step);
+        short.finish(start + step / 2, 0, None, &mut |_| {});
+        assert_eq!(short.intervals.len(), 1);
     }
 
     #[test]
