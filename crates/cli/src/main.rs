@@ -9,12 +9,18 @@
 //!                 [--pin FILE | --ca FILE | --insecure]
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
+//! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
+//!                   [--json] [--csv FILE]
+//! polypath tcp send --connect ADDR:PORT [--bind ADDR] [--bytes N | --time DURATION]
+//!                   [--mptcp] [--cc NAME] [--interval 1s] [--json] [--csv FILE]
 //! ```
 //!
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
 //! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`),
 //! `--weights-at TIME=LIST` (new weights at a time of a running connection) and
-//! `--qlog DIR`. `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
+//! `--qlog DIR`. `tcp` is kernel TCP or MPTCP (`--mptcp`), not polypath's own transport: the
+//! emulator's iperf3-like bulk tool, with the kernel congestion controller `--cc NAME`.
+//! `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
 //!
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 
@@ -25,6 +31,7 @@ mod relay;
 mod server;
 mod setup;
 mod sim;
+mod tcp;
 mod transfer;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +63,9 @@ enum Command {
     Bench(bench::BenchCommand),
     /// A UDP relay that drops datagrams at random (seeded), for loss on loopback.
     Relay(relay::RelayArgs),
+    /// Kernel TCP / MPTCP bulk transfers, iperf3-like: goodput, RTT, cwnd, retransmissions.
+    #[command(subcommand)]
+    Tcp(tcp::TcpCommand),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +84,7 @@ fn main() -> ExitCode {
         Command::Client(args) => client::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Relay(args) => relay::run(args),
+        Command::Tcp(cmd) => tcp::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -39,6 +39,7 @@ mod packet;
 mod procs;
 mod rt;
 mod run;
+pub mod tcp;
 mod testbed;
 mod udpgen;
 
