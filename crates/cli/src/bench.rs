@@ -30,6 +30,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 pub enum BenchCommand {
     /// polypath vs noq over loopback UDP (and polypath over two loopback paths).
     Loopback(LoopbackArgs),
+    /// Kernel TCP goodput through the real-time emulator: one unconstrained link, then two
+    /// at once (needs root).
+    Emu(crate::bench_emu::EmuBenchArgs),
 }
 
 /// `polypath bench loopback`.
@@ -96,6 +99,7 @@ struct LoopbackReport {
 /// Runs a benchmark command.
 pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
+        BenchCommand::Emu(args) => crate::bench_emu::run(args),
         BenchCommand::Loopback(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

@@ -8,6 +8,7 @@
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
 //!                 [--pin FILE | --ca FILE | --insecure]
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
+//! polypath bench emu [--seconds N] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
@@ -25,6 +26,7 @@
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 
 mod bench;
+mod bench_emu;
 mod client;
 mod emu;
 mod relay;

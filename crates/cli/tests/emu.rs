@@ -92,9 +92,12 @@ fn link_summary<'a>(report: &'a EmuReport, link: &str, dir: &str) -> &'a polypat
         .unwrap()
 }
 
+/// The JSON report a process printed last (after any `listening on` line).
 fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text}", path.display()))
+    let start = text.find('{').unwrap_or(0);
+    serde_json::from_str(&text[start..])
+        .unwrap_or_else(|e| panic!("{}: {e}: {text}", path.display()))
 }
 
 #[test]
@@ -318,5 +321,140 @@ fn refuses_what_it_cannot_honour() {
         msg.contains("scenario.toml:") && msg.contains("link[0].rate"),
         "{msg}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `polypath tcp` receiver on `to` and a sender on `from` (after 0.3 s), flow `tcp`.
+fn tcp_flows(from: &str, to: &str, recv_args: &str, send_args: &str) -> String {
+    format!(
+        r#"
+[[flow]]
+name = "tcp"
+kind = "command"
+from = "{to}"
+to = "{from}"
+port = 5201
+command = "{{polypath}} tcp recv --listen {{addr:{to}}}:5201 --once {recv_args} --json > {{out}}/recv.json"
+
+[[flow]]
+name = "tcp-send"
+kind = "command"
+from = "{from}"
+to = "{to}"
+port = 5201
+start = "300ms"
+command = "{{polypath}} tcp send --connect {{addr:{to}}}:5201 {send_args} --json > {{out}}/send.json"
+"#
+    )
+}
+
+/// Mean delivered rate of link `link` direction `dir` over `[from_s, to_s)`, from
+/// `links.csv`.
+fn link_rate(dir_out: &Path, link: &str, dir: &str, from_s: f64, to_s: f64) -> f64 {
+    let text = std::fs::read_to_string(dir_out.join("links.csv")).unwrap();
+    let rates: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            (c[1] == link && c[2] == dir && t > from_s && t <= to_s)
+                .then(|| c[4].parse().ok())
+                .flatten()
+        })
+        .collect();
+    rates.iter().sum::<f64>() / rates.len().max(1) as f64
+}
+
+#[test]
+fn kernel_tcp_cubic_fills_a_one_bdp_link() {
+    let _g = serial();
+    if !can_emulate() {
+        return;
+    }
+    let dir = scratch("cubic");
+    let toml = two_hosts(
+        "20s",
+        "rate = \"100Mbit/s\"\ndelay = \"20ms\"\nqueue = \"1bdp\"",
+        &tcp_flows("a", "b", "", "--time 8s --cc cubic"),
+    );
+    let report = emulate(&dir, &toml);
+    let send = read_json(&dir.join("out/send.json"));
+    let recv = read_json(&dir.join("out/recv.json"));
+    let util = link_rate(&dir.join("out"), "l", "up", 2.0, 8.0) / 100.0;
+    eprintln!(
+        "kernel TCP {} over 100 Mbit/s, 20 ms, 1 BDP: link utilisation {:.1} % (2-8 s), \
+         receiver goodput {:.1} Mbit/s, {} retransmits, queue drops {}",
+        send["cc"],
+        util * 100.0,
+        recv["goodput_mbps"].as_f64().unwrap_or(0.0),
+        send["retransmits"],
+        link_summary(&report, "l", "up").drops_queue
+    );
+    assert_eq!(send["cc"], "cubic");
+    assert!(util >= 0.9, "utilisation {:.1} % < 90 %", util * 100.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn kernel_mptcp_aggregates_two_links() {
+    let _g = serial();
+    if !can_emulate() {
+        return;
+    }
+    let dir = scratch("mptcp");
+    let toml = format!(
+        r#"
+[sim]
+duration = "20s"
+[[host]]
+name = "a"
+interfaces = [
+  {{ name = "x1", addr = "10.1.0.1", link = "l1", side = "a" }},
+  {{ name = "x2", addr = "10.2.0.1", link = "l2", side = "a" }},
+]
+[[host]]
+name = "b"
+interfaces = [
+  {{ name = "y1", addr = "10.1.0.2", link = "l1", side = "b" }},
+  {{ name = "y2", addr = "10.2.0.2", link = "l2", side = "b" }},
+]
+[[link]]
+name = "l1"
+rate = "50Mbit/s"
+delay = "10ms"
+queue = "1bdp"
+[[link]]
+name = "l2"
+rate = "50Mbit/s"
+delay = "10ms"
+queue = "1bdp"
+{}
+"#,
+        tcp_flows("a", "b", "--mptcp", "--time 8s --mptcp")
+    );
+    let report = emulate(&dir, &toml);
+    let send = read_json(&dir.join("out/send.json"));
+    let recv = read_json(&dir.join("out/recv.json"));
+    let out = dir.join("out");
+    let (r1, r2) = (
+        link_rate(&out, "l1", "up", 2.0, 8.0),
+        link_rate(&out, "l2", "up", 2.0, 8.0),
+    );
+    eprintln!(
+        "kernel MPTCP over 2 x 50 Mbit/s: {r1:.1} + {r2:.1} = {:.1} Mbit/s on the links \
+         (2-8 s), receiver goodput {:.1} Mbit/s, {} subflows",
+        r1 + r2,
+        recv["goodput_mbps"].as_f64().unwrap_or(0.0),
+        send["subflows"]
+    );
+    assert!(
+        report
+            .summary
+            .processes
+            .iter()
+            .all(|p| p.exit_code == Some(0))
+    );
+    assert!(r1 + r2 >= 90.0, "aggregate {:.1} Mbit/s < 90", r1 + r2);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -35,8 +35,6 @@ pub const MAX_HOSTS: usize = 64;
 const OVERLOAD_P99_US: f64 = 1000.0;
 /// Engine CPU share above which a run is reported as overloaded.
 const OVERLOAD_CPU: f64 = 0.9;
-/// The most the engine wakes before an event to make up for late wakeups, ns.
-const MAX_EARLY_WAKE_NS: f64 = 300_000.0;
 /// How often processes, feeds and the end of the run are checked, ns.
 const HOUSEKEEPING_NS: u64 = 5_000_000;
 
@@ -850,7 +848,6 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
     let mut buf = vec![0u8; 65536];
     let mut next_housekeeping = 0u64;
     let mut next_progress = 1_000_000_000u64;
-    let mut oversleep_ns = 0.0f64;
     let mut pfds: Vec<libc::pollfd> = hosts
         .iter()
         .flat_map(|h| h.ifaces.iter().flatten())
@@ -1019,27 +1016,18 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
         if wait == 0 {
             continue;
         }
-        // Wake early by what the kernel's wakeups have been late lately, then check the
-        // devices without sleeping until the event is due: timer wakeups on a busy or
-        // virtual machine come tens to hundreds of microseconds late.
-        let sleep = wait.saturating_sub(oversleep_ns as u64);
         let ts = libc::timespec {
-            tv_sec: (sleep / 1_000_000_000) as libc::time_t,
-            tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
+            tv_sec: (wait / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait % 1_000_000_000) as libc::c_long,
         };
-        let asked = now + sleep;
         // SAFETY: pfds is a valid array of pollfd for its length.
-        let n = unsafe {
+        unsafe {
             libc::ppoll(
                 pfds.as_mut_ptr(),
                 pfds.len() as libc::nfds_t,
                 &ts,
                 std::ptr::null(),
-            )
-        };
-        if n == 0 && sleep > 0 {
-            let late = ns_now().saturating_sub(asked) as f64;
-            oversleep_ns = (0.9 * oversleep_ns + 0.1 * late).min(MAX_EARLY_WAKE_NS);
+            );
         }
     };
     let wall = t0.elapsed().as_secs_f64();
