@@ -458,3 +458,111 @@ queue = "1bdp"
     assert!(r1 + r2 >= 90.0, "aggregate {:.1} Mbit/s < 90", r1 + r2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn netns_list() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Starts `polypath emu run` on a scenario whose command sleeps, and waits until its
+/// namespaces exist; returns the child and the namespaces it made.
+fn start_sleeping_emulator(dir: &Path, before: &[String]) -> (std::process::Child, Vec<String>) {
+    let toml = two_hosts(
+        "60s",
+        "rate = \"10Mbit/s\"",
+        r#"
+[[flow]]
+name = "sleep"
+kind = "command"
+from = "a"
+to = "b"
+command = "sleep 60"
+"#,
+    );
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, toml).unwrap();
+    let child = std::process::Command::new(POLYPATH)
+        .args(["emu", "run", "--quiet"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let made: Vec<String> = netns_list()
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .collect();
+        // Both hosts' namespaces, and the command running in one of them.
+        let running = made.iter().any(|n| {
+            std::process::Command::new("ip")
+                .args(["netns", "pids", n])
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty())
+        });
+        if made.len() == 2 && running {
+            return (child, made);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the emulator did not set up its namespaces: {made:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn nothing_is_left_after_sigterm_or_sigkill_and_clean() {
+    let _g = serial();
+    if !can_emulate() {
+        return;
+    }
+    let dir = scratch("cleanup");
+    let before = netns_list();
+    // SIGTERM: the emulator removes everything itself.
+    let (mut child, made) = start_sleeping_emulator(&dir, &before);
+    eprintln!("emulator namespaces: {made:?}");
+    assert!(made.iter().all(|n| n.starts_with(polypath_emu::PREFIX)));
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(netns_list(), before, "SIGTERM left namespaces ({status})");
+    // SIGKILL: the namespaces stay, the command dies with the emulator, and `emu clean`
+    // removes the rest.
+    let (mut child, made) = start_sleeping_emulator(&dir, &before);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_ne!(netns_list(), before, "a SIGKILLed run cannot clean up");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while made.iter().any(|n| {
+        std::process::Command::new("ip")
+            .args(["netns", "pids", n])
+            .output()
+            .is_ok_and(|o| !o.stdout.is_empty())
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command outlived its emulator"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = std::process::Command::new(POLYPATH)
+        .args(["emu", "clean"])
+        .output()
+        .unwrap();
+    eprintln!("emu clean: {}", String::from_utf8_lossy(&out.stdout).trim());
+    assert!(out.status.success());
+    assert_eq!(netns_list(), before, "emu clean left namespaces");
+    let _ = std::fs::remove_dir_all(&dir);
+}
