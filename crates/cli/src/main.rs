@@ -4,7 +4,7 @@
 //! polypath sim run SCENARIO.toml [--seed N] [--out DIR] [--events FILE] [--json]
 //! polypath server [--listen ADDR] [--cert FILE --key FILE | --cert-out FILE] [--once] ...
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
-//!                 [--pin FILE | --ca FILE | --insecure]
+//!                 [--pin FILE | --ca FILE | --insecure] [--initial-paths all|first]
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! ```
@@ -12,12 +12,17 @@
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
 //! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`),
 //! `--weights-at TIME=LIST` (new weights at a time of a running connection) and
-//! `--qlog DIR`. `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
+//! `--qlog DIR`, `--path-manager-param KEY=VALUE` and `--link-events SOCKET` (the host's
+//! link-event feed, default `$POLYPATH_LINK_EVENTS`: link-layer events applied to the
+//! connection as in the simulator, e.g. for LAMP5G make-before-break with
+//! `--path-manager lamp5g --initial-paths first`). `SSLKEYLOGFILE` in the environment
+//! appends TLS secrets to that file.
 //!
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 
 mod bench;
 mod client;
+mod feed;
 mod relay;
 mod server;
 mod setup;
