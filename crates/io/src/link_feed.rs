@@ -148,6 +148,8 @@ impl LinkFeed {
                     message,
                 }) => {
                     self.skipped += 1;
+                    // `.` (or nothing): the line as a whole, e.g. not JSON at all.
+                    let field = if field == "." { "" } else { field.as_str() };
                     tracing::warn!(
                         feed = %self.source,
                         line,
