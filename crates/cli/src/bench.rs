@@ -230,12 +230,15 @@ async fn polypath_run(
         scheduler: args.scheduler.clone(),
         cc: args.cc.clone(),
         path_manager: "manual".into(),
+        path_manager_params: Vec::new(),
         weights: None,
         weights_at: Vec::new(),
         qlog: None,
     };
     let multipath = locals.len() > 1;
-    let transport: Arc<TransportConfig> = transport_args.transport(multipath, &[])?;
+    // Manual path manager: the same transport suits both ends.
+    let transport: Arc<TransportConfig> =
+        transport_args.transport(multipath, &[], crate::setup::End::Server)?;
     let (client_tls, server_tls) = tls()?;
     let mut server_config = ServerConfig::new(server_tls);
     server_config.transport = transport.clone();

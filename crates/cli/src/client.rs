@@ -1,12 +1,13 @@
 //! `polypath client`: one transfer to or from a `polypath server`, verified with SHA-256 at
 //! both ends, summarised as JSON on stdout.
 
-use crate::setup::{TransportArgs, VerifyArgs, client_tls};
+use crate::feed::{FeedArgs, FeedCounts, LinkEvents};
+use crate::setup::{End, TransportArgs, VerifyArgs, client_tls};
 use crate::transfer::{
     CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport, expect_end,
     parse_size, read_exact, receive_object, send_generated, write_failed,
 };
-use clap::Args;
+use clap::{Args, ValueEnum};
 use polypath_io::{Connection, Endpoint, PathStatus, SendStream};
 use polypath_quic::ClientConfig;
 use polypath_quic::sched::PathState;
@@ -49,10 +50,45 @@ pub struct ClientArgs {
     /// Server name for TLS (SNI and, with --ca, certificate verification).
     #[arg(long, default_value = "localhost")]
     server_name: String,
+    /// Which paths the client opens at the start: `all` (one per --local address), or
+    /// `first` (only the handshake path; the path manager, e.g. lamp5g fed by
+    /// --link-events, adds the others), as the simulator's `initial_paths` flow option.
+    #[arg(long, value_enum, default_value_t = InitialPaths::All)]
+    initial_paths: InitialPaths,
+    #[command(flatten)]
+    feed: FeedArgs,
     #[command(flatten)]
     verify: VerifyArgs,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+/// `--initial-paths`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitialPaths {
+    /// A path from every --local address.
+    All,
+    /// Only the first path; the path manager opens the others.
+    First,
+}
+
+/// One path of the client's connection in the summary: when it was opened, validated and
+/// abandoned, in seconds since the client started connecting.
+#[derive(Debug, Serialize)]
+struct ClientPath {
+    id: u32,
+    local: Option<String>,
+    remote: Option<String>,
+    /// `validating`, `validated`, `abandoned`, or `discarded` (abandoned and forgotten).
+    state: &'static str,
+    opened_s: f64,
+    validated_s: Option<f64>,
+    abandoned_s: Option<f64>,
+    /// Payload bytes the client sent on the path (for a discarded path: until it was
+    /// abandoned).
+    bytes_sent: u64,
+    /// Packets the client received on the path (likewise).
+    packets_received: u64,
 }
 
 /// The JSON summary printed at the end.
@@ -72,6 +108,11 @@ struct Summary {
     sender: &'static str,
     #[serde(flatten)]
     report: SenderReport,
+    /// The client's paths with their times (whichever side sent the data).
+    client_paths: Vec<ClientPath>,
+    /// What the link-event feed did (with --link-events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link_events: Option<FeedCounts>,
 }
 
 /// Runs one transfer and prints its summary.
@@ -120,20 +161,33 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         args.locals.clone()
     };
     let multipath = locals.len() > 1;
+    let feed = LinkEvents::start(&args.feed).await?;
     let endpoint =
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
     let mut config = ClientConfig::new(client_tls(&args.verify)?);
-    config.transport = args.transport.transport(multipath, &bound)?;
+    config.transport = args.transport.transport(multipath, &bound, End::Client)?;
+    let started = Instant::now();
     let conn = endpoint
         .connect_from(bound[0], config, args.connect, &args.server_name)
         .await
         .map_err(|e| e.to_string())?;
+    let attached = feed.as_ref().map(|f| f.attach(&conn));
+    tracing::info!(server = %args.connect, "client connected");
     let _weight_changes = args.transport.schedule_weight_changes(&conn);
     if multipath {
-        open_paths(&conn, &bound[1..], args.transport.opens_paths_itself()).await?;
+        match args.initial_paths {
+            InitialPaths::All => {
+                open_paths(&conn, &bound[1..], args.transport.opens_paths_itself()).await?;
+            }
+            InitialPaths::First if !conn.is_multipath() => {
+                return Err("the server did not negotiate Multipath QUIC".into());
+            }
+            InitialPaths::First => {}
+        }
     }
     let outcome = run_transfer(&conn, args, direction, size).await;
+    let client_paths = client_paths(&conn, started);
     let summary = outcome.map(|(seconds, digest, report)| Summary {
         direction,
         bytes: size,
@@ -153,11 +207,50 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
             Direction::Download => "server",
         },
         report,
+        client_paths,
+        link_events: feed.as_ref().map(LinkEvents::counts),
     });
     conn.close(0, b"done");
+    drop(attached);
     drop(conn);
     let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
     summary
+}
+
+/// The client's paths with their times since `started`.
+fn client_paths(conn: &Connection, started: Instant) -> Vec<ClientPath> {
+    let since = |t: Instant| t.saturating_duration_since(started).as_secs_f64();
+    let live = conn.paths();
+    conn.path_times()
+        .into_iter()
+        .map(|t| {
+            let info = live.iter().find(|p| p.snapshot.id == t.id);
+            // A discarded path keeps the counters it had when it was abandoned.
+            let stats = info.map(|p| p.stats).or(t.stats_at_abandon);
+            ClientPath {
+                id: t.id.0,
+                local: info
+                    .map(|p| p.snapshot.local)
+                    .or(t.local)
+                    .map(|a| a.to_string()),
+                remote: info
+                    .map(|p| p.snapshot.remote)
+                    .or(t.remote)
+                    .map(|a| a.to_string()),
+                state: match info.map(|p| p.snapshot.state) {
+                    Some(PathState::Validating) => "validating",
+                    Some(PathState::Validated) => "validated",
+                    Some(PathState::Abandoned) => "abandoned",
+                    None => "discarded",
+                },
+                opened_s: since(t.opened),
+                validated_s: t.validated.map(since),
+                abandoned_s: t.abandoned.map(since),
+                bytes_sent: stats.map_or(0, |s| s.payload_bytes_sent),
+                packets_received: stats.map_or(0, |s| s.packets_received),
+            }
+        })
+        .collect()
 }
 
 /// Opens one path per extra local address (unless the path manager opens them itself,

@@ -6,7 +6,7 @@
 //! polypath emu clean
 //! polypath server [--listen ADDR] [--cert FILE --key FILE | --cert-out FILE] [--once] ...
 //! polypath client --connect ADDR [--local ADDR]... [--size 100MB | --file PATH] [--download]
-//!                 [--pin FILE | --ca FILE | --insecure]
+//!                 [--pin FILE | --ca FILE | --insecure] [--initial-paths all|first]
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! polypath bench emu [--seconds N] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
@@ -19,9 +19,13 @@
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
 //! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`),
 //! `--weights-at TIME=LIST` (new weights at a time of a running connection) and
-//! `--qlog DIR`. `tcp` is kernel TCP or MPTCP (`--mptcp`), not polypath's own transport: the
-//! emulator's iperf3-like bulk tool, with the kernel congestion controller `--cc NAME`.
-//! `SSLKEYLOGFILE` in the environment appends TLS secrets to that file.
+//! `--qlog DIR`, `--path-manager-param KEY=VALUE` and `--link-events SOCKET` (the host's
+//! link-event feed, default `$POLYPATH_LINK_EVENTS`: link-layer events applied to the
+//! connection as in the simulator, e.g. for LAMP5G make-before-break with
+//! `--path-manager lamp5g --initial-paths first`). `tcp` is kernel TCP or MPTCP
+//! (`--mptcp`), not polypath's own transport: the emulator's iperf3-like bulk tool, with the
+//! kernel congestion controller `--cc NAME`. `SSLKEYLOGFILE` in the environment appends TLS
+//! secrets to that file.
 //!
 //! Logs go to stderr; `RUST_LOG` sets their level (default `warn`).
 
@@ -29,6 +33,7 @@ mod bench;
 mod bench_emu;
 mod client;
 mod emu;
+mod feed;
 mod relay;
 mod server;
 mod setup;

@@ -1,7 +1,8 @@
 //! `polypath server`: serves transfers (see [`crate::transfer`]) to clients one after the
 //! other.
 
-use crate::setup::{TransportArgs, server_tls, write_certificate};
+use crate::feed::{FeedArgs, LinkEvents};
+use crate::setup::{End, TransportArgs, server_tls, write_certificate};
 use crate::transfer::{
     DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK, SenderReport,
     expect_end, parse_size, read_exact, receive_object, send_generated, write_failed,
@@ -41,6 +42,8 @@ pub struct ServerArgs {
     #[arg(long, default_value = "64GiB", value_parser = parse_size)]
     max_size: u64,
     #[command(flatten)]
+    feed: FeedArgs,
+    #[command(flatten)]
     transport: TransportArgs,
 }
 
@@ -77,8 +80,9 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
     if let (Some(path), Some(cert)) = (&args.cert_out, &generated) {
         write_certificate(path, cert)?;
     }
+    let feed = LinkEvents::start(&args.feed).await?;
     let mut config = ServerConfig::new(tls);
-    config.transport = args.transport.transport(true, &[])?;
+    config.transport = args.transport.transport(true, &[], End::Server)?;
     let endpoint = Endpoint::server(args.listen, args.transport.endpoint()?, config)
         .map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
@@ -88,6 +92,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         let peer = conn
             .remote_address()
             .map_or_else(|| "unknown".to_string(), |a| a.to_string());
+        let attached = feed.as_ref().map(|f| f.attach(&conn));
         let weight_changes = args.transport.schedule_weight_changes(&conn);
         let result = serve_connection(&conn, args.max_size).await;
         drop(weight_changes);
@@ -96,6 +101,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         }
         // Let the client read the last response and close the connection itself.
         let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
+        drop(attached);
         drop(conn);
         let report = match &result {
             Ok(s) => ServedReport {

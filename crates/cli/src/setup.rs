@@ -7,7 +7,7 @@ use polypath_quic::crypto::{
     ServerVerification, client_config, load_certificate_chain, load_private_key,
     self_signed_certificate, server_config,
 };
-use polypath_quic::pm::{FullMeshFactory, PathManagerFactory};
+use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
 use polypath_quic::sched::{Scheduler, SchedulerFactory};
 use polypath_quic::{EndpointConfig, TransportConfig};
 use rustls::pki_types::CertificateDer;
@@ -33,6 +33,13 @@ pub struct TransportArgs {
     /// that stopped acknowledging while another works).
     #[arg(long, default_value = "manual")]
     pub path_manager: String,
+    /// A parameter of the path manager, `KEY=VALUE`, repeatable: e.g. `add_on=A1` for
+    /// lamp5g with one modem per cell (the target modem's A1 adds the path; by default A4
+    /// and B1 add, A2 removes), `trigger=throughput`, `split_window=n`. The client's lamp5g
+    /// opens paths from its --local addresses; the server's lamp5g splits the window of
+    /// every path the client adds (`split_peer_paths=y`, as in the simulator).
+    #[arg(long = "path-manager-param", value_name = "KEY=VALUE")]
+    pub path_manager_params: Vec<String>,
     /// Path weights for schedulers that take them (wrr): one per path in path-ID order,
     /// e.g. `30,100,1`, or `path_id=weight` pairs such as `1=30,0=100`.
     #[arg(long, value_name = "LIST")]
@@ -116,14 +123,50 @@ impl SchedulerFactory for ConfiguredScheduler {
     }
 }
 
+/// A path manager factory whose path managers get parameters (`--path-manager-param`, and
+/// the implied ones) when they are built.
+struct ConfiguredPathManager {
+    inner: Arc<dyn PathManagerFactory>,
+    params: Vec<(String, String)>,
+}
+
+impl PathManagerFactory for ConfiguredPathManager {
+    fn build(&self) -> Box<dyn PathManager> {
+        let mut pm = self.inner.build();
+        for (key, value) in &self.params {
+            // Checked in `TransportArgs::transport` on a path manager of the same factory.
+            if let Err(e) = pm.configure(key, value) {
+                tracing::warn!(key, value, error = %e, "path manager parameter refused");
+            }
+        }
+        pm
+    }
+}
+
+/// True for the LAMP5G make-before-break path managers (as the simulator tells them).
+pub fn is_make_before_break(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.starts_with("lamp5g") || name == "make_before_break" || name == "mbb"
+}
+
+/// Which end a transport configuration is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// `polypath client`.
+    Client,
+    /// `polypath server` (and the server of `bench`).
+    Server,
+}
+
 impl TransportArgs {
     /// The transport configuration: the named policies, Multipath QUIC allowed when
     /// `multipath` is set. `locals` are the local addresses a path manager that opens paths
-    /// itself (fullmesh) opens them from.
+    /// itself (fullmesh, lamp5g) opens them from.
     pub fn transport(
         &self,
         multipath: bool,
         locals: &[SocketAddr],
+        end: End,
     ) -> Result<Arc<TransportConfig>, String> {
         let mut scheduler = polypath_quic::sched::scheduler_by_name(&self.scheduler).ok_or_else(|| {
             format!(
@@ -154,7 +197,7 @@ impl TransportArgs {
                 .configure("weights", &change.weights)
                 .map_err(|e| format!("--weights-at {}: {e}", change.weights))?;
         }
-        let path_manager: Arc<dyn PathManagerFactory> = match self.path_manager.as_str() {
+        let mut path_manager: Arc<dyn PathManagerFactory> = match self.path_manager.as_str() {
             "fullmesh" | "full_mesh" => Arc::new(FullMeshFactory {
                 locals: locals.to_vec(),
                 ..FullMeshFactory::default()
@@ -166,6 +209,38 @@ impl TransportArgs {
                 )
             })?,
         };
+        let mut params: Vec<(String, String)> = Vec::new();
+        if is_make_before_break(&self.path_manager) {
+            // As the simulator sets it up: the client opens the paths from its bound
+            // addresses (which may have different ports), the server splits the window of
+            // the paths the client adds.
+            match end {
+                End::Client if !locals.is_empty() => {
+                    let list: Vec<String> = locals.iter().map(ToString::to_string).collect();
+                    params.push(("locals".into(), list.join(",")));
+                }
+                End::Client => {}
+                End::Server => params.push(("split_peer_paths".into(), "y".into())),
+            }
+        }
+        for param in &self.path_manager_params {
+            let (key, value) = param.split_once('=').ok_or_else(|| {
+                format!("--path-manager-param {param:?}: expected KEY=VALUE, e.g. add_on=A1")
+            })?;
+            params.push((key.trim().to_string(), value.trim().to_string()));
+        }
+        if !params.is_empty() {
+            let mut probe = path_manager.build();
+            for (key, value) in &params {
+                probe
+                    .configure(key, value)
+                    .map_err(|e| format!("--path-manager-param {key}={value}: {e}"))?;
+            }
+            path_manager = Arc::new(ConfiguredPathManager {
+                inner: path_manager,
+                params,
+            });
+        }
         Ok(Arc::new(TransportConfig {
             scheduler,
             congestion_controller,

@@ -245,21 +245,31 @@ fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, Em
                 let v = value.as_str().unwrap_or("");
                 client.extend(["--initial-paths".to_string(), v.to_string()]);
             }
-            "scheduler" | "path_manager" => {
+            "scheduler" => {
+                let weights = value.as_table().and_then(|t| match (t.len(), t.get("weights")) {
+                    (1, Some(w)) => w.as_str(),
+                    _ => None,
+                });
+                let Some(w) = weights else {
+                    return Err(refuse(
+                        &field,
+                        "the emulator passes only `{ weights = \"...\" }` to polypath \
+                         (--weights)"
+                            .into(),
+                    ));
+                };
+                common.extend(["--weights".to_string(), w.to_string()]);
+            }
+            "path_manager" => {
                 let Some(t) = value.as_table() else {
                     return Err(refuse(&field, "expected a table of parameters".into()));
-                };
-                let flag = if key == "scheduler" {
-                    "--scheduler-param"
-                } else {
-                    "--path-manager-param"
                 };
                 for (k, v) in t {
                     let v = v
                         .as_str()
                         .map(str::to_string)
                         .unwrap_or_else(|| v.to_string());
-                    common.extend([flag.to_string(), format!("{k}={v}")]);
+                    common.extend(["--path-manager-param".to_string(), format!("{k}={v}")]);
                 }
             }
             "scheduler_changes" => {

@@ -1,8 +1,9 @@
 //! Async handles on one connection and its streams.
 
 use crate::error::{DatagramError, PathError, ReadError, WriteError};
-use crate::state::{ConnWaiters, Shared, State, dir_index, register};
+use crate::state::{ConnWaiters, PathTimes, Shared, State, dir_index, register};
 use bytes::Bytes;
+use polypath_link::LinkEvent;
 use polypath_quic::connection::OpenPathError;
 use polypath_quic::sched::{PathEvent, PathStatus};
 use polypath_quic::streams::{ReadError as CoreReadError, WriteError as CoreWriteError};
@@ -11,7 +12,7 @@ use polypath_quic::{
     TransportErrorCode, VarInt,
 };
 use std::future::poll_fn;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -360,6 +361,43 @@ impl Connection {
             )
         })
         .await
+    }
+
+    /// Gives the connection a link-layer event (link hint) from the host's link-event feed
+    /// (see [`crate::link_feed`]): `local` is the host's address on the interface the event
+    /// concerns. The sans-IO [`polypath_quic::Connection::handle_link_event`] runs at once,
+    /// under the endpoint's lock with the current time, exactly as the simulator applies its
+    /// radio model's events: the paths from `local` take the hints (predicted throughput,
+    /// link up or down), and the scheduler and the path manager hear the event. The driver
+    /// is then woken, so that paths the path manager opens or abandons, and anything else the
+    /// event makes sendable, go out without waiting for the next timer.
+    ///
+    /// Fails with the reason the connection ended if it is gone.
+    pub fn handle_link_event(
+        &self,
+        event: &LinkEvent,
+        local: Option<IpAddr>,
+    ) -> Result<(), ConnectionError> {
+        self.with(|(conn, w, driver)| {
+            if let Some(e) = &w.lost {
+                return Err(e.clone());
+            }
+            conn.handle_link_event(Instant::now(), event, local);
+            wake(driver);
+            Ok(())
+        })?
+    }
+
+    /// When each path of the connection was opened, validated and abandoned, in path ID
+    /// order (times are those at which the driver dispatched the path events). Empty once
+    /// the connection is forgotten.
+    pub fn path_times(&self) -> Vec<PathTimes> {
+        let state = self.inner.shared.lock();
+        state
+            .conns
+            .get(&self.handle())
+            .map(|w| w.timeline.all())
+            .unwrap_or_default()
     }
 
     /// Counters of the whole connection.

@@ -31,6 +31,10 @@
 //!   code 0). The driver task ends once every [`Endpoint`] handle is dropped and every
 //!   connection has drained; [`Endpoint::wait_idle`] waits for the latter.
 //!
+//! **Link events.** [`link_feed`] reads a host's link-event feed (the Unix socket an
+//! emulator serves link-layer events on) and [`Connection::handle_link_event`] hands each
+//! event to a live connection, for its link hints, scheduler and path manager.
+//!
 //! [`relay`] holds a userspace UDP relay that drops datagrams at random or blackholes a
 //! client address, for loss and path-failure experiments on loopback.
 //!
@@ -42,6 +46,7 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
+pub mod link_feed;
 mod qlog;
 pub mod relay;
 mod socket;
@@ -53,3 +58,4 @@ pub use error::{ConnectError, DatagramError, IoError, PathError, ReadError, Writ
 pub use polypath_quic::sched::{PathEvent, PathStatus};
 pub use polypath_quic::{ConnectionError, ConnectionStats, PathId, PathInfo, StreamId};
 pub use qlog::QlogDir;
+pub use state::PathTimes;

@@ -10,11 +10,12 @@
 use crate::socket::Socket;
 use polypath_quic::sched::PathEvent;
 use polypath_quic::streams::StreamEvent;
-use polypath_quic::{ConnectionError, ConnectionHandle, Dir, Event, StreamId};
+use polypath_quic::{ConnectionError, ConnectionHandle, Dir, Event, PathId, StreamId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Waker};
+use std::time::Instant;
 
 /// Path events kept for [`crate::Connection::path_event`] before the oldest are dropped.
 const PATH_EVENT_BACKLOG: usize = 256;
@@ -120,8 +121,18 @@ impl State {
         self.take_new_incoming();
         let mut gone = Vec::new();
         for (&h, waiters) in self.conns.iter_mut() {
+            let mut path_changed = false;
             while let Some(event) = self.quic.poll_connection_event(h) {
+                path_changed |= matches!(
+                    event,
+                    Event::Path(
+                        PathEvent::Opened(_) | PathEvent::Validated(_) | PathEvent::Abandoned(_)
+                    )
+                );
                 waiters.on_event(event);
+            }
+            if path_changed && let Some(conn) = self.quic.connection(h) {
+                waiters.timeline.learn_addresses(conn);
             }
             let drained = self.quic.connection(h).is_none_or(|c| c.is_drained());
             if drained {
@@ -198,6 +209,113 @@ pub(crate) struct ConnWaiters {
     /// depend on frames without events of their own, such as new connection IDs).
     pub progress: Vec<Waker>,
     pub closed: Vec<Waker>,
+    /// When each path was opened, validated and abandoned.
+    pub timeline: Timeline,
+}
+
+/// When the paths of one connection were opened, validated and abandoned, as the driver
+/// dispatched their events.
+#[derive(Debug)]
+pub(crate) struct Timeline {
+    /// When the application handle's state was created: the first path's opening.
+    pub start: Instant,
+    pub paths: BTreeMap<PathId, PathTimes>,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline {
+            start: Instant::now(),
+            paths: BTreeMap::new(),
+        }
+    }
+}
+
+impl Timeline {
+    fn on_path_event(&mut self, event: &PathEvent) {
+        let now = Instant::now();
+        match *event {
+            PathEvent::Opened(id) => {
+                self.entry(id, now);
+            }
+            PathEvent::Validated(id) => {
+                self.entry(id, now).validated.get_or_insert(now);
+            }
+            PathEvent::Abandoned(id) => {
+                self.entry(id, now).abandoned.get_or_insert(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// The times of path `id`, opened at `now` if it is new (the first path: at the start).
+    fn entry(&mut self, id: PathId, now: Instant) -> &mut PathTimes {
+        let opened = if id == PathId(0) { self.start } else { now };
+        self.paths.entry(id).or_insert(PathTimes {
+            id,
+            local: None,
+            remote: None,
+            opened,
+            validated: None,
+            abandoned: None,
+            stats_at_abandon: None,
+        })
+    }
+
+    /// Notes the addresses of the connection's paths (and any path not seen yet).
+    fn learn_addresses(&mut self, conn: &polypath_quic::Connection) {
+        let now = Instant::now();
+        for p in conn.paths() {
+            let times = self.entry(p.snapshot.id, now);
+            times.local.get_or_insert(p.snapshot.local);
+            times.remote.get_or_insert(p.snapshot.remote);
+            if times.abandoned.is_some() && times.stats_at_abandon.is_none() {
+                times.stats_at_abandon = Some(p.stats);
+            }
+        }
+    }
+
+    /// Every path's times, the first path included even without events of its own.
+    pub fn all(&self) -> Vec<PathTimes> {
+        let mut out: Vec<PathTimes> = self.paths.values().copied().collect();
+        if !self.paths.contains_key(&PathId(0)) {
+            out.insert(
+                0,
+                PathTimes {
+                    id: PathId(0),
+                    local: None,
+                    remote: None,
+                    opened: self.start,
+                    validated: None,
+                    abandoned: None,
+                    stats_at_abandon: None,
+                },
+            );
+        }
+        out
+    }
+}
+
+/// When a path was opened, validated and abandoned (as the driver saw the connection's path
+/// events; see [`crate::Connection::path_times`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathTimes {
+    /// The path.
+    pub id: PathId,
+    /// Its local address, once known.
+    pub local: Option<SocketAddr>,
+    /// The peer's address, once known.
+    pub remote: Option<SocketAddr>,
+    /// When it was opened; for the first path (ID 0), when the connection was created
+    /// (connect or accept).
+    pub opened: Instant,
+    /// When its validation succeeded, if it did (the first path has no such event).
+    pub validated: Option<Instant>,
+    /// When it was abandoned (by either side), if it was.
+    pub abandoned: Option<Instant>,
+    /// The path's counters when it was abandoned: a path is discarded (and gone from
+    /// [`crate::Connection::paths`]) shortly after.
+    pub stats_at_abandon: Option<polypath_quic::PathStats>,
 }
 
 impl ConnWaiters {
@@ -214,6 +332,7 @@ impl ConnWaiters {
             Event::Stream(e) => self.on_stream_event(e),
             Event::DatagramReceived => wake_all(&mut self.datagrams),
             Event::Path(e) => {
+                self.timeline.on_path_event(&e);
                 if self.path_events.len() == PATH_EVENT_BACKLOG {
                     self.path_events.pop_front();
                 }

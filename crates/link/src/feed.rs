@@ -61,18 +61,33 @@ impl FeedEvent {
     /// which name the offending field.
     pub fn parse(text: &str, line: usize) -> Result<FeedEvent, ReadError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let event: FeedEvent =
-            serde_path_to_error::deserialize(&mut de).map_err(|e| ReadError::Parse {
+        let event: FeedEvent = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let (field, message) = Self::locate_in_event(text)
+                .unwrap_or_else(|| (e.path().to_string(), e.inner().to_string()));
+            ReadError::Parse {
                 line,
-                field: e.path().to_string(),
-                message: e.inner().to_string(),
-            })?;
+                field,
+                message,
+            }
+        })?;
         de.end().map_err(|e| ReadError::Parse {
             line,
             field: String::new(),
             message: format!("trailing characters after the event: {e}"),
         })?;
         Ok(event)
+    }
+
+    /// The offending field of a line whose error lies in the event's own fields: the
+    /// flattened [`LinkEvent`] hides their paths from the first attempt, so the object
+    /// (without `local`) is read again as a bare event. `None` if that finds nothing.
+    fn locate_in_event(text: &str) -> Option<(String, String)> {
+        let mut value: serde_json::Value = serde_json::from_str(text).ok()?;
+        value.as_object_mut()?.remove("local");
+        match serde_path_to_error::deserialize::<_, LinkEvent>(value) {
+            Ok(_) => None,
+            Err(e) => Some((e.path().to_string(), e.inner().to_string())),
+        }
     }
 }
 
@@ -114,5 +129,23 @@ mod tests {
         assert_eq!(e.line(), 7);
         assert!(e.to_string().contains("local"), "{e}");
         assert!(FeedEvent::parse("{", 1).is_err());
+        // Fields of the event itself are named too, despite the flattening.
+        for (text, field) in [
+            (
+                r#"{"t_ns":1,"ue":0,"iface":"zero","event":{"link_up":{"cell":2}}}"#,
+                "iface",
+            ),
+            (
+                r#"{"t_ns":1,"ue":0,"iface":0,"event":{"rrc_event_entered":{"meas_id":1,"event":"A9","serving":1,"cell":null}},"local":"10.0.0.1"}"#,
+                "event.rrc_event_entered.event",
+            ),
+        ] {
+            match FeedEvent::parse(text, 3).unwrap_err() {
+                ReadError::Parse { line, field: f, .. } => {
+                    assert_eq!((line, f.as_str()), (3, field), "{text}");
+                }
+                other => panic!("{other}"),
+            }
+        }
     }
 }
