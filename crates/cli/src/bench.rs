@@ -269,7 +269,7 @@ async fn polypath_run(
         .await
         .map_err(|e| e.to_string())?;
     if multipath {
-        open_paths(&conn, &bound[1..], false).await?;
+        open_paths(&conn, &bound[1..], &[], false).await?;
     }
     let start = Instant::now();
     let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;

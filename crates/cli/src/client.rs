@@ -36,6 +36,10 @@ pub struct ClientArgs {
     /// more than one; the first carries the handshake. Default: any address, free port.
     #[arg(long = "local", value_name = "ADDR")]
     locals: Vec<SocketAddr>,
+    /// The server address of the path from each --local after the first, in order,
+    /// repeatable (a server with one address per link); default: the --connect address.
+    #[arg(long = "remote", value_name = "ADDR")]
+    remotes: Vec<SocketAddr>,
     /// Object size (e.g. 100MB, 64MiB; MB = 10^6 bytes). Default 100MB, or the --file
     /// size for an upload.
     #[arg(long, value_parser = parse_size)]
@@ -178,7 +182,13 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     if multipath {
         match args.initial_paths {
             InitialPaths::All => {
-                open_paths(&conn, &bound[1..], args.transport.opens_paths_itself()).await?;
+                open_paths(
+                    &conn,
+                    &bound[1..],
+                    &args.remotes,
+                    args.transport.opens_paths_itself(),
+                )
+                .await?;
             }
             InitialPaths::First if !conn.is_multipath() => {
                 return Err("the server did not negotiate Multipath QUIC".into());
@@ -253,19 +263,21 @@ fn client_paths(conn: &Connection, started: Instant) -> Vec<ClientPath> {
         .collect()
 }
 
-/// Opens one path per extra local address (unless the path manager opens them itself,
+/// Opens one path per extra local address, to the matching address of `remotes` (the
+/// connection's remote address past its end) (unless the path manager opens them itself,
 /// `by_path_manager`) and waits (bounded) until they are validated.
 pub async fn open_paths(
     conn: &Connection,
     locals: &[SocketAddr],
+    remotes: &[SocketAddr],
     by_path_manager: bool,
 ) -> Result<(), String> {
     if !conn.is_multipath() {
         return Err("the server did not negotiate Multipath QUIC".into());
     }
     if !by_path_manager {
-        for &local in locals {
-            conn.open_path(local, PathStatus::Available)
+        for (k, &local) in locals.iter().enumerate() {
+            conn.open_path_to(local, remotes.get(k).copied(), PathStatus::Available)
                 .await
                 .map_err(|e| format!("path from {local}: {e}"))?;
         }

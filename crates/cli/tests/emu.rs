@@ -566,3 +566,225 @@ fn nothing_is_left_after_sigterm_or_sigkill_and_clean() {
     assert_eq!(netns_list(), before, "emu clean left namespaces");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `scenarios/handover-mbb.toml` as the lab's quick LAMP5G handover runs it (the
+/// `lamp5g_handover` experiment): cells narrowed to 40 MHz and one layer at the same power
+/// per resource element (about 170 Mbit/s each, separate carriers, a 1 s break-before-make
+/// interruption), the UE starting at 225 m so both handovers come within seconds, and a
+/// `size` download. With `bbm`, the single-modem break-before-make baseline (A3 handover).
+fn handover_scenario(size: &str, bbm: bool) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/handover-mbb.toml");
+    let mut s: toml::Table = std::fs::read_to_string(path).unwrap().parse().unwrap();
+    let radio = s["radio"].as_table_mut().unwrap();
+    for (k, cell) in radio["cells"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+    {
+        let c = cell.as_table_mut().unwrap();
+        c.insert("bandwidth_mhz".into(), 40.into());
+        c.insert("mimo_layers".into(), 1.into());
+        let p = c["tx_power_dbm"]
+            .as_float()
+            .or(c["tx_power_dbm"].as_integer().map(|i| i as f64));
+        c.insert(
+            "tx_power_dbm".into(),
+            (p.unwrap() - 10.0 * (273.0f64 / 106.0).log10()).into(),
+        );
+        if k == 1 {
+            c.insert("carrier_ghz".into(), 3.7.into());
+        }
+    }
+    let mut interruption = toml::Table::new();
+    interruption.insert("dist".into(), "constant".into());
+    interruption.insert("ms".into(), 1000.into());
+    let mut handover = toml::Table::new();
+    handover.insert("interruption".into(), interruption.into());
+    radio.insert("handover".into(), handover.into());
+    for ue in radio["ues"].as_array_mut().unwrap() {
+        let m = ue["mobility"].as_table_mut().unwrap();
+        m.insert(
+            "from".into(),
+            toml::Value::Array(vec![225.0.into(), 0.0.into()]),
+        );
+    }
+    s["sim"]
+        .as_table_mut()
+        .unwrap()
+        .insert("duration".into(), "40s".into());
+    let flow = &mut s["flow"].as_array_mut().unwrap()[0];
+    flow.as_table_mut()
+        .unwrap()
+        .insert("bytes".into(), size.into());
+    if bbm {
+        let radio = s["radio"].as_table_mut().unwrap();
+        let ues = radio["ues"].as_array_mut().unwrap();
+        ues.truncate(1);
+        let mut a3 = toml::Table::new();
+        a3.insert("id".into(), 1.into());
+        a3.insert("type".into(), "A3".into());
+        a3.insert("offset_db".into(), 2.0.into());
+        a3.insert("hysteresis_db".into(), 1.0.into());
+        a3.insert("time_to_trigger_ms".into(), 160.into());
+        a3.insert("action".into(), "handover".into());
+        ues[0]["interfaces"][0]
+            .as_table_mut()
+            .unwrap()
+            .insert("events".into(), toml::Value::Array(vec![a3.into()]));
+        s["link"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|l| l["name"].as_str() != Some("ran2"));
+        for h in s["host"].as_array_mut().unwrap() {
+            let h = h.as_table_mut().unwrap();
+            h["interfaces"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|i| i["link"].as_str() != Some("ran2"));
+            if let Some(r) = h.get_mut("routes") {
+                r.as_array_mut()
+                    .unwrap()
+                    .retain(|r| r["via"].as_str() != Some("gnb2"));
+            }
+        }
+        let f = s["flow"].as_array_mut().unwrap()[0].as_table_mut().unwrap();
+        f["paths"].as_array_mut().unwrap().truncate(1);
+        f.insert("scheduler".into(), "default".into());
+        f.insert("path_manager".into(), "default".into());
+        f.remove("options");
+    }
+    toml::to_string(&s).unwrap()
+}
+
+/// The longest stretch (s) of 100 ms bins in which the radio downlinks delivered nothing,
+/// between the first and the last bin that delivered.
+fn longest_delivery_gap(out: &Path) -> f64 {
+    let text = std::fs::read_to_string(out.join("links.csv")).unwrap();
+    let mut bins: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
+    for l in text.lines().skip(1) {
+        let c: Vec<&str> = l.split(',').collect();
+        if c[1].starts_with("ran") && c[2] == "down" {
+            let t = (c[0].parse::<f64>().unwrap() * 10.0).round() as u64;
+            *bins.entry(t).or_default() += c[4].parse::<f64>().unwrap();
+        }
+    }
+    let active: Vec<(u64, f64)> = bins.into_iter().collect();
+    let first = active.iter().position(|b| b.1 > 0.0).unwrap_or(0);
+    let last = active.iter().rposition(|b| b.1 > 0.0).unwrap_or(0);
+    let (mut longest, mut run) = (0u32, 0u32);
+    for b in &active[first..=last] {
+        run = if b.1 == 0.0 { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    f64::from(longest) * 0.1
+}
+
+#[test]
+fn lamp5g_make_before_break_with_real_processes() {
+    let _g = serial();
+    if !can_emulate() {
+        return;
+    }
+    let dir = scratch("mbb");
+    let report = emulate(&dir, &handover_scenario("300MB", false));
+    let client = report
+        .summary
+        .processes
+        .iter()
+        .find(|p| p.role == polypath_emu::Role::QuicClient)
+        .unwrap();
+    let json = read_json(Path::new(&client.stdout));
+    let paths = json["client_paths"].as_array().unwrap();
+    let opened = |id: u64| {
+        paths
+            .iter()
+            .find(|p| p["id"] == id)
+            .and_then(|p| p["opened_s"].as_f64())
+    };
+    let abandoned = paths
+        .iter()
+        .find(|p| p["id"] == 0)
+        .and_then(|p| p["abandoned_s"].as_f64());
+    let gap = longest_delivery_gap(&dir.join("out"));
+    eprintln!(
+        "make-before-break: target path opened at {:?} s, source path abandoned at {:?} s, \
+         longest delivery gap {:.0} ms, transfer {} in {:?} s, link events {}",
+        opened(1),
+        abandoned,
+        gap * 1000.0,
+        json["verified"],
+        client.ended_s.zip(client.started_s).map(|(e, s)| e - s),
+        json["link_events"]
+    );
+    assert_eq!(json["verified"], true);
+    let (Some(added), Some(removed)) = (opened(1), abandoned) else {
+        panic!("the target path was not added or the source not abandoned: {paths:?}");
+    };
+    assert!(
+        added < removed,
+        "target added at {added} s, source abandoned at {removed} s"
+    );
+    assert!(
+        gap < 0.1,
+        "a {:.0} ms stretch without delivery",
+        gap * 1000.0
+    );
+
+    // The single-modem break-before-make baseline shows the interruption.
+    let dir = scratch("bbm");
+    let report = emulate(&dir, &handover_scenario("300MB", true));
+    let gap = longest_delivery_gap(&dir.join("out"));
+    let handovers = report.summary.sim.radio.as_ref().map_or(0, |r| r.handovers);
+    eprintln!(
+        "break-before-make: {handovers} handover(s), longest delivery gap {:.0} ms",
+        gap * 1000.0
+    );
+    assert!(handovers >= 1);
+    assert!(
+        gap >= 0.8,
+        "the handover interruption left only a {:.0} ms gap",
+        gap * 1000.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nrdc_two_path_quic_completes_as_in_the_simulator() {
+    let _g = serial();
+    if !can_emulate() {
+        return;
+    }
+    let dir = scratch("nrdc");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/nrdc-two-path.toml");
+    let toml = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("bytes = \"1GB\"", "bytes = \"100MB\"")
+        .replace("duration = \"120s\"", "duration = \"60s\"");
+    assert!(toml.contains("100MB"));
+    std::fs::write(dir.join("scenario.toml"), &toml).unwrap();
+    let scenario = Scenario::load(&dir.join("scenario.toml")).unwrap();
+    let sim = polypath_sim::run_scenario(
+        &scenario,
+        &polypath_sim::RunOptions::default(),
+        polypath_sim::Hooks::default(),
+    )
+    .unwrap();
+    let sim_s = sim.summary.flows[0].completions.as_ref().unwrap().mean_s;
+    let emu = emulate(&dir, &toml);
+    let emu_s = emu.summary.sim.flows[0]
+        .completions
+        .as_ref()
+        .expect("the emulated transfer did not complete")
+        .mean_s;
+    eprintln!(
+        "nrdc-two-path, 100 MB download, lamp5g + CUBIC, seed 1: simulator {sim_s:.3} s, \
+         emulator (real polypath processes) {emu_s:.3} s ({:+.1} %)",
+        (emu_s / sim_s - 1.0) * 100.0
+    );
+    assert!(
+        (emu_s / sim_s - 1.0).abs() <= 0.15,
+        "emulated {emu_s:.3} s against simulated {sim_s:.3} s"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

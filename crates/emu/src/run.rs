@@ -246,10 +246,12 @@ fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, Em
                 client.extend(["--initial-paths".to_string(), v.to_string()]);
             }
             "scheduler" => {
-                let weights = value.as_table().and_then(|t| match (t.len(), t.get("weights")) {
-                    (1, Some(w)) => w.as_str(),
-                    _ => None,
-                });
+                let weights = value
+                    .as_table()
+                    .and_then(|t| match (t.len(), t.get("weights")) {
+                        (1, Some(w)) => w.as_str(),
+                        _ => None,
+                    });
                 let Some(w) = weights else {
                     return Err(refuse(
                         &field,
@@ -798,6 +800,14 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     client.extend([
                         "--local".to_string(),
                         SocketAddr::new(*local, 0).to_string(),
+                    ]);
+                }
+                // Each further path goes to the server's address on its own link, as in
+                // the simulator.
+                for (_, remote) in paths.iter().skip(1) {
+                    client.extend([
+                        "--remote".to_string(),
+                        SocketAddr::new(*remote, port).to_string(),
                     ]);
                 }
                 client.extend(args.common.iter().cloned());

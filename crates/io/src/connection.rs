@@ -260,13 +260,25 @@ impl Connection {
         local: SocketAddr,
         status: PathStatus,
     ) -> Result<PathId, PathError> {
-        let attempt = poll_fn(|cx| self.poll_open_path(cx, local, status));
+        self.open_path_to(local, None, status).await
+    }
+
+    /// As [`Connection::open_path`], to the peer's address `remote` (the address the
+    /// connection was made to when `None`): a path to another of the server's
+    /// interfaces.
+    pub async fn open_path_to(
+        &self,
+        local: SocketAddr,
+        remote: Option<SocketAddr>,
+        status: PathStatus,
+    ) -> Result<PathId, PathError> {
+        let attempt = poll_fn(|cx| self.poll_open_path(cx, local, remote, status));
         match tokio::time::timeout(PATH_ID_WAIT, attempt).await {
             Ok(result) => result,
             Err(_) => self
                 .with(|(conn, _, driver)| {
-                    let remote = conn
-                        .remote_address()
+                    let remote = remote
+                        .or_else(|| conn.remote_address())
                         .ok_or(PathError::Open(OpenPathError::Closed))?;
                     let id = conn
                         .open_path(Instant::now(), local, remote, status)
@@ -282,6 +294,7 @@ impl Connection {
         &self,
         cx: &mut Context<'_>,
         local: SocketAddr,
+        remote: Option<SocketAddr>,
         status: PathStatus,
     ) -> Poll<Result<PathId, PathError>> {
         let mut guard = self.inner.shared.lock();
@@ -298,7 +311,7 @@ impl Connection {
         if let Some(e) = &w.lost {
             return Poll::Ready(Err(PathError::ConnectionLost(e.clone())));
         }
-        let Some(remote) = conn.remote_address() else {
+        let Some(remote) = remote.or_else(|| conn.remote_address()) else {
             return Poll::Ready(Err(PathError::Open(OpenPathError::Closed)));
         };
         match conn.open_path(Instant::now(), local, remote, status) {
