@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := lab/.venv
 LAB_PY := $(VENV)/bin/python
 
-.PHONY: build demo test lint lab-deps
+.PHONY: build demo test lint lab-deps system-deps
 
 build:
 	$(CARGO) build --release -p polypath
@@ -21,6 +21,19 @@ $(VENV)/.installed: lab/pyproject.toml
 
 lab-deps: $(VENV)/.installed
 
+# Debian packages the emulator and its tests use: iproute2 (namespaces, routes, MPTCP
+# endpoints), procps (sysctl inside a namespace), iputils-ping, python3. Installed when
+# missing and running as root (CI is root); otherwise the emulator tests say why they skip.
+EMU_DEBS := iproute2:ip procps:sysctl iputils-ping:ping python3:python3
+system-deps:
+	@missing=""; for d in $(EMU_DEBS); do command -v $${d#*:} >/dev/null 2>&1 || missing="$$missing $${d%%:*}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "note: not root, not installing$$missing: the emulator tests will skip"; fi; \
+	fi
+
 demo: build lab-deps
 	POLYPATH_BIN=target/release/polypath $(LAB_PY) -m polypath_lab run all --out report
 
@@ -29,7 +42,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p polypath-sim --features noq --all-targets -- -D warnings
 
-test: lint lab-deps
+test: lint lab-deps system-deps
 	$(CARGO) test --workspace
 	$(CARGO) test -p polypath-sim --features noq --test quic
 	$(CARGO) build -p polypath

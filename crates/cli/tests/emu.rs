@@ -473,7 +473,9 @@ fn netns_list() -> Vec<String> {
 }
 
 /// Starts `polypath emu run` on a scenario whose command sleeps, and waits until its
-/// namespaces exist; returns the child and the namespaces it made.
+/// namespaces exist; returns the child (the caller signals and waits for it) and the
+/// namespaces it made.
+#[allow(clippy::zombie_processes)]
 fn start_sleeping_emulator(dir: &Path, before: &[String]) -> (std::process::Child, Vec<String>) {
     let toml = two_hosts(
         "60s",
@@ -489,7 +491,7 @@ command = "sleep 60"
     );
     let path = dir.join("scenario.toml");
     std::fs::write(&path, toml).unwrap();
-    let child = std::process::Command::new(POLYPATH)
+    let mut child = std::process::Command::new(POLYPATH)
         .args(["emu", "run", "--quiet"])
         .arg(&path)
         .stdout(std::process::Stdio::null())
@@ -512,10 +514,11 @@ command = "sleep 60"
         if made.len() == 2 && running {
             return (child, made);
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the emulator did not set up its namespaces: {made:?}"
-        );
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the emulator did not set up its namespaces: {made:?}");
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

@@ -677,22 +677,26 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     hosts[h].ifaces.iter().flatten().map(|i| i.addr).collect()
                 };
                 let r = udpgen::spawn(
-                    hosts[to].ns.raw_fd(),
-                    addrs(to),
-                    pair.receiver_port,
-                    pair.receiver,
-                    false,
+                    udpgen::Generator {
+                        ns_fd: hosts[to].ns.raw_fd(),
+                        addrs: addrs(to),
+                        port: pair.receiver_port,
+                        agent: pair.receiver,
+                        sender: false,
+                    },
                     t0,
                     stop_gens.clone(),
                     receiver.clone(),
                 );
                 gens.push((receiver, r));
                 let s = udpgen::spawn(
-                    hosts[from].ns.raw_fd(),
-                    addrs(from),
-                    pair.sender_port,
-                    pair.sender,
-                    true,
+                    udpgen::Generator {
+                        ns_fd: hosts[from].ns.raw_fd(),
+                        addrs: addrs(from),
+                        port: pair.sender_port,
+                        agent: pair.sender,
+                        sender: true,
+                    },
                     t0,
                     stop_gens.clone(),
                     sender.clone(),

@@ -29,31 +29,30 @@ pub(crate) struct Shared {
     pub error: Mutex<Option<String>>,
 }
 
-/// Starts `agent` in the namespace `ns_fd`, bound to `port` on each of `addrs`, with the
-/// run's clock `t0`. The thread ends when `stop` is set (or, for a sender, when the agent
-/// is done).
+/// One generator agent and where it runs.
+pub(crate) struct Generator {
+    /// The host's namespace.
+    pub ns_fd: i32,
+    /// The host's addresses: the agent is bound to `port` on each.
+    pub addrs: Vec<IpAddr>,
+    /// Its port.
+    pub port: u16,
+    /// The agent.
+    pub agent: Box<dyn Agent + Send>,
+    /// A sender (its thread ends when the agent is done) rather than a receiver.
+    pub sender: bool,
+}
+
+/// Starts `g` with the run's clock `t0`. The thread ends when `stop` is set (or, for a
+/// sender, when the agent is done).
 pub(crate) fn spawn(
-    ns_fd: i32,
-    addrs: Vec<IpAddr>,
-    port: u16,
-    mut agent: Box<dyn Agent + Send>,
-    sender: bool,
+    mut g: Generator,
     t0: Instant,
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let result = drive(
-            ns_fd,
-            &addrs,
-            port,
-            agent.as_mut(),
-            sender,
-            t0,
-            &stop,
-            &shared,
-        );
-        if let Err(e) = result
+        if let Err(e) = drive(&mut g, t0, &stop, &shared)
             && let Ok(mut slot) = shared.error.lock()
         {
             *slot = Some(e.to_string());
@@ -66,17 +65,10 @@ fn now_of(t0: Instant) -> SimTime {
     SimTime(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn drive(
-    ns_fd: i32,
-    addrs: &[IpAddr],
-    port: u16,
-    agent: &mut dyn Agent,
-    sender: bool,
-    t0: Instant,
-    stop: &AtomicBool,
-    shared: &Shared,
-) -> io::Result<()> {
+fn drive(g: &mut Generator, t0: Instant, stop: &AtomicBool, shared: &Shared) -> io::Result<()> {
+    let (ns_fd, port, sender) = (g.ns_fd, g.port, g.sender);
+    let agent = g.agent.as_mut();
+    let addrs = &g.addrs;
     // SAFETY: moves this thread only into the host's namespace.
     if unsafe { libc::setns(ns_fd, libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
