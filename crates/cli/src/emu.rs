@@ -3,42 +3,26 @@
 
 use clap::{Args, Subcommand};
 use polypath_emu::EmuOptions;
-use std::path::PathBuf;
 
 /// Emulator commands.
 #[derive(Debug, Subcommand)]
 pub enum EmuCommand {
     /// Emulate a scenario file in real time between network namespaces (needs root) and
     /// write the same outputs as `sim run`, plus the emulator's own timing figures.
-    Run(RunArgs),
+    Run(EmuRunArgs),
     /// Remove the namespaces, processes and sockets of emulator runs that were killed.
     Clean,
 }
 
-/// `polypath emu run`.
+/// `polypath emu run`: the simulator's run flags, plus pcap files.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The scenario (TOML; see scenarios/README.md).
-    scenario: PathBuf,
-    /// Seed (default: the scenario's `sim.seed`).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Directory for flows.csv, paths.csv, links.csv, completions.csv, summary.json and
-    /// the processes' output (procs/).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Write the link-layer event stream (JSON lines) of a scenario with a radio model.
-    #[arg(long)]
-    events: Option<PathBuf>,
-    /// Write pcap files of what each host interface sent and received (OUT/pcap/).
+pub struct EmuRunArgs {
+    #[command(flatten)]
+    run: crate::sim::RunArgs,
+    /// Write pcap files of what each host interface sent and received (OUT/pcap/); the
+    /// processes' output goes to OUT/procs/.
     #[arg(long)]
     pcap: bool,
-    /// Print the run report as JSON on stdout.
-    #[arg(long)]
-    json: bool,
-    /// Print no progress.
-    #[arg(long)]
-    quiet: bool,
 }
 
 /// Runs an emulator command.
@@ -58,12 +42,12 @@ pub fn run(cmd: EmuCommand) -> Result<(), String> {
     }
 }
 
-fn run_scenario(args: RunArgs) -> Result<(), String> {
+fn run_scenario(EmuRunArgs { run: args, pcap }: EmuRunArgs) -> Result<(), String> {
     let opts = EmuOptions {
         seed: args.seed,
         out_dir: args.out.clone(),
         events: args.events,
-        pcap: args.pcap,
+        pcap,
         progress: !args.quiet,
         polypath_bin: None,
     };

@@ -101,3 +101,30 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        // Subcommands are built (and checked) only when parsed: parse each one's help.
+        for args in [
+            &["polypath", "emu", "run", "--help"][..],
+            &["polypath", "sim", "run", "--help"],
+            &["polypath", "bench", "emu", "--help"],
+            &["polypath", "tcp", "send", "--help"],
+            &["polypath", "client", "--help"],
+            &["polypath", "server", "--help"],
+        ] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp,
+                "{args:?}: {e}"
+            );
+        }
+    }
+}

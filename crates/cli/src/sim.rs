@@ -11,26 +11,27 @@ pub enum SimCommand {
     Run(RunArgs),
 }
 
-/// `polypath sim run`.
+/// `polypath sim run` (and, with the emulator's own flags, `polypath emu run`).
 #[derive(Debug, Args)]
+#[group(skip)]
 pub struct RunArgs {
     /// The scenario (TOML; see scenarios/README.md).
-    scenario: PathBuf,
+    pub scenario: PathBuf,
     /// Seed (default: the scenario's `sim.seed`).
     #[arg(long)]
-    seed: Option<u64>,
+    pub seed: Option<u64>,
     /// Directory for flows.csv, paths.csv, links.csv, completions.csv and summary.json.
     #[arg(long)]
-    out: Option<PathBuf>,
+    pub out: Option<PathBuf>,
     /// Write the link-layer event stream (JSON lines) of a scenario with a radio model.
     #[arg(long)]
-    events: Option<PathBuf>,
+    pub events: Option<PathBuf>,
     /// Print the run report as JSON on stdout.
     #[arg(long)]
-    json: bool,
-    /// Do not draw a progress bar.
+    pub json: bool,
+    /// Show no progress.
     #[arg(long)]
-    quiet: bool,
+    pub quiet: bool,
 }
 
 /// Runs a simulator command.

@@ -30,6 +30,16 @@ fn can_emulate() -> bool {
     }
 }
 
+/// Takes the emulator (one test at a time) and a fresh folder `name`; `None` (after saying
+/// why) when the emulator cannot run here.
+fn testbed(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+    let guard = serial();
+    if !can_emulate() {
+        return None;
+    }
+    Some((guard, scratch(name)))
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("polypath-emu-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -102,11 +112,9 @@ fn read_json(path: &Path) -> Value {
 
 #[test]
 fn ping_rtt_matches_the_configured_delay() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("ping") else {
         return;
-    }
-    let dir = scratch("ping");
+    };
     let toml = two_hosts(
         "30s",
         "rate = \"100Mbit/s\"\ndelay = \"20ms\"",
@@ -149,11 +157,9 @@ command = "ping -n -c 40 -i 0.05 {remote}"
 
 #[test]
 fn lumos5g_trace_delivers_its_mean_under_saturation() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("lumos") else {
         return;
-    }
-    let dir = scratch("lumos");
+    };
     let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../traces/lumos5g/5G/5g_trace_59_driving")
         .canonicalize()
@@ -208,11 +214,9 @@ rate = "{:.0}Mbit/s"
 
 #[test]
 fn bernoulli_loss_is_measured_within_its_tolerance() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("loss") else {
         return;
-    }
-    let dir = scratch("loss");
+    };
     let p = 0.01;
     let toml = two_hosts(
         "6s",
@@ -267,11 +271,9 @@ command = "python3 -u -c 'import os,socket,sys; s=socket.socket(socket.AF_UNIX);
 
 #[test]
 fn outage_signal_reaches_the_feed() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("outage") else {
         return;
-    }
-    let dir = scratch("outage");
+    };
     let mut flows = feed_reader("a", "b");
     flows.push_str(&feed_reader("b", "a"));
     let toml = two_hosts(
@@ -303,11 +305,9 @@ fn outage_signal_reaches_the_feed() {
 
 #[test]
 fn refuses_what_it_cannot_honour() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("refuse") else {
         return;
-    }
-    let dir = scratch("refuse");
+    };
     let toml = two_hosts(
         "1s",
         "rate = { source = \"feed\", initial = \"10Mbit/s\" }",
@@ -368,11 +368,9 @@ fn link_rate(dir_out: &Path, link: &str, dir: &str, from_s: f64, to_s: f64) -> f
 
 #[test]
 fn kernel_tcp_cubic_fills_a_one_bdp_link() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("cubic") else {
         return;
-    }
-    let dir = scratch("cubic");
+    };
     let toml = two_hosts(
         "20s",
         "rate = \"100Mbit/s\"\ndelay = \"20ms\"\nqueue = \"1bdp\"",
@@ -398,11 +396,9 @@ fn kernel_tcp_cubic_fills_a_one_bdp_link() {
 
 #[test]
 fn kernel_mptcp_aggregates_two_links() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("mptcp") else {
         return;
-    }
-    let dir = scratch("mptcp");
+    };
     let toml = format!(
         r#"
 [sim]
@@ -525,11 +521,9 @@ command = "sleep 60"
 
 #[test]
 fn nothing_is_left_after_sigterm_or_sigkill_and_clean() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("cleanup") else {
         return;
-    }
-    let dir = scratch("cleanup");
+    };
     let before = netns_list();
     // SIGTERM: the emulator removes everything itself.
     let (mut child, made) = start_sleeping_emulator(&dir, &before);
@@ -685,11 +679,9 @@ fn longest_delivery_gap(out: &Path) -> f64 {
 
 #[test]
 fn lamp5g_make_before_break_with_real_processes() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("mbb") else {
         return;
-    }
-    let dir = scratch("mbb");
+    };
     let report = emulate(&dir, &handover_scenario("300MB", false));
     let client = report
         .summary
@@ -754,11 +746,9 @@ fn lamp5g_make_before_break_with_real_processes() {
 
 #[test]
 fn nrdc_two_path_quic_completes_as_in_the_simulator() {
-    let _g = serial();
-    if !can_emulate() {
+    let Some((_g, dir)) = testbed("nrdc") else {
         return;
-    }
-    let dir = scratch("nrdc");
+    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/nrdc-two-path.toml");
     let toml = std::fs::read_to_string(path)
         .unwrap()

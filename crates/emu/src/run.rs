@@ -15,8 +15,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use polypath_link::feed::FEED_ENV;
 use polypath_scenario::{FlowKind, QuicFlow, RateModel, Scenario, TransferDirection};
 use polypath_sim::{
-    AgentFactory, AgentId, BuildContext, Datagram, Hooks, RunOptions, SimError, StopReason,
-    Summary, UdpPair,
+    AgentFactory, AgentId, BuildContext, Datagram, Hooks, RunOptions, SimError, SimTime,
+    StopReason, Summary, UdpPair,
 };
 use serde::Serialize;
 
@@ -388,7 +388,7 @@ impl EmuFactory {
 }
 
 fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    SimTime::from_duration(d).as_nanos()
 }
 
 impl AgentFactory for EmuFactory {

@@ -237,29 +237,15 @@ pub(crate) fn build(scenario: &Scenario, run: &RunLock, mtu: u32) -> Result<Vec<
                 }
             }
         }
-        let v4_first = ifaces.iter().flatten().find(|i| i.addr.is_ipv4());
-        if let Some(first) = v4_first {
-            ns.ip(&[
-                "route",
-                "add",
-                "default",
-                "dev",
-                &first.dev,
-                "src",
-                &first.addr.to_string(),
-            ])?;
-        }
-        if let Some(first) = ifaces.iter().flatten().find(|i| i.addr.is_ipv6()) {
-            ns.ip(&[
-                "-6",
-                "route",
-                "add",
-                "default",
-                "dev",
-                &first.dev,
-                "src",
-                &first.addr.to_string(),
-            ])?;
+        // A default route per address family, through the first interface of that family.
+        for v6 in [false, true] {
+            if let Some(first) = ifaces.iter().flatten().find(|i| i.addr.is_ipv6() == v6) {
+                let fam = if v6 { "-6" } else { "-4" };
+                let src = first.addr.to_string();
+                ns.ip(&[
+                    fam, "route", "add", "default", "dev", &first.dev, "src", &src,
+                ])?;
+            }
         }
         hosts.push(Host {
             name: h.name.clone(),

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::LinkEvent;
-use crate::jsonl::ReadError;
+use crate::jsonl::{ReadError, parse_json_line};
 
 /// The environment variable that names a host's feed socket for the processes on it.
 pub const FEED_ENV: &str = "POLYPATH_LINK_EVENTS";
@@ -60,22 +60,19 @@ impl FeedEvent {
     /// Parses one line (without its newline); `line` (1-based) is only used for errors,
     /// which name the offending field.
     pub fn parse(text: &str, line: usize) -> Result<FeedEvent, ReadError> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let event: FeedEvent = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let (field, message) = Self::locate_in_event(text)
-                .unwrap_or_else(|| (e.path().to_string(), e.inner().to_string()));
+        parse_json_line(text, line, "event").map_err(|e| match e {
             ReadError::Parse {
-                line,
-                field,
-                message,
-            }
-        })?;
-        de.end().map_err(|e| ReadError::Parse {
-            line,
-            field: String::new(),
-            message: format!("trailing characters after the event: {e}"),
-        })?;
-        Ok(event)
+                line, ref field, ..
+            } if field.is_empty() || field == "." => match Self::locate_in_event(text) {
+                Some((field, message)) => ReadError::Parse {
+                    line,
+                    field,
+                    message,
+                },
+                None => e,
+            },
+            e => e,
+        })
     }
 
     /// The offending field of a line whose error lies in the event's own fields: the

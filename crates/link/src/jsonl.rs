@@ -131,19 +131,28 @@ impl std::error::Error for ReadError {
 
 /// Parses one line (without its newline) as an event; `line` is only used for errors.
 pub fn parse_line(text: &str, line: usize) -> Result<LinkEvent, ReadError> {
+    parse_json_line(text, line, "event")
+}
+
+/// Parses one line (without its newline) as a `what`; errors name the line `line` and
+/// the offending field.
+pub(crate) fn parse_json_line<T: serde::de::DeserializeOwned>(
+    text: &str,
+    line: usize,
+    what: &str,
+) -> Result<T, ReadError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let event: LinkEvent =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| ReadError::Parse {
-            line,
-            field: e.path().to_string(),
-            message: e.inner().to_string(),
-        })?;
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| ReadError::Parse {
+        line,
+        field: e.path().to_string(),
+        message: e.inner().to_string(),
+    })?;
     de.end().map_err(|e| ReadError::Parse {
         line,
         field: String::new(),
-        message: format!("trailing characters after the event: {e}"),
+        message: format!("trailing characters after the {what}: {e}"),
     })?;
-    Ok(event)
+    Ok(value)
 }
 
 /// Reads events from JSON lines, skipping blank lines.
