@@ -64,7 +64,7 @@ fn run_scenario(EmuRunArgs { run: args, pcap }: EmuRunArgs) -> Result<(), String
             args.scenario.display(),
             s.sim.sim_time_s,
             r.wall_s,
-            r.stopped_by,
+            s.sim.stopped_by,
             r.lateness.p50_us,
             r.lateness.p99_us,
             r.lateness.max_us,

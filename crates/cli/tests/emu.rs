@@ -321,6 +321,33 @@ fn refuses_what_it_cannot_honour() {
         msg.contains("scenario.toml:") && msg.contains("link[0].rate"),
         "{msg}"
     );
+    // A QUIC flow option the polypath client has no counterpart for.
+    let toml = two_hosts(
+        "1s",
+        "rate = \"10Mbit/s\"",
+        r#"
+[[flow]]
+name = "q"
+kind = "quic"
+from = "a"
+to = "b"
+bytes = "1MB"
+[flow.options]
+idle_timeout = "60s"
+"#,
+    );
+    std::fs::write(&path, toml).unwrap();
+    let msg = polypath_emu::run(&path, &EmuOptions::default())
+        .unwrap_err()
+        .to_string();
+    eprintln!("{msg}");
+    assert!(msg.contains("flow[0].options.idle_timeout"), "{msg}");
+    // Nothing was created for refused scenarios.
+    assert!(
+        netns_list()
+            .iter()
+            .all(|n| !n.starts_with(polypath_emu::PREFIX))
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

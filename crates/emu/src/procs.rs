@@ -71,8 +71,9 @@ pub(crate) struct Proc {
     pub start_at: u64,
     /// When to stop it, if ever.
     pub stop_at: Option<u64>,
-    /// Started only once this file has a first line (a server's "listening on").
-    pub after: Option<PathBuf>,
+    /// Started only once this file has a first line (a server's "listening on"), and
+    /// never if the process at this index of the run's list ended before that.
+    pub after: Option<(PathBuf, usize)>,
     child: Option<Child>,
     term_sent: Option<Instant>,
     /// It has ended (or will never start).
@@ -153,7 +154,7 @@ impl Proc {
             return Ok(());
         }
         if self.child.is_none() {
-            let ready = self.after.as_deref().is_none_or(has_a_line);
+            let ready = self.after.as_ref().is_none_or(|(p, _)| has_a_line(p));
             if now >= self.start_at && ready {
                 self.spawn(now)?;
             }

@@ -62,9 +62,6 @@ pub struct EmuOptions {
 pub struct Realtime {
     /// Wall-clock seconds the run took.
     pub wall_s: f64,
-    /// Why the run ended: `duration`, `done` (every process and generator finished) or
-    /// `interrupted` (SIGINT / SIGTERM).
-    pub stopped_by: String,
     /// How late packets were written to their host, against the model's schedule.
     pub lateness: LatenessReport,
     /// The engine thread's CPU time over the wall time.
@@ -854,7 +851,7 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     start,
                     stop,
                 );
-                c.after = Some(listening);
+                c.after = Some((listening, procs.len() - 1));
                 c.app = Some((app, q.bytes));
                 procs.push(c);
             }
@@ -986,7 +983,17 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
         let now = ns_now();
         if now >= next_housekeeping {
             next_housekeeping = now + HOUSEKEEPING_NS;
-            for p in &mut procs {
+            for k in 0..procs.len() {
+                // A client whose server ended before it was ready never starts.
+                let orphan = procs[k]
+                    .after
+                    .as_ref()
+                    .is_some_and(|(_, server)| procs.get(*server).is_some_and(|s| s.finished));
+                let p = &mut procs[k];
+                if orphan && p.report.started_s.is_none() {
+                    p.finished = true;
+                    continue;
+                }
                 if let Err(e) = p.poll(now) {
                     loop_error = Some(e);
                     break 'run StopReason::Idle;
@@ -1078,7 +1085,10 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
     }
     // Let the taps report them: one more sample.
     sim.finish()?;
-    let summary = sim.summary(stop_reason);
+    let mut summary = sim.summary(stop_reason);
+    // Why the run ended: `duration`, `done` (every process and generator finished) or
+    // `interrupted` (SIGINT / SIGTERM).
+    summary.stopped_by = stopped_by.unwrap_or_else(|| "duration".into());
     let lat = lateness.report();
     let mut warnings = Vec::new();
     let share = if wall > 0.0 { cpu / wall } else { 0.0 };
@@ -1105,7 +1115,6 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
     }
     let realtime = Realtime {
         wall_s: wall,
-        stopped_by: stopped_by.unwrap_or_else(|| "duration".into()),
         lateness: lat,
         engine_cpu_share: share,
         realtime_priority,
