@@ -1,5 +1,5 @@
-//! `polypath server`: serves transfers (see [`crate::transfer`]) to clients one after the
-//! other.
+//! `polypath server`: serves transfers (see [`crate::transfer`]) to many clients at once,
+//! one task per connection, each bounded by a handshake timeout and a read timeout.
 
 use crate::feed::{FeedArgs, LinkEvents};
 use crate::setup::{End, TransportArgs, server_tls, write_certificate};
@@ -14,6 +14,8 @@ use serde::Serialize;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long the server waits for a client to close after the last response.
@@ -35,12 +37,31 @@ pub struct ServerArgs {
     /// Write the generated self-signed certificate (PEM) here, for `polypath client --pin`.
     #[arg(long, value_name = "FILE", conflicts_with = "cert")]
     cert_out: Option<PathBuf>,
-    /// Serve one client, then exit (non-zero if its transfer failed).
+    /// Exit after the first connection ends (non-zero if its transfer failed); connections
+    /// still being served then are closed.
     #[arg(long)]
     once: bool,
     /// Largest object a client may ask for.
     #[arg(long, default_value = "64GiB", value_parser = parse_size)]
     max_size: u64,
+    /// A connection whose handshake has not completed this long after its first Initial
+    /// is dropped.
+    #[arg(long, default_value = "10s", value_parser = polypath_emu::tcp::parse_duration)]
+    handshake_timeout: Duration,
+    /// A connection with no stream progress for this long (no stream data received and
+    /// none of the server's data acknowledged) is closed; separate from the QUIC idle
+    /// timeout, which keep-alives reset.
+    #[arg(long, default_value = "30s", value_parser = polypath_emu::tcp::parse_duration)]
+    read_timeout: Duration,
+    /// Most connections served at once; Initials beyond it are ignored (the library's
+    /// `max_incoming`), and a connection accepted while that many are served is closed
+    /// at once with "server busy".
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// Validate client addresses with a Retry before creating any connection state
+    /// (RFC 9000 section 8.1.2).
+    #[arg(long)]
+    retry: bool,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -65,7 +86,7 @@ struct Served {
     seconds: f64,
 }
 
-/// Runs the server until interrupted (or after one client with `--once`).
+/// Runs the server until interrupted (or after the first connection with `--once`).
 pub fn run(args: ServerArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -80,64 +101,173 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
     if let (Some(path), Some(cert)) = (&args.cert_out, &generated) {
         write_certificate(path, cert)?;
     }
-    let feed = LinkEvents::start(&args.feed).await?;
+    let feed = LinkEvents::start(&args.feed).await?.map(Arc::new);
     let mut config = ServerConfig::new(tls);
     config.transport = args.transport.transport(true, &[], End::Server)?;
+    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    config.max_incoming = max_connections;
+    config.retry = args.retry;
     let endpoint = Endpoint::server(args.listen, args.transport.endpoint()?, config)
         .map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
     println!("listening on {}", bound[0]);
     std::io::stdout().flush().map_err(|e| e.to_string())?;
-    while let Some(conn) = endpoint.accept().await {
-        let peer = conn
-            .remote_address()
-            .map_or_else(|| "unknown".to_string(), |a| a.to_string());
-        let attached = feed.as_ref().map(|f| f.attach(&conn));
-        let weight_changes = args.transport.schedule_weight_changes(&conn);
-        let result = serve_connection(&conn, args.max_size).await;
-        drop(weight_changes);
-        if result.is_err() {
-            conn.close(1, b"transfer failed");
-        }
-        // Let the client read the last response and close the connection itself.
-        let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
-        drop(attached);
-        drop(conn);
-        let report = match &result {
-            Ok(s) => ServedReport {
-                peer,
-                direction: Some(s.direction),
-                bytes: s.bytes,
-                seconds: s.seconds,
-                verified: true,
-                error: None,
-            },
-            Err(e) => ServedReport {
-                peer,
-                direction: None,
-                bytes: 0,
-                seconds: 0.0,
-                verified: false,
-                error: Some(e.clone()),
-            },
+    let args = Arc::new(args);
+    let active = Arc::new(AtomicUsize::new(0));
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<Result<(), String>>();
+    loop {
+        let conn = tokio::select! {
+            conn = endpoint.accept() => conn,
+            Some(result) = done_rx.recv(), if args.once => {
+                endpoint.close(0, b"server done");
+                let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
+                return result;
+            }
         };
-        let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-        println!("{line}");
-        std::io::stdout().flush().map_err(|e| e.to_string())?;
-        if args.once {
-            endpoint.close(0, b"server done");
-            let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
-            return result.map(|_| ());
-        }
+        let Some(conn) = conn else { break };
+        let slot = Slot::take(&active, max_connections);
+        let feed = feed.clone();
+        let args = args.clone();
+        // Only --once waits for results (others would pile up in the channel).
+        let done_tx = args.once.then(|| done_tx.clone());
+        tokio::spawn(async move {
+            let result = handle_connection(conn, slot, feed.as_deref(), &args).await;
+            if let Some(tx) = done_tx {
+                // A send error means the server is already exiting.
+                let _ = tx.send(result);
+            }
+        });
     }
     Ok(())
 }
 
+/// One of the `--max-connections` places, held while a connection is served.
+struct Slot(Option<Arc<AtomicUsize>>);
+
+impl Slot {
+    /// Takes a place if one is free; `Slot(None)` if `max` connections are served.
+    fn take(active: &Arc<AtomicUsize>, max: usize) -> Slot {
+        let taken = active.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        });
+        Slot(taken.ok().map(|_| active.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(active) = &self.0 {
+            active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Serves one accepted connection to its end and prints its JSON line.
+async fn handle_connection(
+    conn: Connection,
+    slot: Slot,
+    feed: Option<&LinkEvents>,
+    args: &ServerArgs,
+) -> Result<(), String> {
+    let peer = conn
+        .remote_address()
+        .map_or_else(|| "unknown".to_string(), |a| a.to_string());
+    let result = if slot.0.is_none() {
+        Err(format!(
+            "server busy: {} connections served (--max-connections)",
+            args.max_connections
+        ))
+    } else {
+        let attached = feed.map(|f| f.attach(&conn));
+        let weight_changes = args.transport.schedule_weight_changes(&conn);
+        let result = serve_bounded(&conn, args).await;
+        drop(weight_changes);
+        drop(attached);
+        result
+    };
+    if result.is_err() {
+        conn.close(1, b"transfer failed");
+    }
+    // Let the client read the last response and close the connection itself.
+    let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
+    drop(conn);
+    drop(slot);
+    let report = match &result {
+        Ok(s) => ServedReport {
+            peer,
+            direction: Some(s.direction),
+            bytes: s.bytes,
+            seconds: s.seconds,
+            verified: true,
+            error: None,
+        },
+        Err(e) => ServedReport {
+            peer,
+            direction: None,
+            bytes: 0,
+            seconds: 0.0,
+            verified: false,
+            error: Some(e.clone()),
+        },
+    };
+    let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+    }
+    result.map(|_| ())
+}
+
+/// Serves a connection within `--handshake-timeout` (for the handshake) and
+/// `--read-timeout` (for any stall of the transfer).
+async fn serve_bounded(conn: &Connection, args: &ServerArgs) -> Result<Served, String> {
+    match tokio::time::timeout(args.handshake_timeout, conn.handshake()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(format!("handshake failed: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "handshake timed out after {:?} (--handshake-timeout)",
+                args.handshake_timeout
+            ));
+        }
+    }
+    tokio::select! {
+        result = serve_connection(conn, args.max_size) => result,
+        stalled = stall_watchdog(conn, args.read_timeout) => Err(stalled),
+    }
+}
+
+/// Stream progress of a connection: stream bytes read plus payload bytes the peer
+/// acknowledged. Keep-alives move neither.
+fn progress(conn: &Connection) -> u64 {
+    let acked: u64 = conn
+        .paths()
+        .iter()
+        .map(|p| p.stats.payload_bytes_acked)
+        .sum();
+    conn.stats().stream_bytes_read.saturating_add(acked)
+}
+
+/// Returns (with the reason) once `conn` made no stream progress for `timeout`.
+async fn stall_watchdog(conn: &Connection, timeout: Duration) -> String {
+    let tick = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut last = progress(conn);
+    let mut since = Instant::now();
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = progress(conn);
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= timeout {
+            return format!("no stream progress for {timeout:?} (--read-timeout)");
+        }
+    }
+}
+
 /// Serves the transfer of one connection.
 async fn serve_connection(conn: &Connection, max_size: u64) -> Result<Served, String> {
-    conn.handshake()
-        .await
-        .map_err(|e| format!("handshake failed: {e}"))?;
     let (mut send, mut recv) = conn
         .accept_bi()
         .await

@@ -111,21 +111,31 @@ impl Connection {
     }
 
     /// Waits for the handshake to complete.
+    ///
+    /// Succeeds if the handshake completed, even when the connection has ended since (a
+    /// peer that completed its handshake, did its work and closed is not a failed
+    /// handshake); fails with the reason the connection ended if it ended before.
     pub async fn handshake(&self) -> Result<(), ConnectionError> {
         poll_fn(|cx| {
-            self.poll_with(
-                |e| e,
-                |(conn, w, _)| {
-                    if let Some(e) = &w.lost {
-                        return Poll::Ready(Err(e.clone()));
-                    }
-                    if w.connected || !conn.is_handshaking() {
-                        return Poll::Ready(Ok(()));
-                    }
-                    register(&mut w.handshake, cx);
-                    Poll::Pending
-                },
-            )
+            let mut guard = self.inner.shared.lock();
+            let State { quic, conns, .. } = &mut *guard;
+            let h = self.inner.handle;
+            let conn = quic.connection(h);
+            let Some(w) = conns.get_mut(&h) else {
+                return Poll::Ready(Err(ConnectionError::LocallyClosed));
+            };
+            // Completion is checked before loss.
+            if w.connected || conn.is_some_and(|c| !c.is_handshaking()) {
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(e) = &w.lost {
+                return Poll::Ready(Err(e.clone()));
+            }
+            if conn.is_none() {
+                return Poll::Ready(Err(ConnectionError::LocallyClosed));
+            }
+            register(&mut w.handshake, cx);
+            Poll::Pending
         })
         .await
     }

@@ -139,3 +139,22 @@ async fn datagrams_both_ways_and_a_clean_close() {
         .await
         .unwrap();
 }
+
+/// A connection the peer closed after its handshake completed reports the handshake as
+/// completed, not failed (issue 24, item 4: completion is checked before loss).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_then_peer_close_is_a_completed_handshake() {
+    let (server, client, cc) = pair(&["127.0.0.1:0"], false, None);
+    let server_addr = server.local_addrs()[0];
+    let c = client.connect(cc, server_addr, "localhost").await.unwrap();
+    let s = server.accept().await.unwrap();
+    c.close(0, b"done");
+    // The server looks at the connection only after the client closed it.
+    let reason = tokio::time::timeout(Duration::from_secs(5), s.closed())
+        .await
+        .unwrap();
+    println!("server saw: {reason}");
+    s.handshake()
+        .await
+        .expect("a handshake that completed is reported as completed after the close");
+}

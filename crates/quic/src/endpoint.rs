@@ -35,6 +35,54 @@ pub enum ConnectError {
     Tls(crate::TransportError),
 }
 
+/// What the endpoint knows of the first packet of a datagram that may open a connection.
+struct InitialPacket {
+    /// The Destination Connection ID (the Initial keys derive from it).
+    dcid: ConnectionId,
+    /// The client's Source Connection ID.
+    client_scid: ConnectionId,
+    /// The QUIC version.
+    version: u32,
+    /// Offset of the protected Packet Number field.
+    pn_offset: usize,
+    /// Length of the packet within the datagram.
+    len: usize,
+}
+
+/// Whether the first packet of `data`, an Initial described by `first`, decrypts with the
+/// server's Initial keys, checked on a copy so nothing is kept. The keys derive from the
+/// packet's Destination Connection ID: the client's random one, or after a Retry the Retry's
+/// Source Connection ID (RFC 9001 section 5.2).
+fn initial_decrypts(data: &[u8], first: &InitialPacket) -> bool {
+    let Some(packet) = data.get(..first.len) else {
+        return false;
+    };
+    let Some(keys) = crate::crypto::initial_keys(first.version, &first.dcid, Side::Server) else {
+        return false;
+    };
+    let mut packet = packet.to_vec();
+    let Ok(unprotected) =
+        packet::remove_header_protection(&mut packet, first.pn_offset, keys.remote.header.as_ref())
+    else {
+        return false;
+    };
+    // The first packet of a connection: no packet number was received before it.
+    let pn = packet::decode_packet_number(
+        None,
+        u64::from(unprotected.truncated_pn),
+        unprotected.pn_nbits(),
+    );
+    let header_len = first.pn_offset + unprotected.pn_len;
+    crate::crypto::open_packet(
+        keys.remote.packet.as_ref(),
+        None,
+        pn,
+        &mut packet,
+        header_len,
+    )
+    .is_ok()
+}
+
 /// How long Retry tokens stay valid.
 const RETRY_TOKEN_LIFETIME: Duration = Duration::from_secs(30);
 
@@ -189,20 +237,18 @@ impl Endpoint {
                 version,
                 scid,
                 token,
-                ..
+                pn_offset,
             } => {
                 let (version, scid, token) = (*version, *scid, token.clone());
                 let token_bytes = data.get(token).map(|t| t.to_vec()).unwrap_or_default();
-                self.on_new_initial(
-                    now,
-                    local,
-                    remote,
-                    data,
-                    header.dcid,
-                    scid,
+                let first = InitialPacket {
+                    dcid: header.dcid,
+                    client_scid: scid,
                     version,
-                    &token_bytes,
-                )
+                    pn_offset: *pn_offset,
+                    len: header.packet_len,
+                };
+                self.on_new_initial(now, local, remote, data, &first, &token_bytes)
             }
             Header::Short { .. } => {
                 //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.1
@@ -224,19 +270,26 @@ impl Endpoint {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A datagram whose first packet is an Initial that matches no connection: the server
+    /// creates a connection for it only once that packet decrypts and its frames were
+    /// processed without a connection error. Anything else is dropped without leaving
+    /// state behind (no connection, routing entry, timer or qlog file).
     fn on_new_initial(
         &mut self,
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
         data: BytesMut,
-        dcid: ConnectionId,
-        client_scid: ConnectionId,
-        version: u32,
+        first: &InitialPacket,
         token: &[u8],
     ) -> Option<ConnectionHandle> {
         let server = self.server.clone()?;
+        let InitialPacket {
+            dcid,
+            client_scid,
+            version,
+            ..
+        } = *first;
         //= https://www.rfc-editor.org/rfc/rfc9000#section-14.1
         //# A server MUST discard an Initial packet that is carried in a UDP
         //# datagram with a payload that is smaller than the smallest allowed
@@ -251,6 +304,17 @@ impl Endpoint {
             return None;
         }
         if self.handshaking_count() >= server.max_incoming {
+            return None;
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-21.2
+        //# Packets that cannot be
+        //# authenticated are discarded.
+        //= https://www.rfc-editor.org/rfc/rfc9001#section-5.2
+        //# Initial packets apply the packet protection process, but use a secret derived
+        //# from the Destination Connection ID field from the client's first Initial
+        //# packet.
+        if !initial_decrypts(&data, first) {
+            tracing::trace!(%remote, "dropping an Initial that does not decrypt");
             return None;
         }
         let epoch = *self.epoch.get_or_insert(now);
@@ -307,11 +371,43 @@ impl Endpoint {
         };
         // Initial packets are keyed by the client's DCID; after a Retry that is our SCID.
         conn.handle_datagram(now, local, remote, data);
+        if !conn.received_any() {
+            // Decrypted above, but dropped by the connection (a duplicate or coalesced
+            // packets it could not use): nothing to keep.
+            return None;
+        }
+        if conn.is_closed() {
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-11.1
+            //# As the AEAD for Initial packets does not provide strong authentication, an
+            //# endpoint MAY discard an invalid Initial packet.
+            // The first Initial already failed (a malformed frame, a TLS alert such as no
+            // common ALPN): answer with the connection's CONNECTION_CLOSE, as a stateless
+            // packet, and keep nothing.
+            let mut buf = Vec::new();
+            if let Some(t) = conn.poll_transmit(now, &mut buf) {
+                buf.truncate(t.size);
+                self.queue_stateless(t.source, t.destination, buf);
+            }
+            return None;
+        }
         self.connections.insert(handle, conn);
         self.initial_map.insert(dcid, handle);
         self.drain_endpoint_events(handle);
         self.incoming.push_back(handle);
         Some(handle)
+    }
+
+    /// Number of connections this endpoint holds (handshaking, established, closing or
+    /// draining), for tests and monitoring.
+    pub fn connection_count(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Number of entries in the endpoint's routing tables (local connection IDs and the
+    /// client-chosen IDs of connections in their handshake), for tests and monitoring.
+    #[doc(hidden)]
+    pub fn routing_entries(&self) -> usize {
+        self.cid_map.len() + self.initial_map.len()
     }
 
     fn handshaking_count(&self) -> usize {

@@ -488,6 +488,11 @@ impl Connection {
         !self.handshake_complete
     }
 
+    /// True once a packet from the peer was decrypted and processed.
+    pub(crate) fn received_any(&self) -> bool {
+        self.received_any
+    }
+
     /// True once the handshake is confirmed (RFC 9001 section 4.1.2).
     pub fn is_handshake_confirmed(&self) -> bool {
         self.handshake_confirmed

@@ -3,6 +3,7 @@
 //! [`crate::testing`]).
 
 mod basic;
+mod initial_flood;
 mod multipath;
 mod path_manager;
 mod violations;
