@@ -60,7 +60,7 @@ enum Command {
     /// The real-time emulator: the scenario's hosts as network namespaces, real processes.
     #[command(subcommand)]
     Emu(emu::EmuCommand),
-    /// Serve transfers over (Multipath) QUIC to `polypath client`s, one after the other.
+    /// Serve transfers over (Multipath) QUIC to `polypath client`s, many at once.
     Server(server::ServerArgs),
     /// Transfer one object to or from a `polypath server`, verified with SHA-256, and print
     /// a JSON summary.
