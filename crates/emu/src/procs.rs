@@ -2,8 +2,10 @@
 //! `polypath` client and server of `quic` flows.
 //!
 //! Each process enters its host's namespace before `exec` (`setns`), leads a process group
-//! of its own, and dies with the emulator (`PR_SET_PDEATHSIG`), so even a SIGKILLed
-//! emulator leaves no process behind. Its stdout and stderr go to files in the run's
+//! of its own (stopped as a group), and dies with the emulator (`PR_SET_PDEATHSIG`). That
+//! signal reaches the direct child only: what it started itself outlives a SIGKILLed
+//! emulator until `polypath emu clean` (run at the start of every run) kills everything
+//! left in the run's namespaces. Its stdout and stderr go to files in the run's
 //! `procs/` folder; its exit status is kept.
 
 use std::fs::File;

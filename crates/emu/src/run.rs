@@ -564,6 +564,9 @@ impl Pcap {
 pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport, EmuError> {
     ns::available().map_err(EmuError::Setup)?;
     check(scenario)?;
+    // From here on SIGINT / SIGTERM end the run through the loop (at its first check,
+    // if they come during the setup), so everything below is removed.
+    let _signals = SignalGuard::install();
     // What killed runs left behind.
     ns::clean()?;
     let lock = RunLock::acquire()?;
@@ -859,7 +862,6 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
     }
 
     // The loop.
-    let _signals = SignalGuard::install();
     let realtime_priority = rt::tune_thread(true);
     let cpu0 = rt::thread_cpu_s();
     let ns_now = || nanos(t0.elapsed());
