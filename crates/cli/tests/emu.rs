@@ -3,14 +3,14 @@
 //! devices); without it each says so and returns. They run one at a time (they measure
 //! in real time) and each removes everything it created.
 
+mod common;
+use common::{POLYPATH, scratch};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use polypath_emu::{EmuOptions, EmuReport};
 use polypath_sim::scenario::Scenario;
 use serde_json::Value;
-
-const POLYPATH: &str = env!("CARGO_BIN_EXE_polypath");
 
 /// Emulations measure in real time: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -38,13 +38,6 @@ fn testbed(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> 
         return None;
     }
     Some((guard, scratch(name)))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("polypath-emu-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn emulate(dir: &Path, toml: &str) -> EmuReport {

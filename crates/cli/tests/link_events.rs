@@ -3,6 +3,8 @@
 //! make-before-break runs from it (`--path-manager lamp5g --initial-paths first`) and that
 //! malformed lines are skipped.
 
+mod common;
+use common::{POLYPATH, scratch};
 use polypath_link::feed::FeedEvent;
 use polypath_link::{CellId, LinkEvent, LinkEventKind, MeasEvent};
 use serde_json::Value;
@@ -14,17 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const POLYPATH: &str = env!("CARGO_BIN_EXE_polypath");
 /// Generous bound for anything the test waits for (never reached when things work).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A fresh directory for one test (short: Unix socket paths are limited to ~100 bytes).
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// The feed line of an RRC measurement event entering on `iface`, for the interface with
 /// address `local`.

@@ -3,6 +3,8 @@
 //! SIGKILLed client do not delay another client, 100 clients are served in parallel, and
 //! `--retry` validates addresses.
 
+mod common;
+use common::{POLYPATH, scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
@@ -10,16 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-const POLYPATH: &str = env!("CARGO_BIN_EXE_polypath");
-
-/// A fresh directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("server-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A long-running `polypath server` child process (no `--once`), killed when dropped. Its
 /// report lines are read by a thread and handed over a channel.

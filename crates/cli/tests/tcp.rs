@@ -1,20 +1,12 @@
 //! `polypath tcp recv` and `polypath tcp send` over loopback: both JSON reports, the CSV
 //! rows and the errors for a bad congestion controller.
 
+mod common;
+use common::{POLYPATH, scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-const POLYPATH: &str = env!("CARGO_BIN_EXE_polypath");
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-tcp-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A `polypath tcp recv --once` child, killed if the test ends early.
 struct Receiver {

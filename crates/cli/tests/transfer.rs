@@ -1,6 +1,8 @@
 //! `polypath server` and `polypath client` over loopback: verified transfers, the JSON
 //! summary, loss injected by a userspace relay, qlog output, two paths and path weights.
 
+mod common;
+use common::{POLYPATH, scratch};
 use polypath_io::relay::{Relay, RelayConfig};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -8,16 +10,6 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-const POLYPATH: &str = env!("CARGO_BIN_EXE_polypath");
-
-/// A fresh directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A `polypath server --once` child process, killed if the test ends early.
 struct Server {
