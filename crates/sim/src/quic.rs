@@ -287,6 +287,10 @@ struct Options {
     /// `initial_paths = "first"`: the client opens only the first path at the start and
     /// leaves the others to its path manager.
     first_path_only: bool,
+    /// `receive_window`: both endpoints' connection-level receive window (initial_max_data).
+    receive_window: Option<u64>,
+    /// `stream_receive_window`: both endpoints' per-stream receive window.
+    stream_receive_window: Option<u64>,
 }
 
 /// Reads a table of plug-in parameters (`{ key = "value", ... }`) as `key=value` text
@@ -358,6 +362,25 @@ fn parse_options(
                     )
                 });
             }
+            "receive_window" | "stream_receive_window" => {
+                let bytes = match value {
+                    toml::Value::Integer(n) => u64::try_from(*n).ok(),
+                    toml::Value::String(text) => polypath_scenario::units::parse_size(text).ok(),
+                    _ => None,
+                }
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    scenario.error_at(
+                        &field,
+                        format!("`{key}` is a positive size such as \"256kB\" or a byte count"),
+                    )
+                })?;
+                if key == "receive_window" {
+                    opts.receive_window = Some(bytes);
+                } else {
+                    opts.stream_receive_window = Some(bytes);
+                }
+            }
             "initial_paths" => {
                 opts.first_path_only = match value.as_str() {
                     Some("all") => false,
@@ -406,7 +429,7 @@ fn parse_options(
                     .error_at(
                         &field,
                         format!(
-                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, initial_paths, scheduler, scheduler_changes, path_manager"
+                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, receive_window, stream_receive_window, initial_paths, scheduler, scheduler_changes, path_manager"
                         ),
                     )
                     .into());
@@ -543,6 +566,10 @@ pub(crate) struct Placement<'s> {
     pub first_path_only: bool,
     /// Adapter options.
     pub idle_timeout: Option<Option<Duration>>,
+    /// Both endpoints' connection-level receive window, if the flow sets one.
+    pub receive_window: Option<u64>,
+    /// Both endpoints' per-stream receive window, if the flow sets one.
+    pub stream_receive_window: Option<u64>,
     /// Seeds of the client's and the server's randomness.
     pub seeds: (u64, u64),
     /// Shared by the client and the server.
@@ -645,6 +672,8 @@ impl AgentFactory for QuicFactory {
             path_manager_params: opts.path_manager.clone(),
             first_path_only: opts.first_path_only,
             idle_timeout: opts.idle_timeout,
+            receive_window: opts.receive_window,
+            stream_receive_window: opts.stream_receive_window,
             seeds: (ctx.agent_seed(flow, idx, 0), ctx.agent_seed(flow, idx, 1)),
             common: Common {
                 clock: Clock::new(),
@@ -735,6 +764,12 @@ impl QuicFactory {
             };
             if let Some(idle) = p.idle_timeout {
                 t.max_idle_timeout = idle;
+            }
+            if let Some(window) = p.receive_window {
+                t.receive_window = window;
+            }
+            if let Some(window) = p.stream_receive_window {
+                t.stream_receive_window = window;
             }
             if p.paths.len() > 1 {
                 t.initial_max_path_id = u32::try_from(p.paths.len() - 1).ok();

@@ -241,11 +241,16 @@ impl Path {
         self.link.link_lost || self.link_probe_pending
     }
 
+    /// True if the congestion window has room for a full-sized packet (pacing aside).
+    pub fn window_has_room(&self) -> bool {
+        self.bytes_in_flight + u64::from(self.mtu) <= self.cc.window()
+    }
+
     /// True if congestion control and pacing let a full-sized packet leave now; updates
     /// the cached pacing release time.
     pub fn can_send_data(&mut self, now: Instant, pacing: bool) -> bool {
         let mtu = u64::from(self.mtu);
-        if self.bytes_in_flight + mtu > self.cc.window() {
+        if !self.window_has_room() {
             self.pacing_release = None;
             return false;
         }

@@ -6,7 +6,7 @@ use super::*;
 use crate::frame::{self, Frame};
 use crate::packet::{self, LongType};
 use crate::recovery::SentPacket;
-use crate::sched::{Decision, PendingData};
+use crate::sched::{Decision, PathSnapshot, PendingData};
 use crate::streams::ControlFrame;
 
 /// The smallest datagram that may carry an ack-eliciting Initial packet, and the size
@@ -330,46 +330,59 @@ impl Connection {
         let mut batch: Option<(PathId, usize)> = None;
         let mut count = 0;
         loop {
-            let target = if let Some(&copy_to) = self.duplicate_on.first() {
+            let (target, copy_pending) = if let Some(&copy_to) = self.duplicate_on.first() {
                 // A redundant copy owed to another path goes out before anything new.
                 if batch.is_some() {
                     break;
                 }
                 self.duplicate_on.remove(0);
+                // A copy needs room in its path's window only: it leaves with the original
+                // rather than wait for its own pacer, which would hold back every path
+                // behind the slowest one (the pacer still counts it).
                 let ready = self
                     .paths
-                    .get_mut(&copy_to)
-                    .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
+                    .get(&copy_to)
+                    .is_some_and(|p| p.is_usable() && p.window_has_room());
                 if !ready {
                     continue;
                 }
-                copy_to
+                (copy_to, true)
             } else {
                 if !self.has_scheduled_work() && !self.has_control_frames() {
                     break;
                 }
-                match self.schedule(now) {
+                let target = match self.schedule(now) {
                     Decision::Send(id) => id,
                     Decision::Duplicate(ids) => {
                         let Some((&first, rest)) = ids.split_first() else {
                             break;
                         };
-                        if batch.is_some() {
+                        // The original waits for its path's pacer; the copies are owed
+                        // only once it left.
+                        let ready = self.paths.get_mut(&first).is_some_and(|p| {
+                            p.is_usable() && p.can_send_data(now, self.config.pacing)
+                        });
+                        if batch.is_some() || !ready {
                             break;
                         }
                         self.duplicate_on.extend_from_slice(rest);
                         first
                     }
                     Decision::Wait => break,
-                }
+                };
+                (target, false)
             };
             if batch.is_some_and(|(id, _)| id != target) {
                 break;
             }
-            let ready = self
-                .paths
-                .get_mut(&target)
-                .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
+            // The scheduler chose among paths with window room; pacing only decides when the
+            // chosen path transmits. Until its pacer releases, the connection waits (the
+            // pacing release is a timer) rather than give the packet to another path.
+            let ready = copy_pending
+                || self
+                    .paths
+                    .get_mut(&target)
+                    .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
             if !ready {
                 break;
             }
@@ -436,21 +449,27 @@ impl Connection {
             if path.state == PathState::Abandoned || self.peer_cids.active(path.id).is_none() {
                 continue;
             }
+            // `can_send` is window room only; the pacer's verdict is `pacing_release`.
             let can_send = if held_back.contains(&path.id) {
                 // Not waiting for the pacer either (no pacing wake-up for this path).
                 path.pacing_release = None;
                 false
+            } else if path.is_usable() && path.window_has_room() {
+                path.can_send_data(now, pacing);
+                true
             } else {
-                path.is_usable() && path.can_send_data(now, pacing)
+                path.pacing_release = None;
+                false
             };
             snapshots.push(path.snapshot(can_send));
         }
         if pending.is_empty() {
-            // Control frames only: the first working path that can send (the backup rule
-            // and potentially failed paths as for data), else the first path that can send.
+            // Control frames only: the first working path that can send now (the backup
+            // rule and potentially failed paths as for data), else the first path that can.
+            let now_ready = |s: &&PathSnapshot| s.can_send && s.pacing_release.is_none();
             return crate::sched::preferred_paths(&snapshots)
-                .next()
-                .or_else(|| snapshots.iter().find(|s| s.can_send))
+                .find(now_ready)
+                .or_else(|| snapshots.iter().find(now_ready))
                 .map_or(Decision::Wait, |s| Decision::Send(s.id));
         }
         self.scheduler.schedule(now, &snapshots, &pending)

@@ -13,6 +13,31 @@
 //! [`Scheduler::on_packet_sent`], so stateful policies (weighted round robin, LAMP5G ranking)
 //! keep their own bookkeeping.
 //!
+//! # The contract: window room chooses, pacing times
+//!
+//! A scheduler chooses among the paths whose congestion window has room
+//! ([`PathSnapshot::can_send`]), MPTCP's rule: a subflow is available while its window is
+//! not full. Pacing is not unavailability. When the chosen path's pacer is holding packets
+//! back ([`PathSnapshot::pacing_release`] is set), the connection does not give the packet
+//! to another path: it waits until that path's pacer releases it (a timer of the
+//! connection) and sends it there. Pacing therefore only decides *when* the chosen path
+//! transmits, never *which* path carries the data. A scheduler may also answer
+//! [`Decision::Wait`] to wait for a path whose window is full but will open (ECF, BLEST and
+//! true weighted round robin do); the connection asks again after the next acknowledgment,
+//! timer or new data.
+//!
+//! Counting a path whose pacer has not yet released as unable to send would make the
+//! schedulers indistinguishable: at most decision points only the one path whose pacer has
+//! just released could send, every scheduler would pick it, and the slow path would get
+//! packets the fast one was about to send (the head-of-line blocking ECF and BLEST exist to
+//! avoid). Linux MPTCP also skips a subflow throttled by TCP Small Queues; polypath has no
+//! per-path send queue below the scheduler, so the pacer plays no part in the choice.
+//!
+//! The copies of a [`Decision::Duplicate`] are the exception: the first listed path carries
+//! the packet and waits for its pacer; the others get their copy right after it if their
+//! windows have room, without waiting for their own pacers (which still count the copy), so
+//! a redundant scheduler runs at the pace of its first path rather than of the slowest one.
+//!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
 //! `largest-cwnd` example crate in the repository (`crates/example-largest-cwnd`, package
 //! `polypath-example-largest-cwnd`), which builds and tests one against the public API only.
@@ -22,7 +47,7 @@
 //! | scheduler | policy | source |
 //! |---|---|---|
 //! | [`MinRtt`] | lowest smoothed RTT among paths with room | Linux MPTCP default |
-//! | [`RoundRobin`] | next path in turn with room | Linux MPTCP round robin |
+//! | [`RoundRobin`] | next path in turn with room (`cwnd_limited` Y; N is [`WeightedRoundRobin`] with weights 1) | Linux MPTCP round robin |
 //! | [`Redundant`] | every packet on every path with room | Linux MPTCP redundant; 5G-CLARITY Section 3 |
 //! | [`WeightedRoundRobin`] | `w_i` packets per path per round, true WRR or cwnd-limited | 5G-CLARITY Section 5 |
 //! | [`Ecf`] | fastest path, or wait for it when that completes sooner | Lim et al., CoNEXT 2017 |
@@ -127,10 +152,13 @@ pub struct PathSnapshot {
     pub loss_rate: f64,
     /// Latest delivery-rate estimate in bytes per second, if any.
     pub delivery_rate: Option<u64>,
-    /// True if a full-sized packet can leave on this path now: the path is usable, the
-    /// congestion window has room and the pacer allows it.
+    /// True if the path may take a full-sized packet: it is usable (and not held back for
+    /// an unavailable link) and its congestion window has room. The pacer does not enter
+    /// into it: see [`Self::pacing_release`] and the module's contract.
     pub can_send: bool,
-    /// When the pacer will next allow a packet, if it is holding one back.
+    /// When the pacer will next allow a packet on a path that [can send](Self::can_send),
+    /// if it is holding one back now; `None` if a packet may leave at once (or the path
+    /// cannot send). A packet scheduled on a path with a release time waits for it there.
     pub pacing_release: Option<Instant>,
     /// Packets sent on this path.
     pub packets_sent: u64,
@@ -309,12 +337,21 @@ pub enum PathEvent {
 }
 
 /// A packet scheduler for one connection.
+///
+/// The contract (see the [module documentation](self)): [`Scheduler::schedule`] chooses
+/// among paths whose congestion window has room ([`PathSnapshot::can_send`]); a path whose
+/// pacer is holding packets back can still be chosen, and the connection then waits for that
+/// pacer instead of sending elsewhere. A scheduler may return [`Decision::Wait`] to wait for
+/// a path whose window is full; a [`Decision::Send`] naming a path that cannot send is also
+/// a wait.
 pub trait Scheduler: Send + fmt::Debug {
     /// A short name for logs and summaries.
     fn name(&self) -> &str;
 
     /// Picks the path(s) for the next packet carrying application data. `paths` lists every
     /// path that is not yet fully closed, in path ID order; `pending` describes the data.
+    /// Pacing is not the scheduler's concern: choose by window room, RTT, weights and so
+    /// on, and the connection sends on the chosen path when its pacer allows.
     fn schedule(&mut self, now: Instant, paths: &[PathSnapshot], pending: &PendingData)
     -> Decision;
 
@@ -375,8 +412,9 @@ pub fn usable_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapsho
     })
 }
 
-/// The paths of [`usable_paths`] that can take a full-sized packet now. A backup path is
-/// not among them merely because the available paths' windows are full.
+/// The paths of [`usable_paths`] whose congestion window has room for a full-sized packet
+/// ([`PathSnapshot::can_send`]; pacing aside). A backup path is not among them merely
+/// because the available paths' windows are full.
 pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
     usable_paths(paths).filter(|p| p.can_send)
 }

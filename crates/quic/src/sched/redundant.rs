@@ -7,6 +7,13 @@
 //! leaves on the path most likely to deliver it first. The backup rule applies: backup paths
 //! carry copies only when no available path can send.
 //!
+//! "With space in the CW" is the congestion window alone: the packet waits for the fastest
+//! path's pacer, and the copies follow it on every other path whose window has room without
+//! waiting for those paths' pacers (see the contract in [`crate::sched`]). Linux queues each
+//! copy on its subflow, which transmits it at its own pace; polypath has no per-path queue,
+//! so a copy leaves at once or, if its window is full, not at all. The goodput is then that
+//! of the fastest path, as with the kernel's scheduler.
+//!
 //! [`Decision::Duplicate`] owns a `Vec`, so a decision with two or more paths allocates once;
 //! the candidate list itself is gathered in a buffer the scheduler keeps.
 //

@@ -1,5 +1,9 @@
 //! Round robin: each packet goes to the next path in turn that can send (skipping paths
-//! whose congestion window is full, as Linux MPTCP's round-robin scheduler does).
+//! whose congestion window is full, as Linux MPTCP's round-robin scheduler does with its
+//! default `cwnd_limited` Y and one segment per turn). The turn passes packet by packet
+//! even when the next path's pacer holds it: the connection waits for that pacer (the
+//! contract of [`crate::sched`]). `cwnd_limited` N, where a full path keeps its turn, is
+//! [`crate::sched::WeightedRoundRobin`] with weights 1 in its true-WRR mode.
 
 use super::{Decision, PathSnapshot, PendingData, Scheduler, SchedulerFactory, preferred_paths};
 use crate::shared::PathId;
