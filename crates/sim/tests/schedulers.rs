@@ -211,10 +211,10 @@ fn all_differ(case: &str, workload: Workload, more: &str, ties: &[(&str, &str)])
 /// ranking is minRTT's order. LAMP5G's own difference shows on paths where the lower RTT is
 /// not the higher capacity: there it must differ from minRTT.
 #[test]
-fn every_scheduler_leaves_its_own_output_on_a_short_download() {
+fn every_scheduler_leaves_its_own_output_on_a_download() {
     all_differ(
-        "dl2mb",
-        Workload::Download("2MB"),
+        "dl20mb",
+        Workload::Download("20MB"),
         SMALL_WINDOW,
         &[("minrtt", "qos"), ("minrtt", "lamp5g"), ("lamp5g", "qos")],
     );

@@ -401,6 +401,7 @@ impl Connection {
         self.streams.has_stream_data()
             || self.datagrams.has_outgoing()
             || !self.duplicate_on.is_empty()
+            || self.paths.values().any(|p| !p.queue.is_empty())
     }
 }
 

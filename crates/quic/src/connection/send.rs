@@ -9,6 +9,11 @@ use crate::recovery::SentPacket;
 use crate::sched::{Decision, PathSnapshot, PendingData};
 use crate::streams::ControlFrame;
 
+/// The bytes of a 1-RTT packet that are not frames, at most: the short header with a
+/// 20-byte connection ID and a 4-byte packet number, and the AEAD tag. Data queued on a
+/// path is cut to a full packet's frame room with it.
+const SHORT_PACKET_OVERHEAD: usize = 1 + 20 + 4 + 16;
+
 /// The smallest datagram that may carry an ack-eliciting Initial packet, and the size
 /// datagrams with PATH_CHALLENGE are expanded to.
 //= https://www.rfc-editor.org/rfc/rfc9000#section-14.1
@@ -327,6 +332,7 @@ impl Connection {
     /// Scheduled application data, batched for GSO while consecutive packets go to the
     /// same path.
     fn poll_scheduled(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.trim_queues();
         let mut batch: Option<(PathId, usize)> = None;
         let mut count = 0;
         loop {
@@ -351,33 +357,14 @@ impl Connection {
                 if !self.has_scheduled_work() && !self.has_control_frames() {
                     break;
                 }
-                let target = match self.schedule(now) {
-                    Decision::Send(id) => id,
-                    Decision::Duplicate(ids) => {
-                        let Some((&first, rest)) = ids.split_first() else {
-                            break;
-                        };
-                        // The original waits for its path's pacer; the copies are owed
-                        // only once it left.
-                        let ready = self.paths.get_mut(&first).is_some_and(|p| {
-                            p.is_usable() && p.can_send_data(now, self.config.pacing)
-                        });
-                        if batch.is_some() || !ready {
-                            break;
-                        }
-                        self.duplicate_on.extend_from_slice(rest);
-                        first
-                    }
-                    Decision::Wait => break,
-                };
-                (target, false)
+                match self.next_data_path(now, batch.map(|(id, _)| id)) {
+                    Some(id) => (id, false),
+                    None => break,
+                }
             };
             if batch.is_some_and(|(id, _)| id != target) {
                 break;
             }
-            // The scheduler chose among paths with window room; pacing only decides when the
-            // chosen path transmits. Until its pacer releases, the connection waits (the
-            // pacing release is a timer) rather than give the packet to another path.
             let ready = copy_pending
                 || self
                     .paths
@@ -392,6 +379,7 @@ impl Connection {
             let mtu = usize::from(path.mtu);
             let start = buf.len();
             let payload_before = path.stats.payload_bytes_sent;
+            let queued_earlier = !path.queue.is_empty();
             let opts = BuildOptions {
                 allow_data: true,
                 ..Default::default()
@@ -400,11 +388,13 @@ impl Connection {
             else {
                 break;
             };
-            let payload = self
-                .paths
-                .get(&target)
-                .map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
-            self.scheduler.on_packet_sent(now, target, payload);
+            if !queued_earlier && !copy_pending {
+                let payload = self
+                    .paths
+                    .get(&target)
+                    .map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
+                self.scheduler.on_packet_sent(now, target, payload);
+            }
             if !self.duplicate_on.is_empty() {
                 // The copy for the other paths: the same stream ranges, queued again as if
                 // lost (the first acknowledgment wins; late copies are ignored).
@@ -424,26 +414,127 @@ impl Connection {
         self.finish_transmit(id, buf.len(), (count > 1).then_some(segment))
     }
 
-    /// Asks the scheduler where the next data packet goes.
-    fn schedule(&mut self, now: Instant) -> Decision {
+    /// The path the next data packet leaves on now, or `None` to wait (the contract of
+    /// [`crate::sched`]). A path whose pacer releases data queued on it earlier goes first
+    /// (only `batch`'s path while a GSO batch is being built). Otherwise the scheduler
+    /// chooses; when the chosen path cannot transmit at once (its pacer holds, or data is
+    /// already queued on it), the next stream data is queued on it and the scheduler is asked
+    /// again, until a chosen path can transmit now, the scheduler waits, or no stream data is
+    /// left to queue.
+    fn next_data_path(&mut self, now: Instant, batch: Option<PathId>) -> Option<PathId> {
+        let pacing = self.config.pacing;
+        for path in self.paths.values_mut() {
+            // Every path with queued data is checked, so each sets its pacing timer.
+            if !path.queue.is_empty()
+                && path.is_usable()
+                && path.can_send_data(now, pacing)
+                && batch.is_none_or(|id| id == path.id)
+            {
+                return Some(path.id);
+            }
+        }
+        loop {
+            let pending = self.pending_data();
+            match self.schedule(now, &pending) {
+                Decision::Send(id) => {
+                    let path = self.paths.get_mut(&id)?;
+                    if !(path.is_usable() && path.can_take_packet()) {
+                        return None;
+                    }
+                    if path.queue.is_empty() && path.can_send_data(now, pacing) {
+                        return Some(id);
+                    }
+                    // Stream data only: datagrams and control frames wait for the pacer.
+                    let room = usize::from(path.mtu).saturating_sub(SHORT_PACKET_OVERHEAD);
+                    let chunk = self.streams.poll_stream_data(room)?;
+                    let len = chunk.data.len() as u64;
+                    path.queued_bytes += len;
+                    path.queue.push_back(chunk);
+                    self.scheduler.on_packet_sent(now, id, len);
+                }
+                Decision::Duplicate(ids) => {
+                    // The original waits for its path's pacer; the copies are owed only once
+                    // it left.
+                    let (&first, rest) = ids.split_first()?;
+                    let ready = self.paths.get_mut(&first).is_some_and(|p| {
+                        p.queue.is_empty() && p.is_usable() && p.can_send_data(now, pacing)
+                    });
+                    if batch.is_some() || !ready {
+                        return None;
+                    }
+                    self.duplicate_on.extend_from_slice(rest);
+                    return Some(first);
+                }
+                Decision::Wait => return None,
+            }
+        }
+    }
+
+    /// Gives the data queued on paths that stopped taking data back to the connection's
+    /// send queue: paths no longer usable, and paths held back (their link unavailable, or
+    /// potentially failed) while another path works. Clears the pacing release of paths
+    /// with nothing queued (this poll sets those it waits for).
+    fn trim_queues(&mut self) {
+        let held_back = self.held_back_paths();
+        let dropped: Vec<PathId> = self
+            .paths
+            .values()
+            .filter(|p| !p.queue.is_empty())
+            .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
+            .map(|p| p.id)
+            .collect();
+        for id in dropped {
+            self.return_queued_data(id);
+        }
+        for path in self.paths.values_mut() {
+            if path.queue.is_empty() {
+                // A release left from an earlier poll could lie in the past.
+                path.pacing_release = None;
+            }
+        }
+    }
+
+    /// Puts the stream data queued on path `id` back in the connection's send queue, as
+    /// data to retransmit (it goes out before new data, on whichever path is chosen).
+    pub(super) fn return_queued_data(&mut self, id: PathId) {
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
+        path.queued_bytes = 0;
+        for chunk in std::mem::take(&mut path.queue) {
+            let len = chunk.data.len() as u64;
+            self.streams
+                .on_stream_lost(chunk.id, chunk.offset, len, chunk.fin);
+        }
+    }
+
+    /// Paths whose link is unavailable take no new data while another path works.
+    fn held_back_paths(&self) -> Vec<PathId> {
+        self.paths
+            .values()
+            .filter(|p| p.link_unavailable())
+            .map(|p| p.id)
+            .filter(|id| self.is_stalled(*id))
+            .collect()
+    }
+
+    /// What waits to be sent, as the scheduler sees it.
+    fn pending_data(&self) -> PendingData {
         let (new_stream_bytes, retransmit_bytes) = self.streams.pending_bytes();
-        let pending = PendingData {
+        PendingData {
             new_stream_bytes,
             retransmit_bytes,
             datagrams: usize::from(self.datagrams.has_outgoing()),
             datagram_bytes: self.datagrams.next_outgoing_len().unwrap_or(0) as u64,
             class: Default::default(),
             flow_credit: Some(self.streams.send_credit()),
-        };
+        }
+    }
+
+    /// Asks the scheduler where the next data packet goes.
+    fn schedule(&mut self, now: Instant, pending: &PendingData) -> Decision {
         let pacing = self.config.pacing;
-        // Paths whose link is unavailable take no new data while another path works.
-        let held_back: Vec<PathId> = self
-            .paths
-            .values()
-            .filter(|p| p.link_unavailable())
-            .map(|p| p.id)
-            .filter(|id| self.is_stalled(*id))
-            .collect();
+        let held_back = self.held_back_paths();
         let mut snapshots = Vec::with_capacity(self.paths.len());
         for path in self.paths.values_mut() {
             if path.state == PathState::Abandoned || self.peer_cids.active(path.id).is_none() {
@@ -456,7 +547,7 @@ impl Connection {
                 false
             } else if path.is_usable() && path.window_has_room() {
                 path.can_send_data(now, pacing);
-                true
+                path.can_take_packet()
             } else {
                 path.pacing_release = None;
                 false
@@ -472,7 +563,7 @@ impl Connection {
                 .or_else(|| snapshots.iter().find(now_ready))
                 .map_or(Decision::Wait, |s| Decision::Send(s.id));
         }
-        self.scheduler.schedule(now, &snapshots, &pending)
+        self.scheduler.schedule(now, &snapshots, pending)
     }
 
     /// Queues the stream data of the packet just sent on `path` again, so the next packet
@@ -1051,6 +1142,39 @@ impl Connection {
         sent: &mut SentFrames,
     ) -> bool {
         let mut wrote = false;
+        if let Some(path) = self.paths.get_mut(&path_id) {
+            while let Some(chunk) = path.queue.pop_front() {
+                let len = chunk.data.len() as u64;
+                path.queued_bytes -= len;
+                if !self.streams.is_sending(chunk.id) {
+                    // Reset since it was queued: no further STREAM frames for it.
+                    continue;
+                }
+                let room = end.saturating_sub(buf.len());
+                let (now_part, rest) = chunk.split_to_fit(room);
+                if let Some(rest) = rest {
+                    path.queued_bytes += rest.data.len() as u64;
+                    path.queue.push_front(rest);
+                }
+                let Some(part) = now_part else {
+                    break;
+                };
+                sent.stream.push(StreamRange {
+                    id: part.id,
+                    offset: part.offset,
+                    len: part.data.len() as u64,
+                    fin: part.fin,
+                });
+                frame::Stream {
+                    id: part.id,
+                    offset: part.offset,
+                    fin: part.fin,
+                    data: part.data,
+                }
+                .encode(true, buf);
+                wrote = true;
+            }
+        }
         while let Some(data) = self
             .datagrams
             .pop_outgoing_if_fits(end.saturating_sub(buf.len()))

@@ -17,26 +17,42 @@
 //!
 //! A scheduler chooses among the paths whose congestion window has room
 //! ([`PathSnapshot::can_send`]), MPTCP's rule: a subflow is available while its window is
-//! not full. Pacing is not unavailability. When the chosen path's pacer is holding packets
-//! back ([`PathSnapshot::pacing_release`] is set), the connection does not give the packet
-//! to another path: it waits until that path's pacer releases it (a timer of the
-//! connection) and sends it there. Pacing therefore only decides *when* the chosen path
-//! transmits, never *which* path carries the data. A scheduler may also answer
-//! [`Decision::Wait`] to wait for a path whose window is full but will open (ECF, BLEST and
-//! true weighted round robin do); the connection asks again after the next acknowledgment,
-//! timer or new data.
+//! not full. Pacing is not unavailability. A packet given to a path whose pacer is holding
+//! back ([`PathSnapshot::pacing_release`] is set) is *queued* on that path: its stream data
+//! is taken from the connection's send queue at once and leaves on that path, in order,
+//! when the path's pacer releases it; the connection asks the scheduler for the next packet
+//! at once. The queued data counts against the path's window room
+//! ([`PathSnapshot::queued_bytes`]). This is Linux MPTCP's subflow send queue: the meta
+//! socket pushes segments onto a subflow until the segments queued there fill its window,
+//! and each subflow transmits its queue at its own pace. Pacing therefore decides *when* a
+//! path transmits, never *which* path carries the data. With a bulk transfer every path
+//! ends up with its window full, at its own rate, and the schedulers differ in which data
+//! each path carries (the receiver's reordering, the transfer's tail); with less data than
+//! room, the scheduler's preference decides (minRTT keeps an application-limited flow on the
+//! fast path).
+//!
+//! Queued data goes back to the connection's send queue (as data to retransmit, first in
+//! line) when its path stops taking data: abandoned, no longer usable, or held back while
+//! its link is unavailable or it is potentially failed. The kernel leaves it on the
+//! subflow until the subflow is closed or reinjects it after a timeout.
+//!
+//! A scheduler may also answer [`Decision::Wait`] to wait for a path whose window is full
+//! but will open (ECF, BLEST and true weighted round robin do); the connection asks again
+//! after the next acknowledgment, timer or new data. [`Scheduler::on_packet_sent`] is
+//! called when a packet is given to a path, whether it leaves at once or is queued.
+//! Datagrams are never queued: a datagram's packet waits for its path's pacer.
 //!
 //! Counting a path whose pacer has not yet released as unable to send would make the
 //! schedulers indistinguishable: at most decision points only the one path whose pacer has
 //! just released could send, every scheduler would pick it, and the slow path would get
 //! packets the fast one was about to send (the head-of-line blocking ECF and BLEST exist to
-//! avoid). Linux MPTCP also skips a subflow throttled by TCP Small Queues; polypath has no
-//! per-path send queue below the scheduler, so the pacer plays no part in the choice.
+//! avoid).
 //!
 //! The copies of a [`Decision::Duplicate`] are the exception: the first listed path carries
-//! the packet and waits for its pacer; the others get their copy right after it if their
-//! windows have room, without waiting for their own pacers (which still count the copy), so
-//! a redundant scheduler runs at the pace of its first path rather than of the slowest one.
+//! the packet and waits for its pacer (nothing is queued); the others get their copy right
+//! after it if their windows have room, without waiting for their own pacers (which still
+//! count the copy), so a redundant scheduler runs at the pace of its first path rather than
+//! of the slowest one.
 //!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
 //! `largest-cwnd` example crate in the repository (`crates/example-largest-cwnd`, package
@@ -153,13 +169,17 @@ pub struct PathSnapshot {
     /// Latest delivery-rate estimate in bytes per second, if any.
     pub delivery_rate: Option<u64>,
     /// True if the path may take a full-sized packet: it is usable (and not held back for
-    /// an unavailable link) and its congestion window has room. The pacer does not enter
-    /// into it: see [`Self::pacing_release`] and the module's contract.
+    /// an unavailable link) and its congestion window has room for one more packet beside
+    /// the [queued](Self::queued_bytes) data. The pacer does not enter into it: see
+    /// [`Self::pacing_release`] and the module's contract.
     pub can_send: bool,
-    /// When the pacer will next allow a packet on a path that [can send](Self::can_send),
-    /// if it is holding one back now; `None` if a packet may leave at once (or the path
-    /// cannot send). A packet scheduled on a path with a release time waits for it there.
+    /// When the pacer will next allow a packet on this path, if it is holding one back now;
+    /// `None` if a packet may leave at once (or the window is full). A packet given to a
+    /// path with a release time is queued on it and leaves then.
     pub pacing_release: Option<Instant>,
+    /// Bytes of stream data given to this path that wait for its pacer (its send queue).
+    /// They count against the window room and are not yet in [`Self::bytes_in_flight`].
+    pub queued_bytes: u64,
     /// Packets sent on this path.
     pub packets_sent: u64,
     /// Packets on this path declared lost.
@@ -340,10 +360,10 @@ pub enum PathEvent {
 ///
 /// The contract (see the [module documentation](self)): [`Scheduler::schedule`] chooses
 /// among paths whose congestion window has room ([`PathSnapshot::can_send`]); a path whose
-/// pacer is holding packets back can still be chosen, and the connection then waits for that
-/// pacer instead of sending elsewhere. A scheduler may return [`Decision::Wait`] to wait for
-/// a path whose window is full; a [`Decision::Send`] naming a path that cannot send is also
-/// a wait.
+/// pacer is holding packets back can still be chosen, and the packet's data is then queued
+/// on it and leaves when that pacer releases it. A scheduler may return [`Decision::Wait`] to wait
+/// for a path whose window is full; a [`Decision::Send`] naming a path that cannot send is
+/// also a wait.
 pub trait Scheduler: Send + fmt::Debug {
     /// A short name for logs and summaries.
     fn name(&self) -> &str;
@@ -355,8 +375,9 @@ pub trait Scheduler: Send + fmt::Debug {
     fn schedule(&mut self, now: Instant, paths: &[PathSnapshot], pending: &PendingData)
     -> Decision;
 
-    /// Told after a packet the scheduler asked for left on `path`, with the bytes of stream
-    /// and datagram payload it carried.
+    /// Told when a packet the scheduler asked for is given to `path`: it left at once, with
+    /// `payload_bytes` of stream and datagram payload, or `payload_bytes` of stream data
+    /// were queued on the path to leave when its pacer releases them.
     fn on_packet_sent(&mut self, _now: Instant, _path: PathId, _payload_bytes: u64) {}
 
     /// Told about path lifecycle events.
@@ -506,6 +527,7 @@ pub(crate) mod tests {
             delivery_rate: None,
             can_send,
             pacing_release: None,
+            queued_bytes: 0,
             packets_sent: 0,
             packets_lost: 0,
             bytes_sent: 0,
