@@ -336,46 +336,21 @@ impl Connection {
         let mut batch: Option<(PathId, usize)> = None;
         let mut count = 0;
         loop {
-            let (target, copy_pending) = if let Some(&copy_to) = self.duplicate_on.first() {
-                // A redundant copy owed to another path goes out before anything new.
-                if batch.is_some() {
-                    break;
-                }
-                self.duplicate_on.remove(0);
-                // A copy needs room in its path's window only: it leaves with the original
-                // rather than wait for its own pacer, which would hold back every path
-                // behind the slowest one (the pacer still counts it).
-                let ready = self
-                    .paths
-                    .get(&copy_to)
-                    .is_some_and(|p| p.is_usable() && p.window_has_room());
-                if !ready {
-                    continue;
-                }
-                (copy_to, true)
-            } else {
-                if !self.has_scheduled_work() && !self.has_control_frames() {
-                    break;
-                }
-                match self.next_data_path(now, batch.map(|(id, _)| id)) {
-                    Some(id) => (id, false),
-                    None => break,
-                }
+            if !self.has_scheduled_work() && !self.has_control_frames() {
+                break;
+            }
+            let Some(target) = self.next_data_path(now, batch.map(|(id, _)| id)) else {
+                break;
             };
             if batch.is_some_and(|(id, _)| id != target) {
                 break;
             }
-            let ready = copy_pending
-                || self
-                    .paths
-                    .get_mut(&target)
-                    .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
-            if !ready {
-                break;
-            }
-            let Some(path) = self.paths.get(&target) else {
+            let Some(path) = self.paths.get_mut(&target) else {
                 break;
             };
+            if !(path.is_usable() && path.can_send_data(now, self.config.pacing)) {
+                break;
+            }
             let mtu = usize::from(path.mtu);
             let start = buf.len();
             let payload_before = path.stats.payload_bytes_sent;
@@ -388,25 +363,16 @@ impl Connection {
             else {
                 break;
             };
-            if !queued_earlier && !copy_pending {
+            if !queued_earlier {
                 let payload = self
                     .paths
                     .get(&target)
                     .map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
                 self.scheduler.on_packet_sent(now, target, payload);
             }
-            if !self.duplicate_on.is_empty() {
-                // The copy for the other paths: the same stream ranges, queued again as if
-                // lost (the first acknowledgment wins; late copies are ignored).
-                self.requeue_last_packet_data(target);
-            }
             count += 1;
             let segment = *batch.get_or_insert((target, size));
-            if size < segment.1
-                || size < mtu
-                || count >= self.config.max_gso_segments
-                || !self.duplicate_on.is_empty()
-            {
+            if size < segment.1 || size < mtu || count >= self.config.max_gso_segments {
                 break;
             }
         }
@@ -417,25 +383,25 @@ impl Connection {
     /// The path the next data packet leaves on now, or `None` to wait (the contract of
     /// [`crate::sched`]). A path whose pacer releases data queued on it earlier goes first
     /// (only `batch`'s path while a GSO batch is being built). Otherwise the scheduler
-    /// chooses; when the chosen path cannot transmit at once (its pacer holds, or data is
-    /// already queued on it), the next stream data is queued on it and the scheduler is asked
-    /// again, until a chosen path can transmit now, the scheduler waits, or no stream data is
-    /// left to queue.
+    /// chooses: a chosen path that can transmit at once (nothing queued, pacer released)
+    /// is returned; otherwise the next stream data is queued on the chosen path (on every
+    /// listed path for [`Decision::Duplicate`]) and the loop goes on, until a path can
+    /// transmit now, the scheduler waits, or no stream data is left to queue.
     fn next_data_path(&mut self, now: Instant, batch: Option<PathId>) -> Option<PathId> {
         let pacing = self.config.pacing;
-        for path in self.paths.values_mut() {
-            // Every path with queued data is checked, so each sets its pacing timer.
-            if !path.queue.is_empty()
-                && path.is_usable()
-                && path.can_send_data(now, pacing)
-                && batch.is_none_or(|id| id == path.id)
-            {
-                return Some(path.id);
-            }
-        }
         loop {
+            for path in self.paths.values_mut() {
+                // Every path with queued data is checked, so each sets its pacing timer.
+                if !path.queue.is_empty()
+                    && path.is_usable()
+                    && path.can_send_data(now, pacing)
+                    && batch.is_none_or(|id| id == path.id)
+                {
+                    return Some(path.id);
+                }
+            }
             let pending = self.pending_data();
-            match self.schedule(now, &pending) {
+            let targets = match self.schedule(now, &pending) {
                 Decision::Send(id) => {
                     let path = self.paths.get_mut(&id)?;
                     if !(path.is_usable() && path.can_take_packet()) {
@@ -444,28 +410,41 @@ impl Connection {
                     if path.queue.is_empty() && path.can_send_data(now, pacing) {
                         return Some(id);
                     }
-                    // Stream data only: datagrams and control frames wait for the pacer.
-                    let room = usize::from(path.mtu).saturating_sub(SHORT_PACKET_OVERHEAD);
-                    let chunk = self.streams.poll_stream_data(room)?;
-                    let len = chunk.data.len() as u64;
-                    path.queued_bytes += len;
-                    path.queue.push_back(chunk);
-                    self.scheduler.on_packet_sent(now, id, len);
+                    vec![id]
                 }
                 Decision::Duplicate(ids) => {
-                    // The original waits for its path's pacer; the copies are owed only once
-                    // it left.
-                    let (&first, rest) = ids.split_first()?;
-                    let ready = self.paths.get_mut(&first).is_some_and(|p| {
-                        p.queue.is_empty() && p.is_usable() && p.can_send_data(now, pacing)
-                    });
-                    if batch.is_some() || !ready {
+                    // A copy on every listed path, each sent when that path's window and
+                    // pacer allow (skipped there if another path's copy was acknowledged
+                    // first), as MPTCP's redundant scheduler does; at least one path must
+                    // have room, or the copies would pile up.
+                    let room = |id: &PathId| {
+                        self.paths
+                            .get(id)
+                            .is_some_and(|p| p.is_usable() && p.can_take_packet())
+                    };
+                    if !ids.iter().any(room) {
                         return None;
                     }
-                    self.duplicate_on.extend_from_slice(rest);
-                    return Some(first);
+                    ids
                 }
                 Decision::Wait => return None,
+            };
+            // Stream data only: datagrams and control frames wait for a pacer instead.
+            let mtu = targets
+                .iter()
+                .filter_map(|id| self.paths.get(id))
+                .map(|p| usize::from(p.mtu))
+                .min()?;
+            let chunk = self
+                .streams
+                .poll_stream_data(mtu.saturating_sub(SHORT_PACKET_OVERHEAD))?;
+            let len = chunk.data.len() as u64;
+            for id in targets {
+                if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
+                    path.queued_bytes += len;
+                    path.queue.push_back(chunk.clone());
+                    self.scheduler.on_packet_sent(now, id, len);
+                }
             }
         }
     }
@@ -564,21 +543,6 @@ impl Connection {
                 .map_or(Decision::Wait, |s| Decision::Send(s.id));
         }
         self.scheduler.schedule(now, &snapshots, pending)
-    }
-
-    /// Queues the stream data of the packet just sent on `path` again, so the next packet
-    /// (on another path) carries a copy.
-    fn requeue_last_packet_data(&mut self, path: PathId) {
-        let Some(p) = self.paths.get(&path) else {
-            return;
-        };
-        let Some((_, last)) = p.space.recovery.outstanding().next_back() else {
-            return;
-        };
-        let ranges = last.payload.stream.clone();
-        for s in ranges {
-            self.streams.on_stream_lost(s.id, s.offset, s.len, s.fin);
-        }
     }
 
     /// CONNECTION_CLOSE while closing.
@@ -1144,10 +1108,15 @@ impl Connection {
         let mut wrote = false;
         if let Some(path) = self.paths.get_mut(&path_id) {
             while let Some(chunk) = path.queue.pop_front() {
+                path.queued_bytes -= chunk.data.len() as u64;
                 let len = chunk.data.len() as u64;
-                path.queued_bytes -= len;
-                if !self.streams.is_sending(chunk.id) {
-                    // Reset since it was queued: no further STREAM frames for it.
+                if !self.streams.is_sending(chunk.id)
+                    || self
+                        .streams
+                        .is_acked(chunk.id, chunk.offset, len, chunk.fin)
+                {
+                    // Reset since it was queued (no further STREAM frames for it), or a
+                    // redundant copy whose data another path delivered first.
                     continue;
                 }
                 let room = end.saturating_sub(buf.len());

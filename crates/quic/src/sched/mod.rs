@@ -48,11 +48,9 @@
 //! packets the fast one was about to send (the head-of-line blocking ECF and BLEST exist to
 //! avoid).
 //!
-//! The copies of a [`Decision::Duplicate`] are the exception: the first listed path carries
-//! the packet and waits for its pacer (nothing is queued); the others get their copy right
-//! after it if their windows have room, without waiting for their own pacers (which still
-//! count the copy), so a redundant scheduler runs at the pace of its first path rather than
-//! of the slowest one.
+//! A [`Decision::Duplicate`] queues the next data on every listed path, whether or not its
+//! window has room (at least one must have): each copy leaves when its path's window and
+//! pacer allow, and is skipped if another path's copy was acknowledged first.
 //!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
 //! `largest-cwnd` example crate in the repository (`crates/example-largest-cwnd`, package
@@ -312,8 +310,10 @@ impl PendingData {
 pub enum Decision {
     /// Send the next packet on this path.
     Send(PathId),
-    /// Send the next packet's data on every listed path (redundant scheduling); the first
-    /// copy to be acknowledged counts, the receiver discards the others as duplicates.
+    /// Send the next packet's data on every listed path (redundant scheduling), each copy
+    /// when its path's window and pacer allow; at least one listed path must have window
+    /// room, or this is a wait. The first copy to be acknowledged counts: the others are
+    /// skipped if not yet sent, and the receiver discards the duplicates it gets.
     Duplicate(Vec<PathId>),
     /// Send nothing now; the connection asks again after the next event (acknowledgment,
     /// timer, new data).

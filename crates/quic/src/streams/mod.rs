@@ -1330,6 +1330,15 @@ impl Streams {
             .is_some_and(|h| h.is_sending())
     }
 
+    /// True if `offset..offset + len` of stream `id` (and its FIN if `fin`) is acknowledged,
+    /// or the stream's sending part is gone.
+    pub fn is_acked(&self, id: StreamId, offset: u64, len: u64, fin: bool) -> bool {
+        self.map
+            .get(&id)
+            .and_then(|s| s.send.as_ref())
+            .is_none_or(|h| h.buf.is_acked(offset, len, fin))
+    }
+
     /// True if stream data (new or retransmitted) or a FIN waits to be sent.
     pub fn has_stream_data(&self) -> bool {
         self.sched.n_retx > 0 || self.sched.n_new > 0
