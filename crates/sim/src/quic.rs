@@ -293,6 +293,23 @@ struct Options {
     stream_receive_window: Option<u64>,
 }
 
+/// Parses a receive window as the simulator's flow options and the CLI take it: a size
+/// (`"256kB"`, `"3MiB"`, a byte count) or `linux` for
+/// [`polypath_quic::config::LINUX_RECEIVE_WINDOW`].
+pub fn parse_receive_window(text: &str) -> Result<u64, String> {
+    if text.trim().eq_ignore_ascii_case("linux") {
+        return Ok(polypath_quic::config::LINUX_RECEIVE_WINDOW);
+    }
+    let bytes = match text.trim().parse::<u64>() {
+        Ok(n) => n,
+        Err(_) => polypath_scenario::units::parse_size(text)?,
+    };
+    if bytes == 0 {
+        return Err(format!("receive window {text:?} is zero"));
+    }
+    Ok(bytes)
+}
+
 /// Reads a table of plug-in parameters (`{ key = "value", ... }`) as `key=value` text
 /// pairs, checking each with `probe` (a freshly built plug-in's `configure`).
 fn parameter_table(
@@ -364,15 +381,17 @@ fn parse_options(
             }
             "receive_window" | "stream_receive_window" => {
                 let bytes = match value {
-                    toml::Value::Integer(n) => u64::try_from(*n).ok(),
-                    toml::Value::String(text) => polypath_scenario::units::parse_size(text).ok(),
+                    toml::Value::Integer(n) => u64::try_from(*n).ok().filter(|n| *n > 0),
+                    toml::Value::String(text) => parse_receive_window(text).ok(),
                     _ => None,
                 }
-                .filter(|n| *n > 0)
                 .ok_or_else(|| {
                     scenario.error_at(
                         &field,
-                        format!("`{key}` is a positive size such as \"256kB\" or a byte count"),
+                        format!(
+                            "`{key}` is a positive size such as \"256kB\", a byte count, \
+                             or \"linux\""
+                        ),
                     )
                 })?;
                 if key == "receive_window" {
@@ -1627,6 +1646,15 @@ impl Agent for QuicAgent {
 mod tests {
     use super::*;
     use polypath_link::LinkEventKind;
+
+    #[test]
+    fn receive_windows_are_sizes_or_linux() {
+        assert_eq!(parse_receive_window("linux"), Ok(3 * 1024 * 1024));
+        assert_eq!(parse_receive_window("256kB"), Ok(256_000));
+        assert_eq!(parse_receive_window("1200"), Ok(1200));
+        assert!(parse_receive_window("0").is_err());
+        assert!(parse_receive_window("wide").is_err());
+    }
 
     #[test]
     fn transfer_data_is_checked_at_its_offset() {

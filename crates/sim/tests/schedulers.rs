@@ -398,3 +398,32 @@ fn ecf_and_blest_finish_short_transfers_sooner_than_minrtt() {
         min_rtt_w.secs
     );
 }
+
+/// Redundant's goodput stays near the best single path's on a bulk download: every byte
+/// goes on every path it reaches before it is acknowledged, so the fast path carries the
+/// whole file and the transfer runs at about the fast path's 50 Mbit/s (a little above at
+/// most, when the slow path's copy of a packet arrives first), while the slow path is kept
+/// busy with copies. Accepted: between 75 % and 110 % of the fast path's rate, the fast link
+/// carrying at least the file's bytes and the slow link at least 1 MB of copies.
+#[test]
+fn redundant_goodput_stays_near_the_fast_paths() {
+    let o = run_case(
+        "bulk-redundant",
+        &hetero_links(),
+        Workload::Download("10MB"),
+        "redundant",
+        "",
+        "",
+    );
+    let mbps = 10e6 * 8.0 / o.secs / 1e6;
+    println!(
+        "10 MB download, redundant: {mbps:.1} Mbit/s ({:.0} % of the fast path's 50); fast link \
+         {:.2} MB, slow link {:.2} MB",
+        mbps / 50.0 * 100.0,
+        o.bytes[0] / 1e6,
+        o.bytes[1] / 1e6
+    );
+    assert!((37.5..=55.0).contains(&mbps), "redundant {mbps} Mbit/s");
+    assert!(o.bytes[0] >= 10e6, "fast {}", o.bytes[0]);
+    assert!(o.bytes[1] >= 1e6, "slow {}", o.bytes[1]);
+}
