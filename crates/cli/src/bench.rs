@@ -234,6 +234,8 @@ async fn polypath_run(
         weights: None,
         weights_at: Vec::new(),
         qlog: None,
+        receive_window: None,
+        stream_receive_window: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

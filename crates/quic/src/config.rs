@@ -8,6 +8,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The receive window of a Linux TCP receiver with the default sysctls, for runs that
+/// compare polypath with the kernel ("Linux-like" receive limits): receive-buffer
+/// autotuning grows the buffer up to `tcp_rmem[2]` = 6 MiB, and with `tcp_adv_win_scale`
+/// = 1 (the default before Linux 6.6) half of the buffer is advertised as window: 3 MiB.
+/// An MPTCP connection has one such buffer for all its subflows. polypath's own defaults
+/// are 16 MiB per connection and 8 MiB per stream.
+pub const LINUX_RECEIVE_WINDOW: u64 = 3 * 1024 * 1024;
+
 /// Transport behaviour of a connection: flow-control windows, timers, recovery and the
 /// plug-in policies. Shared (in an `Arc`) by all connections created with it.
 #[derive(Clone)]

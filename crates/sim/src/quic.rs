@@ -287,6 +287,27 @@ struct Options {
     /// `initial_paths = "first"`: the client opens only the first path at the start and
     /// leaves the others to its path manager.
     first_path_only: bool,
+    /// `receive_window`: both endpoints' connection-level receive window (initial_max_data).
+    receive_window: Option<u64>,
+    /// `stream_receive_window`: both endpoints' per-stream receive window.
+    stream_receive_window: Option<u64>,
+}
+
+/// Parses a receive window as the simulator's flow options and the CLI take it: a size
+/// (`"256kB"`, `"3MiB"`, a byte count) or `linux` for
+/// [`polypath_quic::config::LINUX_RECEIVE_WINDOW`].
+pub fn parse_receive_window(text: &str) -> Result<u64, String> {
+    if text.trim().eq_ignore_ascii_case("linux") {
+        return Ok(polypath_quic::config::LINUX_RECEIVE_WINDOW);
+    }
+    let bytes = match text.trim().parse::<u64>() {
+        Ok(n) => n,
+        Err(_) => polypath_scenario::units::parse_size(text)?,
+    };
+    if bytes == 0 {
+        return Err(format!("receive window {text:?} is zero"));
+    }
+    Ok(bytes)
 }
 
 /// Reads a table of plug-in parameters (`{ key = "value", ... }`) as `key=value` text
@@ -358,6 +379,27 @@ fn parse_options(
                     )
                 });
             }
+            "receive_window" | "stream_receive_window" => {
+                let bytes = match value {
+                    toml::Value::Integer(n) => u64::try_from(*n).ok().filter(|n| *n > 0),
+                    toml::Value::String(text) => parse_receive_window(text).ok(),
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    scenario.error_at(
+                        &field,
+                        format!(
+                            "`{key}` is a positive size such as \"256kB\", a byte count, \
+                             or \"linux\""
+                        ),
+                    )
+                })?;
+                if key == "receive_window" {
+                    opts.receive_window = Some(bytes);
+                } else {
+                    opts.stream_receive_window = Some(bytes);
+                }
+            }
             "initial_paths" => {
                 opts.first_path_only = match value.as_str() {
                     Some("all") => false,
@@ -406,7 +448,7 @@ fn parse_options(
                     .error_at(
                         &field,
                         format!(
-                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, initial_paths, scheduler, scheduler_changes, path_manager"
+                            "unknown QUIC flow option `{key}`; known: qlog, idle_timeout, receive_window, stream_receive_window, initial_paths, scheduler, scheduler_changes, path_manager"
                         ),
                     )
                     .into());
@@ -543,6 +585,10 @@ pub(crate) struct Placement<'s> {
     pub first_path_only: bool,
     /// Adapter options.
     pub idle_timeout: Option<Option<Duration>>,
+    /// Both endpoints' connection-level receive window, if the flow sets one.
+    pub receive_window: Option<u64>,
+    /// Both endpoints' per-stream receive window, if the flow sets one.
+    pub stream_receive_window: Option<u64>,
     /// Seeds of the client's and the server's randomness.
     pub seeds: (u64, u64),
     /// Shared by the client and the server.
@@ -645,6 +691,8 @@ impl AgentFactory for QuicFactory {
             path_manager_params: opts.path_manager.clone(),
             first_path_only: opts.first_path_only,
             idle_timeout: opts.idle_timeout,
+            receive_window: opts.receive_window,
+            stream_receive_window: opts.stream_receive_window,
             seeds: (ctx.agent_seed(flow, idx, 0), ctx.agent_seed(flow, idx, 1)),
             common: Common {
                 clock: Clock::new(),
@@ -735,6 +783,12 @@ impl QuicFactory {
             };
             if let Some(idle) = p.idle_timeout {
                 t.max_idle_timeout = idle;
+            }
+            if let Some(window) = p.receive_window {
+                t.receive_window = window;
+            }
+            if let Some(window) = p.stream_receive_window {
+                t.stream_receive_window = window;
             }
             if p.paths.len() > 1 {
                 t.initial_max_path_id = u32::try_from(p.paths.len() - 1).ok();
@@ -1592,6 +1646,15 @@ impl Agent for QuicAgent {
 mod tests {
     use super::*;
     use polypath_link::LinkEventKind;
+
+    #[test]
+    fn receive_windows_are_sizes_or_linux() {
+        assert_eq!(parse_receive_window("linux"), Ok(3 * 1024 * 1024));
+        assert_eq!(parse_receive_window("256kB"), Ok(256_000));
+        assert_eq!(parse_receive_window("1200"), Ok(1200));
+        assert!(parse_receive_window("0").is_err());
+        assert!(parse_receive_window("wide").is_err());
+    }
 
     #[test]
     fn transfer_data_is_checked_at_its_offset() {

@@ -272,8 +272,6 @@ pub struct Connection {
     link_hints: BTreeMap<IpAddr, (LinkHints, Option<u64>)>,
     /// Builds the congestion controller of each new path of this connection.
     cc_factory: Arc<dyn crate::cc::ControllerFactory>,
-    /// Paths that owe a copy of the data just sent elsewhere (redundant scheduling).
-    duplicate_on: Vec<PathId>,
 
     streams: Streams,
     datagrams: DatagramQueues,
@@ -447,7 +445,6 @@ impl Connection {
             pm_last_tick: None,
             link_hints: BTreeMap::new(),
             cc_factory,
-            duplicate_on: Vec::new(),
             streams,
             datagrams,
             pending: PendingFrames::default(),

@@ -180,10 +180,7 @@ impl Connection {
     fn path_manager_snapshots(&self) -> Vec<PathSnapshot> {
         self.paths
             .values()
-            .map(|p| {
-                let room = p.bytes_in_flight + u64::from(p.mtu) <= p.cc.window();
-                p.snapshot(p.is_usable() && room)
-            })
+            .map(|p| p.snapshot(p.is_usable() && p.window_has_room()))
             .collect()
     }
 

@@ -124,6 +124,12 @@ pub(crate) struct Path {
     pub last_received: Option<Instant>,
     /// When the pacer next allows a packet, as of the last check.
     pub pacing_release: Option<Instant>,
+    /// Stream data the scheduler gave this path that waits for its pacer (the subflow send
+    /// queue of MPTCP); it leaves on this path before any other data. See the contract in
+    /// [`crate::sched`].
+    pub queue: std::collections::VecDeque<crate::streams::StreamChunk>,
+    /// Bytes of stream data in [`Self::queue`].
+    pub queued_bytes: u64,
     pub stats: PathStats,
 }
 
@@ -188,6 +194,8 @@ impl Path {
             last_ack_received: None,
             last_received: None,
             pacing_release: None,
+            queue: Default::default(),
+            queued_bytes: 0,
             stats: PathStats::default(),
         }
     }
@@ -241,11 +249,22 @@ impl Path {
         self.link.link_lost || self.link_probe_pending
     }
 
+    /// True if the congestion window has room for a full-sized packet (pacing aside).
+    pub fn window_has_room(&self) -> bool {
+        self.bytes_in_flight + u64::from(self.mtu) <= self.cc.window()
+    }
+
+    /// True if the scheduler may give this path one more packet: its window has room for
+    /// it beside the data already [queued](Self::queue) on it.
+    pub fn can_take_packet(&self) -> bool {
+        self.bytes_in_flight + self.queued_bytes + u64::from(self.mtu) <= self.cc.window()
+    }
+
     /// True if congestion control and pacing let a full-sized packet leave now; updates
     /// the cached pacing release time.
     pub fn can_send_data(&mut self, now: Instant, pacing: bool) -> bool {
         let mtu = u64::from(self.mtu);
-        if self.bytes_in_flight + mtu > self.cc.window() {
+        if !self.window_has_room() {
             self.pacing_release = None;
             return false;
         }
@@ -312,6 +331,7 @@ impl Path {
             delivery_rate: self.delivery_rate,
             can_send,
             pacing_release: self.pacing_release,
+            queued_bytes: self.queued_bytes,
             packets_sent: self.stats.packets_sent,
             packets_lost: self.stats.packets_lost,
             bytes_sent: self.stats.payload_bytes_sent,
@@ -692,6 +712,7 @@ impl Connection {
     }
 
     pub(super) fn discard_path(&mut self, now: Instant, id: PathId) {
+        self.return_queued_data(id);
         let Some(mut path) = self.paths.remove(&id) else {
             return;
         };

@@ -6,8 +6,13 @@ use super::*;
 use crate::frame::{self, Frame};
 use crate::packet::{self, LongType};
 use crate::recovery::SentPacket;
-use crate::sched::{Decision, PendingData};
+use crate::sched::{Decision, PathSnapshot, PendingData};
 use crate::streams::ControlFrame;
+
+/// The bytes of a 1-RTT packet that are not frames, at most: the short header with a
+/// 20-byte connection ID and a 4-byte packet number, and the AEAD tag. Data queued on a
+/// path is cut to a full packet's frame room with it.
+const SHORT_PACKET_OVERHEAD: usize = 1 + 20 + 4 + 16;
 
 /// The smallest datagram that may carry an ack-eliciting Initial packet, and the size
 /// datagrams with PATH_CHALLENGE are expanded to.
@@ -327,58 +332,29 @@ impl Connection {
     /// Scheduled application data, batched for GSO while consecutive packets go to the
     /// same path.
     fn poll_scheduled(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.trim_queues();
         let mut batch: Option<(PathId, usize)> = None;
         let mut count = 0;
         loop {
-            let target = if let Some(&copy_to) = self.duplicate_on.first() {
-                // A redundant copy owed to another path goes out before anything new.
-                if batch.is_some() {
-                    break;
-                }
-                self.duplicate_on.remove(0);
-                let ready = self
-                    .paths
-                    .get_mut(&copy_to)
-                    .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
-                if !ready {
-                    continue;
-                }
-                copy_to
-            } else {
-                if !self.has_scheduled_work() && !self.has_control_frames() {
-                    break;
-                }
-                match self.schedule(now) {
-                    Decision::Send(id) => id,
-                    Decision::Duplicate(ids) => {
-                        let Some((&first, rest)) = ids.split_first() else {
-                            break;
-                        };
-                        if batch.is_some() {
-                            break;
-                        }
-                        self.duplicate_on.extend_from_slice(rest);
-                        first
-                    }
-                    Decision::Wait => break,
-                }
+            if !self.has_scheduled_work() && !self.has_control_frames() {
+                break;
+            }
+            let Some(target) = self.next_data_path(now, batch.map(|(id, _)| id)) else {
+                break;
             };
             if batch.is_some_and(|(id, _)| id != target) {
                 break;
             }
-            let ready = self
-                .paths
-                .get_mut(&target)
-                .is_some_and(|p| p.is_usable() && p.can_send_data(now, self.config.pacing));
-            if !ready {
-                break;
-            }
-            let Some(path) = self.paths.get(&target) else {
+            let Some(path) = self.paths.get_mut(&target) else {
                 break;
             };
+            if !(path.is_usable() && path.can_send_data(now, self.config.pacing)) {
+                break;
+            }
             let mtu = usize::from(path.mtu);
             let start = buf.len();
             let payload_before = path.stats.payload_bytes_sent;
+            let queued_earlier = !path.queue.is_empty();
             let opts = BuildOptions {
                 allow_data: true,
                 ..Default::default()
@@ -387,23 +363,16 @@ impl Connection {
             else {
                 break;
             };
-            let payload = self
-                .paths
-                .get(&target)
-                .map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
-            self.scheduler.on_packet_sent(now, target, payload);
-            if !self.duplicate_on.is_empty() {
-                // The copy for the other paths: the same stream ranges, queued again as if
-                // lost (the first acknowledgment wins; late copies are ignored).
-                self.requeue_last_packet_data(target);
+            if !queued_earlier {
+                let payload = self
+                    .paths
+                    .get(&target)
+                    .map_or(0, |p| p.stats.payload_bytes_sent - payload_before);
+                self.scheduler.on_packet_sent(now, target, payload);
             }
             count += 1;
             let segment = *batch.get_or_insert((target, size));
-            if size < segment.1
-                || size < mtu
-                || count >= self.config.max_gso_segments
-                || !self.duplicate_on.is_empty()
-            {
+            if size < segment.1 || size < mtu || count >= self.config.max_gso_segments {
                 break;
             }
         }
@@ -411,64 +380,169 @@ impl Connection {
         self.finish_transmit(id, buf.len(), (count > 1).then_some(segment))
     }
 
-    /// Asks the scheduler where the next data packet goes.
-    fn schedule(&mut self, now: Instant) -> Decision {
+    /// The path the next data packet leaves on now, or `None` to wait (the contract of
+    /// [`crate::sched`]). A path whose pacer releases data queued on it earlier goes first
+    /// (only `batch`'s path while a GSO batch is being built). Otherwise the scheduler
+    /// chooses: a chosen path that can transmit at once (nothing queued, pacer released)
+    /// is returned; otherwise the next stream data is queued on the chosen path (on every
+    /// listed path for [`Decision::Duplicate`]) and the loop goes on, until a path can
+    /// transmit now, the scheduler waits, or no stream data is left to queue.
+    fn next_data_path(&mut self, now: Instant, batch: Option<PathId>) -> Option<PathId> {
+        let pacing = self.config.pacing;
+        loop {
+            for path in self.paths.values_mut() {
+                // Every path with queued data is checked, so each sets its pacing timer.
+                if !path.queue.is_empty()
+                    && path.is_usable()
+                    && path.can_send_data(now, pacing)
+                    && batch.is_none_or(|id| id == path.id)
+                {
+                    return Some(path.id);
+                }
+            }
+            let pending = self.pending_data();
+            let targets = match self.schedule(now, &pending) {
+                Decision::Send(id) => {
+                    let path = self.paths.get_mut(&id)?;
+                    if !(path.is_usable() && path.can_take_packet()) {
+                        return None;
+                    }
+                    if path.queue.is_empty() && path.can_send_data(now, pacing) {
+                        return Some(id);
+                    }
+                    vec![id]
+                }
+                Decision::Duplicate(ids) => {
+                    // A copy on every listed path, each sent when that path's window and
+                    // pacer allow (skipped there if another path's copy was acknowledged
+                    // first), as MPTCP's redundant scheduler does; at least one path must
+                    // have room, or the copies would pile up.
+                    let room = |id: &PathId| {
+                        self.paths
+                            .get(id)
+                            .is_some_and(|p| p.is_usable() && p.can_take_packet())
+                    };
+                    if !ids.iter().any(room) {
+                        return None;
+                    }
+                    ids
+                }
+                Decision::Wait => return None,
+            };
+            // Stream data only: datagrams and control frames wait for a pacer instead.
+            let mtu = targets
+                .iter()
+                .filter_map(|id| self.paths.get(id))
+                .map(|p| usize::from(p.mtu))
+                .min()?;
+            let chunk = self
+                .streams
+                .poll_stream_data(mtu.saturating_sub(SHORT_PACKET_OVERHEAD))?;
+            let len = chunk.data.len() as u64;
+            for id in targets {
+                if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
+                    path.queued_bytes += len;
+                    path.queue.push_back(chunk.clone());
+                    self.scheduler.on_packet_sent(now, id, len);
+                }
+            }
+        }
+    }
+
+    /// Gives the data queued on paths that stopped taking data back to the connection's
+    /// send queue: paths no longer usable, and paths held back (their link unavailable, or
+    /// potentially failed) while another path works. Clears the pacing release of paths
+    /// with nothing queued (this poll sets those it waits for).
+    fn trim_queues(&mut self) {
+        let held_back = self.held_back_paths();
+        let dropped: Vec<PathId> = self
+            .paths
+            .values()
+            .filter(|p| !p.queue.is_empty())
+            .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
+            .map(|p| p.id)
+            .collect();
+        for id in dropped {
+            self.return_queued_data(id);
+        }
+        for path in self.paths.values_mut() {
+            if path.queue.is_empty() {
+                // A release left from an earlier poll could lie in the past.
+                path.pacing_release = None;
+            }
+        }
+    }
+
+    /// Puts the stream data queued on path `id` back in the connection's send queue, as
+    /// data to retransmit (it goes out before new data, on whichever path is chosen).
+    pub(super) fn return_queued_data(&mut self, id: PathId) {
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
+        path.queued_bytes = 0;
+        for chunk in std::mem::take(&mut path.queue) {
+            let len = chunk.data.len() as u64;
+            self.streams
+                .on_stream_lost(chunk.id, chunk.offset, len, chunk.fin);
+        }
+    }
+
+    /// Paths whose link is unavailable take no new data while another path works.
+    fn held_back_paths(&self) -> Vec<PathId> {
+        self.paths
+            .values()
+            .filter(|p| p.link_unavailable())
+            .map(|p| p.id)
+            .filter(|id| self.is_stalled(*id))
+            .collect()
+    }
+
+    /// What waits to be sent, as the scheduler sees it.
+    fn pending_data(&self) -> PendingData {
         let (new_stream_bytes, retransmit_bytes) = self.streams.pending_bytes();
-        let pending = PendingData {
+        PendingData {
             new_stream_bytes,
             retransmit_bytes,
             datagrams: usize::from(self.datagrams.has_outgoing()),
             datagram_bytes: self.datagrams.next_outgoing_len().unwrap_or(0) as u64,
             class: Default::default(),
             flow_credit: Some(self.streams.send_credit()),
-        };
+        }
+    }
+
+    /// Asks the scheduler where the next data packet goes.
+    fn schedule(&mut self, now: Instant, pending: &PendingData) -> Decision {
         let pacing = self.config.pacing;
-        // Paths whose link is unavailable take no new data while another path works.
-        let held_back: Vec<PathId> = self
-            .paths
-            .values()
-            .filter(|p| p.link_unavailable())
-            .map(|p| p.id)
-            .filter(|id| self.is_stalled(*id))
-            .collect();
+        let held_back = self.held_back_paths();
         let mut snapshots = Vec::with_capacity(self.paths.len());
         for path in self.paths.values_mut() {
             if path.state == PathState::Abandoned || self.peer_cids.active(path.id).is_none() {
                 continue;
             }
+            // `can_send` is window room only; the pacer's verdict is `pacing_release`.
             let can_send = if held_back.contains(&path.id) {
                 // Not waiting for the pacer either (no pacing wake-up for this path).
                 path.pacing_release = None;
                 false
+            } else if path.is_usable() && path.window_has_room() {
+                path.can_send_data(now, pacing);
+                path.can_take_packet()
             } else {
-                path.is_usable() && path.can_send_data(now, pacing)
+                path.pacing_release = None;
+                false
             };
             snapshots.push(path.snapshot(can_send));
         }
         if pending.is_empty() {
-            // Control frames only: the first working path that can send (the backup rule
-            // and potentially failed paths as for data), else the first path that can send.
+            // Control frames only: the first working path that can send now (the backup
+            // rule and potentially failed paths as for data), else the first path that can.
+            let now_ready = |s: &&PathSnapshot| s.can_send && s.pacing_release.is_none();
             return crate::sched::preferred_paths(&snapshots)
-                .next()
-                .or_else(|| snapshots.iter().find(|s| s.can_send))
+                .find(now_ready)
+                .or_else(|| snapshots.iter().find(now_ready))
                 .map_or(Decision::Wait, |s| Decision::Send(s.id));
         }
-        self.scheduler.schedule(now, &snapshots, &pending)
-    }
-
-    /// Queues the stream data of the packet just sent on `path` again, so the next packet
-    /// (on another path) carries a copy.
-    fn requeue_last_packet_data(&mut self, path: PathId) {
-        let Some(p) = self.paths.get(&path) else {
-            return;
-        };
-        let Some((_, last)) = p.space.recovery.outstanding().next_back() else {
-            return;
-        };
-        let ranges = last.payload.stream.clone();
-        for s in ranges {
-            self.streams.on_stream_lost(s.id, s.offset, s.len, s.fin);
-        }
+        self.scheduler.schedule(now, &snapshots, pending)
     }
 
     /// CONNECTION_CLOSE while closing.
@@ -1032,6 +1106,44 @@ impl Connection {
         sent: &mut SentFrames,
     ) -> bool {
         let mut wrote = false;
+        if let Some(path) = self.paths.get_mut(&path_id) {
+            while let Some(chunk) = path.queue.pop_front() {
+                path.queued_bytes -= chunk.data.len() as u64;
+                let len = chunk.data.len() as u64;
+                if !self.streams.is_sending(chunk.id)
+                    || self
+                        .streams
+                        .is_acked(chunk.id, chunk.offset, len, chunk.fin)
+                {
+                    // Reset since it was queued (no further STREAM frames for it), or a
+                    // redundant copy whose data another path delivered first.
+                    continue;
+                }
+                let room = end.saturating_sub(buf.len());
+                let (now_part, rest) = chunk.split_to_fit(room);
+                if let Some(rest) = rest {
+                    path.queued_bytes += rest.data.len() as u64;
+                    path.queue.push_front(rest);
+                }
+                let Some(part) = now_part else {
+                    break;
+                };
+                sent.stream.push(StreamRange {
+                    id: part.id,
+                    offset: part.offset,
+                    len: part.data.len() as u64,
+                    fin: part.fin,
+                });
+                frame::Stream {
+                    id: part.id,
+                    offset: part.offset,
+                    fin: part.fin,
+                    data: part.data,
+                }
+                .encode(true, buf);
+                wrote = true;
+            }
+        }
         while let Some(data) = self
             .datagrams
             .pop_outgoing_if_fits(end.saturating_sub(buf.len()))

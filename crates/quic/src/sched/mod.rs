@@ -13,6 +13,45 @@
 //! [`Scheduler::on_packet_sent`], so stateful policies (weighted round robin, LAMP5G ranking)
 //! keep their own bookkeeping.
 //!
+//! # The contract: window room chooses, pacing times
+//!
+//! A scheduler chooses among the paths whose congestion window has room
+//! ([`PathSnapshot::can_send`]), MPTCP's rule: a subflow is available while its window is
+//! not full. Pacing is not unavailability. A packet given to a path whose pacer is holding
+//! back ([`PathSnapshot::pacing_release`] is set) is *queued* on that path: its stream data
+//! is taken from the connection's send queue at once and leaves on that path, in order,
+//! when the path's pacer releases it; the connection asks the scheduler for the next packet
+//! at once. The queued data counts against the path's window room
+//! ([`PathSnapshot::queued_bytes`]). This is Linux MPTCP's subflow send queue: the meta
+//! socket pushes segments onto a subflow until the segments queued there fill its window,
+//! and each subflow transmits its queue at its own pace. Pacing therefore decides *when* a
+//! path transmits, never *which* path carries the data. With a bulk transfer every path
+//! ends up with its window full, at its own rate, and the schedulers differ in which data
+//! each path carries (the receiver's reordering, the transfer's tail); with less data than
+//! room, the scheduler's preference decides (minRTT keeps an application-limited flow on the
+//! fast path).
+//!
+//! Queued data goes back to the connection's send queue (as data to retransmit, first in
+//! line) when its path stops taking data: abandoned, no longer usable, or held back while
+//! its link is unavailable or it is potentially failed. The kernel leaves it on the
+//! subflow until the subflow is closed or reinjects it after a timeout.
+//!
+//! A scheduler may also answer [`Decision::Wait`] to wait for a path whose window is full
+//! but will open (ECF, BLEST and true weighted round robin do); the connection asks again
+//! after the next acknowledgment, timer or new data. [`Scheduler::on_packet_sent`] is
+//! called when a packet is given to a path, whether it leaves at once or is queued.
+//! Datagrams are never queued: a datagram's packet waits for its path's pacer.
+//!
+//! Counting a path whose pacer has not yet released as unable to send would make the
+//! schedulers indistinguishable: at most decision points only the one path whose pacer has
+//! just released could send, every scheduler would pick it, and the slow path would get
+//! packets the fast one was about to send (the head-of-line blocking ECF and BLEST exist to
+//! avoid).
+//!
+//! A [`Decision::Duplicate`] queues the next data on every listed path, whether or not its
+//! window has room (at least one must have): each copy leaves when its path's window and
+//! pacer allow, and is skipped if another path's copy was acknowledged first.
+//!
 //! Writing a scheduler outside this crate needs only the items of this module; see the
 //! `largest-cwnd` example crate in the repository (`crates/example-largest-cwnd`, package
 //! `polypath-example-largest-cwnd`), which builds and tests one against the public API only.
@@ -22,7 +61,7 @@
 //! | scheduler | policy | source |
 //! |---|---|---|
 //! | [`MinRtt`] | lowest smoothed RTT among paths with room | Linux MPTCP default |
-//! | [`RoundRobin`] | next path in turn with room | Linux MPTCP round robin |
+//! | [`RoundRobin`] | next path in turn with room (`cwnd_limited` Y; N is [`WeightedRoundRobin`] with weights 1) | Linux MPTCP round robin |
 //! | [`Redundant`] | every packet on every path with room | Linux MPTCP redundant; 5G-CLARITY Section 3 |
 //! | [`WeightedRoundRobin`] | `w_i` packets per path per round, true WRR or cwnd-limited | 5G-CLARITY Section 5 |
 //! | [`Ecf`] | fastest path, or wait for it when that completes sooner | Lim et al., CoNEXT 2017 |
@@ -127,11 +166,18 @@ pub struct PathSnapshot {
     pub loss_rate: f64,
     /// Latest delivery-rate estimate in bytes per second, if any.
     pub delivery_rate: Option<u64>,
-    /// True if a full-sized packet can leave on this path now: the path is usable, the
-    /// congestion window has room and the pacer allows it.
+    /// True if the path may take a full-sized packet: it is usable (and not held back for
+    /// an unavailable link) and its congestion window has room for one more packet beside
+    /// the [queued](Self::queued_bytes) data. The pacer does not enter into it: see
+    /// [`Self::pacing_release`] and the module's contract.
     pub can_send: bool,
-    /// When the pacer will next allow a packet, if it is holding one back.
+    /// When the pacer will next allow a packet on this path, if it is holding one back now;
+    /// `None` if a packet may leave at once (or the window is full). A packet given to a
+    /// path with a release time is queued on it and leaves then.
     pub pacing_release: Option<Instant>,
+    /// Bytes of stream data given to this path that wait for its pacer (its send queue).
+    /// They count against the window room and are not yet in [`Self::bytes_in_flight`].
+    pub queued_bytes: u64,
     /// Packets sent on this path.
     pub packets_sent: u64,
     /// Packets on this path declared lost.
@@ -264,8 +310,10 @@ impl PendingData {
 pub enum Decision {
     /// Send the next packet on this path.
     Send(PathId),
-    /// Send the next packet's data on every listed path (redundant scheduling); the first
-    /// copy to be acknowledged counts, the receiver discards the others as duplicates.
+    /// Send the next packet's data on every listed path (redundant scheduling), each copy
+    /// when its path's window and pacer allow; at least one listed path must have window
+    /// room, or this is a wait. The first copy to be acknowledged counts: the others are
+    /// skipped if not yet sent, and the receiver discards the duplicates it gets.
     Duplicate(Vec<PathId>),
     /// Send nothing now; the connection asks again after the next event (acknowledgment,
     /// timer, new data).
@@ -309,17 +357,27 @@ pub enum PathEvent {
 }
 
 /// A packet scheduler for one connection.
+///
+/// The contract (see the [module documentation](self)): [`Scheduler::schedule`] chooses
+/// among paths whose congestion window has room ([`PathSnapshot::can_send`]); a path whose
+/// pacer is holding packets back can still be chosen, and the packet's data is then queued
+/// on it and leaves when that pacer releases it. A scheduler may return [`Decision::Wait`] to wait
+/// for a path whose window is full; a [`Decision::Send`] naming a path that cannot send is
+/// also a wait.
 pub trait Scheduler: Send + fmt::Debug {
     /// A short name for logs and summaries.
     fn name(&self) -> &str;
 
     /// Picks the path(s) for the next packet carrying application data. `paths` lists every
     /// path that is not yet fully closed, in path ID order; `pending` describes the data.
+    /// Pacing is not the scheduler's concern: choose by window room, RTT, weights and so
+    /// on, and the connection sends on the chosen path when its pacer allows.
     fn schedule(&mut self, now: Instant, paths: &[PathSnapshot], pending: &PendingData)
     -> Decision;
 
-    /// Told after a packet the scheduler asked for left on `path`, with the bytes of stream
-    /// and datagram payload it carried.
+    /// Told when a packet the scheduler asked for is given to `path`: it left at once, with
+    /// `payload_bytes` of stream and datagram payload, or `payload_bytes` of stream data
+    /// were queued on the path to leave when its pacer releases them.
     fn on_packet_sent(&mut self, _now: Instant, _path: PathId, _payload_bytes: u64) {}
 
     /// Told about path lifecycle events.
@@ -375,8 +433,9 @@ pub fn usable_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapsho
     })
 }
 
-/// The paths of [`usable_paths`] that can take a full-sized packet now. A backup path is
-/// not among them merely because the available paths' windows are full.
+/// The paths of [`usable_paths`] whose congestion window has room for a full-sized packet
+/// ([`PathSnapshot::can_send`]; pacing aside). A backup path is not among them merely
+/// because the available paths' windows are full.
 pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
     usable_paths(paths).filter(|p| p.can_send)
 }
@@ -468,6 +527,7 @@ pub(crate) mod tests {
             delivery_rate: None,
             can_send,
             pacing_release: None,
+            queued_bytes: 0,
             packets_sent: 0,
             packets_lost: 0,
             bytes_sent: 0,

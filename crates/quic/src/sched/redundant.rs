@@ -1,11 +1,16 @@
-//! The redundant scheduler: every packet's data goes on every path that can take it, as
-//! the Linux MPTCP "redundant" scheduler does. It is the latency and reliability baseline of
+//! The redundant scheduler: every packet's data goes on every path, as the Linux MPTCP
+//! "redundant" scheduler does. It is the latency and reliability baseline of
 //! 5G-CLARITY ("Combining 5G New Radio, Wi-Fi, and LiFi for Industry 4.0", Section 3), where
 //! it served the latency-sensitive services of the production deployment.
 //!
-//! The copies are listed fastest path (lowest smoothed RTT) first, so the packet's own data
-//! leaves on the path most likely to deliver it first. The backup rule applies: backup paths
-//! carry copies only when no available path can send.
+//! While at least one usable path has room in its congestion window, the next packet's data
+//! is queued on every usable path, fastest (lowest smoothed RTT) first; each path sends its
+//! copy when its own window and pacer allow, and skips it if another path's copy was
+//! acknowledged first (the kernel's scheduler likewise lets each subflow walk the whole
+//! send queue, skipping what is acknowledged). Every path thus carries every byte it gets
+//! to before the byte is delivered, and the goodput is about that of the fastest path. The
+//! backup rule applies: backup paths carry copies only when no available path works.
+//! Potentially failed paths get no copies (their queued data would go back at once).
 //!
 //! [`Decision::Duplicate`] owns a `Vec`, so a decision with two or more paths allocates once;
 //! the candidate list itself is gathered in a buffer the scheduler keeps.
@@ -14,11 +19,13 @@
 //# - Redundant. Traffic will be transmitted on all available subflows with space in the CW in
 //# a redundant way, i.e., repeating the same packets through all the different paths.
 
-use super::{Decision, PathSnapshot, PendingData, Scheduler, SchedulerFactory, preferred_paths};
+use super::{
+    Decision, PathSnapshot, PendingData, Scheduler, SchedulerFactory, preferred_paths, usable_paths,
+};
 use crate::shared::PathId;
 use std::time::{Duration, Instant};
 
-/// Sends every packet on all paths that can send (with the backup rule).
+/// Sends every packet on all usable paths (with the backup rule).
 #[derive(Debug, Default)]
 pub struct Redundant {
     scratch: Vec<(Duration, PathId)>,
@@ -35,9 +42,15 @@ impl Scheduler for Redundant {
         paths: &[PathSnapshot],
         _pending: &PendingData,
     ) -> Decision {
+        if preferred_paths(paths).next().is_none() {
+            return Decision::Wait;
+        }
         self.scratch.clear();
-        self.scratch
-            .extend(preferred_paths(paths).map(|p| (p.srtt, p.id)));
+        self.scratch.extend(
+            usable_paths(paths)
+                .filter(|p| !p.is_potentially_failed())
+                .map(|p| (p.srtt, p.id)),
+        );
         match self.scratch.as_slice() {
             [] => Decision::Wait,
             [(_, only)] => Decision::Send(*only),
@@ -66,7 +79,7 @@ mod tests {
     use crate::sched::tests::{Sim, snapshot};
 
     #[test]
-    fn duplicates_on_every_path_that_can_send() {
+    fn duplicates_on_every_path_while_one_has_room() {
         let now = Instant::now();
         let mut s = Redundant::default();
         let pending = PendingData::default();
@@ -76,14 +89,16 @@ mod tests {
             snapshot(2, 5, false),
             snapshot(3, 20, true),
         ];
-        // Fastest first; the full path 2 is left out.
+        // Fastest first; the full path 2 gets its copy too (it waits in its queue).
         assert_eq!(
             s.schedule(now, &paths, &pending),
-            Decision::Duplicate(vec![PathId(1), PathId(3), PathId(0)])
+            Decision::Duplicate(vec![PathId(2), PathId(1), PathId(3), PathId(0)])
         );
-        // Only one path can send: a plain send.
         let paths = [snapshot(0, 30, false), snapshot(1, 10, true)];
-        assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(1)));
+        assert_eq!(
+            s.schedule(now, &paths, &pending),
+            Decision::Duplicate(vec![PathId(1), PathId(0)])
+        );
         let paths = [snapshot(0, 30, false)];
         assert_eq!(s.schedule(now, &paths, &pending), Decision::Wait);
     }

@@ -246,6 +246,30 @@ pub struct StreamChunk {
 }
 
 impl StreamChunk {
+    /// Splits the chunk so that its first part's STREAM frame fits in `room` bytes: the
+    /// part that fits (`None` if not even one byte of data, or the bare FIN, does) and the
+    /// rest (`None` if everything fits). The FIN goes with the last byte.
+    pub fn split_to_fit(mut self, room: usize) -> (Option<StreamChunk>, Option<StreamChunk>) {
+        if self.encoded_len() <= room {
+            return (Some(self), None);
+        }
+        let fits = room
+            .checked_sub(stream_header_len(self.id, self.offset))
+            .and_then(max_data_len)
+            .filter(|n| *n > 0);
+        let Some(n) = fits else {
+            return (None, Some(self));
+        };
+        let rest = StreamChunk {
+            id: self.id,
+            offset: self.offset + n as u64,
+            data: self.data.split_off(n),
+            fin: self.fin,
+        };
+        self.fin = false;
+        (Some(self), Some(rest))
+    }
+
     /// Size of the STREAM frame encoding with a Length field, and an Offset field when
     /// the offset is not zero.
     pub fn encoded_len(&self) -> usize {
@@ -1295,6 +1319,24 @@ impl Streams {
                 p.streams_blocked[di(d)]
                     .is_some_and(|l| streams_blocked_frame(&self.counts, d, l).is_some())
             })
+    }
+
+    /// True if the sending part of stream `id` may still send STREAM frames (it was not
+    /// reset).
+    pub fn is_sending(&self, id: StreamId) -> bool {
+        self.map
+            .get(&id)
+            .and_then(|s| s.send.as_ref())
+            .is_some_and(|h| h.is_sending())
+    }
+
+    /// True if `offset..offset + len` of stream `id` (and its FIN if `fin`) is acknowledged,
+    /// or the stream's sending part is gone.
+    pub fn is_acked(&self, id: StreamId, offset: u64, len: u64, fin: bool) -> bool {
+        self.map
+            .get(&id)
+            .and_then(|s| s.send.as_ref())
+            .is_none_or(|h| h.buf.is_acked(offset, len, fin))
     }
 
     /// True if stream data (new or retransmitted) or a FIN waits to be sent.

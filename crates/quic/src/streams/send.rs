@@ -227,6 +227,14 @@ impl SendBuffer {
         self.acked_prefix - before
     }
 
+    /// True if `offset..offset + len` (and the FIN if `fin`) is acknowledged.
+    pub fn is_acked(&self, offset: u64, len: u64, fin: bool) -> bool {
+        let start = offset.max(self.acked_prefix);
+        let end = offset.saturating_add(len);
+        let data = start >= end || self.acked.gaps_in(start..end).is_empty();
+        data && (!fin || self.fin_acked)
+    }
+
     /// Records the loss of `offset..offset + len` (and of the FIN if `fin`): the parts not
     /// acknowledged since are queued for retransmission.
     pub fn lost(&mut self, offset: u64, len: u64, fin: bool) {
