@@ -577,9 +577,9 @@ impl Connection {
     }
 
     /// Processes `payload` as the frames of a 1-RTT packet on path 0, closing the connection
-    /// on a protocol violation as a real packet would (tests only).
-    #[cfg(test)]
-    pub(super) fn inject_frames(&mut self, now: Instant, payload: &[u8]) {
+    /// on a protocol violation as a real packet would (tests and fuzzing only).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn inject_frames(&mut self, now: Instant, payload: &[u8]) {
         let pn = self
             .paths
             .get(&PathId::ZERO)
