@@ -2,12 +2,14 @@
 #   make demo   build, run the lab's paper reproductions on bundled defaults, print the
 #               tables and write report/index.md (+ PNG plots, summary.json)
 #   make test   install what the tests need, then run every test
+#   make fuzz   run every cargo-fuzz target for FUZZ_SECONDS each (default 600), one at a
+#               time (FUZZ_TARGETS="a b" picks some); needs the nightly toolchain
 CARGO ?= cargo
 PYTHON ?= python3
 VENV := lab/.venv
 LAB_PY := $(VENV)/bin/python
 
-.PHONY: build demo test lint lab-deps system-deps
+.PHONY: build demo test lint lab-deps system-deps fuzz
 
 build:
 	$(CARGO) build --release -p polypath
@@ -49,3 +51,23 @@ test: lint lab-deps system-deps
 	# integration tests): building it again alone would recompile a dozen crates.
 	test -x target/debug/polypath
 	POLYPATH_BIN=target/debug/polypath $(LAB_PY) -m pytest -q lab/tests
+
+# Coverage-guided fuzzing (cargo-fuzz, nightly). Each target's body is a function of
+# crates/fuzz (polypath-fuzz), whose tests run it briefly in `make test`. The corpus starts
+# from that crate's seeds; a target that finds a crash stops the run (the input is in
+# fuzz/artifacts/<target>/). Logs go to fuzz/logs/<target>.log, and the last line of each
+# (libFuzzer's "Done N runs in S second(s)") is printed at the end.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?=
+NIGHTLY ?= +nightly
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	$(CARGO) run -q -p polypath-fuzz --example write_corpus -- fuzz/corpus
+	@mkdir -p fuzz/logs
+	@targets="$(FUZZ_TARGETS)"; [ -n "$$targets" ] || targets=$$($(CARGO) $(NIGHTLY) fuzz list); \
+	for t in $$targets; do \
+	  echo "== $$t: $(FUZZ_SECONDS) s"; \
+	  $(CARGO) $(NIGHTLY) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    > fuzz/logs/$$t.log 2>&1 || { tail -40 fuzz/logs/$$t.log; exit 1; }; \
+	  grep -h "^Done" fuzz/logs/$$t.log; \
+	done

@@ -62,6 +62,11 @@ pub struct ServerArgs {
     /// (RFC 9000 section 8.1.2).
     #[arg(long)]
     retry: bool,
+    /// Validate client addresses with a Retry automatically, only while at least this many
+    /// handshakes are in progress (a load of spoofed or slow Initials); below it clients
+    /// connect without the extra round trip.
+    #[arg(long, value_name = "N", conflicts_with = "retry")]
+    retry_above: Option<usize>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -107,6 +112,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.max_incoming = max_connections;
     config.retry = args.retry;
+    config.retry_above = args.retry_above;
     let endpoint = Endpoint::server(args.listen, args.transport.endpoint()?, config)
         .map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();

@@ -20,12 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// ALPN protocol of the transfer protocol.
-pub const ALPN: &[u8] = b"polypath-transfer/1";
-/// First bytes of every request.
-const MAGIC: &[u8; 4] = b"PPT1";
-/// Length of a request.
-pub const REQUEST_LEN: usize = 13;
+pub use polypath_cli::request::{ALPN, Direction, REQUEST_LEN, Request};
+
 /// Length of a SHA-256 digest.
 pub const DIGEST_LEN: usize = 32;
 /// Status byte: the object arrived intact.
@@ -38,63 +34,6 @@ pub const MAX_REPORT_LEN: usize = 1 << 20;
 pub const CHUNK: usize = 256 * 1024;
 /// Seed of the generated object (both sides only hash it, so any seed works).
 const PAYLOAD_SEED: u64 = 0x706f_6c79_7061_7468;
-
-/// Which way the object goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// Client to server.
-    Upload,
-    /// Server to client.
-    Download,
-}
-
-/// A transfer request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    /// Which way.
-    pub direction: Direction,
-    /// Object size in bytes.
-    pub size: u64,
-}
-
-impl Request {
-    /// The request on the wire.
-    pub fn encode(&self) -> [u8; REQUEST_LEN] {
-        let mut out = [0u8; REQUEST_LEN];
-        out[..4].copy_from_slice(MAGIC);
-        out[4] = match self.direction {
-            Direction::Upload => b'U',
-            Direction::Download => b'D',
-        };
-        out[5..].copy_from_slice(&self.size.to_be_bytes());
-        out
-    }
-
-    /// Parses a request; says what is wrong otherwise.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.len() != REQUEST_LEN {
-            return Err(format!(
-                "request of {} bytes, expected {REQUEST_LEN}",
-                bytes.len()
-            ));
-        }
-        if &bytes[..4] != MAGIC {
-            return Err("request does not start with PPT1".into());
-        }
-        let direction = match bytes[4] {
-            b'U' => Direction::Upload,
-            b'D' => Direction::Download,
-            other => return Err(format!("unknown operation {other:#04x}")),
-        };
-        let mut size = [0u8; 8];
-        size.copy_from_slice(&bytes[5..]);
-        Ok(Request {
-            direction,
-            size: u64::from_be_bytes(size),
-        })
-    }
-}
 
 /// Parses a size such as `100MB`, `64KiB`, `1.5GB` or `4096` (bytes). `K`, `M`, `G`, `T`
 /// (with or without `B`) are powers of 1000; `KiB`, `MiB`, `GiB`, `TiB` powers of 1024.

@@ -354,3 +354,29 @@ fn retry_flag_validates_addresses() {
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0]["verified"], true, "{}", reports[0]);
 }
+
+/// `--retry-above N`: no Retry while fewer than N handshakes are in progress, a Retry once
+/// N are, and clients still complete (through the Retry).
+#[test]
+fn retry_above_validates_addresses_only_under_load() {
+    let dir = scratch("retry-above");
+    let server = Server::start(&dir, &["--retry-above", "1", "--max-connections", "10"]);
+    let first_byte = |initial: &[u8]| {
+        let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
+        probe.send_to(initial, server.addr).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        let (n, _) = probe.recv_from(&mut buf).expect("an answer to the Initial");
+        assert!(n > 0);
+        buf[0] & 0xf0
+    };
+    // No handshake in progress: the Initial is answered with an Initial (type 0), and that
+    // handshake then stays in progress (the probe never answers).
+    assert_eq!(first_byte(&captured_initial(&server)), 0xc0, "no Retry");
+    // One handshake in progress: the next client gets a Retry (type 3).
+    assert_eq!(first_byte(&captured_initial(&server)), 0xf0, "a Retry");
+    let (summary, _) = server.upload("1MB");
+    assert_eq!(summary["bytes"], 1_000_000);
+}

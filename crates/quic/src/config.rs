@@ -194,6 +194,11 @@ pub struct ServerConfig {
     pub retry: bool,
     /// Most connections in the handshake at once; further Initials are refused.
     pub max_incoming: usize,
+    /// Automatic address validation under load: when `retry` is off, answer new
+    /// connections with a Retry while at least this many connections are in their
+    /// handshake (`None`: never). Initials carrying a valid Retry token are accepted
+    /// whatever the load.
+    pub retry_above: Option<usize>,
 }
 
 impl ServerConfig {
@@ -204,6 +209,7 @@ impl ServerConfig {
             tls,
             retry: false,
             max_incoming: 1 << 16,
+            retry_above: None,
         }
     }
 }

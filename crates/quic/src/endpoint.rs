@@ -319,26 +319,32 @@ impl Endpoint {
         }
         let epoch = *self.epoch.get_or_insert(now);
         let since_epoch = now.saturating_duration_since(epoch);
-        let (original_dcid, retry_scid) = if server.retry {
-            if token.is_empty() {
-                self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
-                return None;
-            }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
+        //# A server can also use a Retry packet to defer the state and processing
+        //# costs of connection establishment.
+        let under_load = server
+            .retry_above
+            .is_some_and(|n| self.handshaking_count() >= n);
+        let validate = server.retry || under_load;
+        let tokens_accepted = server.retry || server.retry_above.is_some();
+        let opened = (tokens_accepted && !token.is_empty()).then(|| {
+            self.token_key
+                .open_retry_token(token, remote, since_epoch, RETRY_TOKEN_LIFETIME)
+        });
+        let (original_dcid, retry_scid) = match opened {
+            Some(Ok(t)) if t.retry_scid == dcid => (t.original_dcid, Some(dcid)),
             //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
             //# A server MAY send a Retry packet in response to an Initial packet with
             //# an invalid token.
-            match self
-                .token_key
-                .open_retry_token(token, remote, since_epoch, RETRY_TOKEN_LIFETIME)
-            {
-                Ok(t) if t.retry_scid == dcid => (t.original_dcid, Some(dcid)),
-                _ => {
-                    self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
-                    return None;
-                }
+            _ if validate => {
+                self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
+                return None;
             }
-        } else {
-            (dcid, None)
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.3
+            //# If the token is invalid, then the server SHOULD proceed as if the client
+            //# did not have a validated address, including potentially sending a Retry
+            //# packet.
+            _ => (dcid, None),
         };
         let local_cid = self.new_local_cid();
         let handle = self.next_handle();

@@ -359,3 +359,18 @@ impl Pair {
 pub fn expected_payload(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 % 251) as u8).collect()
 }
+
+/// Builds a 1-RTT packet that `conn` sends on `path` with `payload` as its frames (any
+/// bytes: the receiver parses them), protected with the connection's current keys, as a
+/// misbehaving or attacking peer would send it. `None` before the handshake completes, on
+/// a path without a connection ID for the peer, or for payloads over 1 400 bytes.
+pub fn seal_frames(conn: &mut Connection, path: crate::PathId, payload: &[u8]) -> Option<Vec<u8>> {
+    conn.seal_raw_frames(path, payload)
+}
+
+/// Processes `payload` as the frames of a 1-RTT packet `conn` received on path 0 (bypassing
+/// packet protection), closing the connection on a protocol violation as a real packet
+/// would. Only meaningful once the handshake is complete.
+pub fn inject_frames(conn: &mut Connection, now: Instant, payload: &[u8]) {
+    conn.inject_frames(now, payload);
+}

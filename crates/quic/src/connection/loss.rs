@@ -144,6 +144,11 @@ impl Connection {
         for c in &frames.stream_control {
             self.streams.on_control_acked(*c);
         }
+        for c in &frames.conn {
+            if let ConnFrame::RetireConnectionId { path, sequence } = *c {
+                self.pending.retire_unacked.remove(&(path, sequence));
+            }
+        }
         for &(acked_space, largest) in &frames.acks {
             if let Some(s) = self.space_mut(acked_space) {
                 s.acks.on_ack_acked(largest);

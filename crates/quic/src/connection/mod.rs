@@ -197,9 +197,34 @@ struct PendingFrames {
     handshake_done: bool,
     new_cids: BTreeSet<(PathId, u64)>,
     retire_cids: BTreeSet<(PathId, u64)>,
+    /// Peer connection IDs we retired whose RETIRE_CONNECTION_ID is not acknowledged yet
+    /// (waiting in `retire_cids` or in flight).
+    retire_unacked: BTreeSet<(PathId, u64)>,
     max_path_id: bool,
     paths_blocked: bool,
     path_cids_blocked: BTreeSet<PathId>,
+}
+
+/// Path IDs no longer usable (abandoned), as ranges: a peer that opens and abandons path
+/// after path leaves one range behind, not one entry per path.
+#[derive(Debug, Default)]
+struct RetiredPaths(crate::range_set::RangeSet);
+
+impl RetiredPaths {
+    fn contains(&self, id: &PathId) -> bool {
+        self.0.contains(u64::from(id.0))
+    }
+
+    /// Adds a path ID; false if it was retired already.
+    fn insert(&mut self, id: PathId) -> bool {
+        self.0.insert_one(u64::from(id.0))
+    }
+
+    /// Number of disjoint ranges held (the state's size).
+    #[cfg(test)]
+    fn ranges(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// Multipath negotiation state.
@@ -252,7 +277,7 @@ pub struct Connection {
     peer_cids: PeerCids,
     paths: BTreeMap<PathId, Path>,
     /// Path IDs no longer usable (abandoned).
-    retired_paths: BTreeSet<PathId>,
+    retired_paths: RetiredPaths,
     /// Peer path status received for paths not open yet: (sequence, status).
     early_peer_status: BTreeMap<PathId, (u64, PathStatus)>,
     /// Destination connection ID of the packet whose frames are being processed.
@@ -434,7 +459,7 @@ impl Connection {
             local_cids,
             peer_cids,
             paths,
-            retired_paths: BTreeSet::new(),
+            retired_paths: RetiredPaths::default(),
             early_peer_status: BTreeMap::new(),
             current_packet_dcid: p.local_cid,
             multipath: None,

@@ -672,7 +672,7 @@ impl Connection {
         //# IDs received from the peer for the path ID indicated in the PATH_ABANDON as immediately
         //# retired, and subsequently cannot send any packet on that path anymore.
         for seq in self.peer_cids.retire_path(id) {
-            self.pending.retire_cids.insert((id, seq));
+            self.queue_retire_cid(id, seq);
         }
         for frames in &in_flight {
             self.requeue_frames(AckSpace::Path(id), frames, Requeue::Probe);

@@ -485,7 +485,7 @@ impl Connection {
         //# An endpoint MUST NOT reuse a connection ID when sending to
         //# more than one destination address.
         if let Some(Some(retired)) = self.peer_cids.rotate(path_id) {
-            self.pending.retire_cids.insert((path_id, retired));
+            self.queue_retire_cid(path_id, retired);
         }
         self.qlog_event(
             now,
@@ -577,9 +577,9 @@ impl Connection {
     }
 
     /// Processes `payload` as the frames of a 1-RTT packet on path 0, closing the connection
-    /// on a protocol violation as a real packet would (tests only).
-    #[cfg(test)]
-    pub(super) fn inject_frames(&mut self, now: Instant, payload: &[u8]) {
+    /// on a protocol violation as a real packet would (tests and fuzzing only).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn inject_frames(&mut self, now: Instant, payload: &[u8]) {
         let pn = self
             .paths
             .get(&PathId::ZERO)
@@ -942,7 +942,26 @@ impl Connection {
             self.peer_cids
                 .on_new_cid(path_id, sequence, retire_prior_to, cid, reset_token)?;
         for seq in outcome.to_retire {
-            self.pending.retire_cids.insert((path_id, seq));
+            self.queue_retire_cid(path_id, seq);
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-5.1.2
+        //# An endpoint SHOULD limit the number of connection IDs it has retired locally for
+        //# which RETIRE_CONNECTION_ID frames have not yet been acknowledged. An endpoint
+        //# SHOULD allow for sending and tracking a number of RETIRE_CONNECTION_ID frames of
+        //# at least twice the value of the active_connection_id_limit transport parameter.
+        //# An endpoint MUST NOT forget a connection ID without retiring it, though it MAY
+        //# choose to treat having connection IDs in need of retirement that exceed this
+        //# limit as a connection error of type CONNECTION_ID_LIMIT_ERROR.
+        let unacked = self
+            .pending
+            .retire_unacked
+            .range((path_id, 0)..=(path_id, u64::MAX))
+            .count() as u64;
+        let limit = 2 * self.config.active_connection_id_limit.max(2);
+        if unacked > limit {
+            return Err(TransportError::connection_id_limit(format!(
+                "{unacked} retired connection IDs of {path_id:?} not acknowledged, limit {limit}"
+            )));
         }
         if self.peer_cids.active(path_id).is_some() {
             self.pending.path_cids_blocked.remove(&path_id);
@@ -955,6 +974,13 @@ impl Connection {
             self.pm_tick_due = true;
         }
         Ok(())
+    }
+
+    /// Retires a connection ID the peer issued: a RETIRE_CONNECTION_ID frame is queued and
+    /// the ID counts as unacknowledged until a packet carrying that frame is acknowledged.
+    pub(super) fn queue_retire_cid(&mut self, path: PathId, sequence: u64) {
+        self.pending.retire_cids.insert((path, sequence));
+        self.pending.retire_unacked.insert((path, sequence));
     }
 
     fn on_retire_connection_id(
@@ -1034,7 +1060,7 @@ impl Connection {
                 //# before receiving or sending any traffic on a path.
                 if self.retired_paths.insert(id) {
                     for seq in self.peer_cids.retire_path(id) {
-                        self.pending.retire_cids.insert((id, seq));
+                        self.queue_retire_cid(id, seq);
                     }
                 }
             }

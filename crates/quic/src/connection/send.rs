@@ -1196,6 +1196,28 @@ impl Connection {
     }
 }
 
+/// Test and fuzzing support: packets with arbitrary frames, as a misbehaving peer sends.
+#[cfg(any(test, feature = "testing"))]
+impl Connection {
+    /// Builds one 1-RTT packet on path `path` whose payload is `payload` (any bytes, taken
+    /// as frames by the receiver), protected with the current keys and the next packet
+    /// number, as this endpoint would send it. The packet is not recorded as sent (it is
+    /// never retransmitted). `None` before the handshake completes, for a path without a
+    /// peer connection ID, or if the payload does not fit a datagram.
+    pub(crate) fn seal_raw_frames(&mut self, path: PathId, payload: &[u8]) -> Option<Vec<u8>> {
+        if !self.handshake_complete || self.one_rtt.is_none() || payload.len() > 1400 {
+            return None;
+        }
+        let space = AckSpace::Path(path);
+        self.space_ref(space)?;
+        let mut buf = Vec::new();
+        let layout = self.write_header(space, &mut buf)?;
+        buf.extend_from_slice(payload);
+        self.pad_for_sample(&mut buf, layout, None);
+        self.protect(space, &mut buf, layout).then_some(buf)
+    }
+}
+
 /// Writes `frame` if it fits before `end`.
 fn put_frame(buf: &mut Vec<u8>, end: usize, frame: &Frame) -> bool {
     if buf.len() + frame.encoded_len() > end {

@@ -923,6 +923,13 @@ impl Streams {
         self.map.get(&id)?.recv.as_ref().map(|r| r.state)
     }
 
+    /// How fragmented the received data of a live stream is: the pieces its reassembly
+    /// holds and their bytes.
+    pub fn recv_fragmentation(&self, id: StreamId) -> Option<(usize, u64)> {
+        let r = self.map.get(&id)?.recv.as_ref()?;
+        Some((r.asm.segments(), r.asm.buffered()))
+    }
+
     /// Number of streams still tracked (not yet forgotten).
     pub fn stream_count(&self) -> usize {
         self.map.len()
@@ -995,6 +1002,20 @@ impl Streams {
             r.state = RecvState::SizeKnown;
         }
         r.asm.insert(offset, data);
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-21.6
+        //# QUIC deployments SHOULD provide mitigations for stream fragmentation attacks.
+        //# Mitigations could consist of avoiding overcommitting memory, limiting the size
+        //# of tracking data structures, delaying reassembly of STREAM frames, implementing
+        //# heuristics based on the age and duration of reassembly holes, or some
+        //# combination of these.
+        if r.asm.segments() > max_segments(r.window) {
+            return Err(TransportError::protocol_violation(format!(
+                "stream {} data in over {} pieces with holes between them",
+                id.0,
+                max_segments(r.window)
+            ))
+            .in_frame(ty::STREAM));
+        }
         if r.stopped.is_some() {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-3.5
             //# STREAM frames received after sending a STOP_SENDING frame are still counted
@@ -1937,6 +1958,18 @@ fn check_final_size(r: &RecvHalf, end: u64, fin: bool) -> Result<(), TransportEr
 
 /// Checks that data up to `end` respects the stream and connection limits we advertised;
 /// returns by how much it raises the stream's highest received offset.
+/// Most disjoint pieces a stream's reassembly may hold: one per 1 KiB of its window, and at
+/// least 1 024. Adjacent small pieces are merged, so only holes in the received data add
+/// pieces: a peer sending full-sized packets would have to lose about every other packet
+/// of a whole window to reach it. A peer sending one byte in every other position (each
+/// piece costing a map entry and an allocation, about 80 bytes) is stopped once that
+/// tracking reaches about 8% of the window, instead of growing to 40 times the window.
+fn max_segments(window: u64) -> usize {
+    usize::try_from(window / 1024)
+        .unwrap_or(usize::MAX)
+        .max(1024)
+}
+
 fn check_flow(fc: &ConnFlow, r: &RecvHalf, end: u64) -> Result<u64, TransportError> {
     //= https://www.rfc-editor.org/rfc/rfc9000#section-4.1
     //# A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if

@@ -139,3 +139,81 @@ fn decryptable_initial_with_a_failing_handshake_leaves_no_state() {
     assert_eq!(pair.server.connection_count(), 0);
     assert_eq!(pair.server.routing_entries(), 0);
 }
+
+/// A server with `retry_above = Some(2)` and `clients` other clients' first Initials
+/// (decryptable, from their own addresses) received just before the pair's client
+/// connects. Returns the pair, handshaken.
+fn handshake_under_load(clients: u16) -> Pair {
+    let (client_tls, server_tls) = tls_configs();
+    let mut server = ServerConfig::new(server_tls);
+    server.retry_above = Some(2);
+    let mut pair = Pair::with_configs(
+        ClientConfig::new(client_tls.clone()),
+        server,
+        EndpointConfig::from_seed(1),
+    );
+    let now = pair.now;
+    for i in 0..clients {
+        let mut other = Endpoint::new(EndpointConfig::from_seed(100 + u64::from(i)), None);
+        let from: SocketAddr = format!("10.8.0.{}:4000", i + 1).parse().unwrap();
+        other
+            .connect(
+                now,
+                ClientConfig::new(client_tls.clone()),
+                from,
+                server_addr(),
+                "localhost",
+            )
+            .unwrap();
+        let mut buf = Vec::new();
+        let t = other.poll_transmit(now, &mut buf).expect("a first Initial");
+        buf.truncate(t.size);
+        pair.server
+            .handle(now, server_addr(), from, BytesMut::from(&buf[..]));
+    }
+    // The other clients' handshakes stay in progress: their answers go nowhere.
+    let mut buf = Vec::new();
+    while pair.server.poll_transmit(now, &mut buf).is_some() {}
+    // The pair's server connection is the next one accepted: the pair's client's.
+    while pair.server.accept().is_some() {}
+    pair.handshake();
+    pair
+}
+
+#[test]
+fn retry_is_automatic_under_load() {
+    let quiet = handshake_under_load(1);
+    let busy = handshake_under_load(2);
+    println!(
+        "retry_above = 2: with 1 handshake in progress the client went through a Retry: {}; \
+         with 2: {}",
+        quiet
+            .client
+            .connection(quiet.client_conn)
+            .unwrap()
+            .retry_scid
+            .is_some(),
+        busy.client
+            .connection(busy.client_conn)
+            .unwrap()
+            .retry_scid
+            .is_some(),
+    );
+    let mut quiet = quiet;
+    let mut busy = busy;
+    assert!(
+        quiet.client().retry_scid.is_none(),
+        "no Retry below the threshold"
+    );
+    assert!(
+        busy.client().retry_scid.is_some(),
+        "a Retry at the threshold"
+    );
+    assert_eq!(
+        busy.server.connection_count(),
+        3,
+        "two waiting and the validated one"
+    );
+    assert_eq!(busy.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+    assert_eq!(quiet.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+}

@@ -2,6 +2,7 @@
 //! network with a virtual clock, optional loss and per-path delays (the harness is
 //! [`crate::testing`]).
 
+mod attacks;
 mod basic;
 mod initial_flood;
 mod multipath;

@@ -1,0 +1,6 @@
+//! cargo-fuzz binary of the `retry_integrity` target: the body is `polypath_fuzz::retry_integrity`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = polypath_fuzz::retry_integrity(data);
+});
