@@ -1,10 +1,9 @@
 //! The minimum-RTT scheduler, the default of Linux MPTCP: among the paths whose congestion
 //! window has room, send on the one with the lowest smoothed RTT.
 //!
-//! The fast path is kept busy and the slower paths take packets only while its window is
-//! full; a paced fast path is waited for, not skipped (the contract of [`crate::sched`]).
-//! Linux also skips a subflow throttled by TCP Small Queues, a queue polypath does not
-//! have.
+//! The fast path is kept busy and the slower paths take packets only while its window,
+//! counting the data queued on it for its pacer, is full (the contract of
+//! [`crate::sched`]).
 
 use super::{Decision, PathSnapshot, PendingData, Scheduler, SchedulerFactory, preferred_paths};
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! Round robin: each packet goes to the next path in turn that can send (skipping paths
 //! whose congestion window is full, as Linux MPTCP's round-robin scheduler does with its
 //! default `cwnd_limited` Y and one segment per turn). The turn passes packet by packet
-//! even when the next path's pacer holds it: the connection waits for that pacer (the
+//! even when the next path's pacer holds it: the packet is queued on that path (the
 //! contract of [`crate::sched`]). `cwnd_limited` N, where a full path keeps its turn, is
 //! [`crate::sched::WeightedRoundRobin`] with weights 1 in its true-WRR mode.
 
@@ -9,10 +9,10 @@ use super::{Decision, PathSnapshot, PendingData, Scheduler, SchedulerFactory, pr
 use crate::shared::PathId;
 use std::time::Instant;
 
-/// Round-robin scheduler (with the backup rule). The turn passes when a packet leaves
-/// ([`Scheduler::on_packet_sent`]), not when a decision is made: a decision the connection
-/// does not carry out (it ends a batch of packets for another path) leaves the turn where
-/// it was.
+/// Round-robin scheduler (with the backup rule). The turn passes when a packet is given to
+/// a path ([`Scheduler::on_packet_sent`]), not when a decision is made: a decision the
+/// connection does not carry out (it ends a batch of packets for another path) leaves the
+/// turn where it was.
 #[derive(Debug, Default)]
 pub struct RoundRobin {
     last: Option<PathId>,
