@@ -1956,20 +1956,19 @@ fn check_final_size(r: &RecvHalf, end: u64, fin: bool) -> Result<(), TransportEr
     }
 }
 
-/// Checks that data up to `end` respects the stream and connection limits we advertised;
-/// returns by how much it raises the stream's highest received offset.
-/// Most disjoint pieces a stream's reassembly may hold: one per 1 KiB of its window, and at
-/// least 1 024. Adjacent small pieces are merged, so only holes in the received data add
-/// pieces: a peer sending full-sized packets would have to lose about every other packet
-/// of a whole window to reach it. A peer sending one byte in every other position (each
-/// piece costing a map entry and an allocation, about 80 bytes) is stopped once that
-/// tracking reaches about 8% of the window, instead of growing to 40 times the window.
-fn max_segments(window: u64) -> usize {
-    usize::try_from(window / 1024)
-        .unwrap_or(usize::MAX)
-        .max(1024)
+/// Most disjoint pieces a stream's reassembly may hold: one per 64 bytes of its window, and
+/// at least 1 024. Adjacent small pieces are merged, so only holes in the received data add
+/// pieces. A multipath sender interleaves the data of its paths, so a hole between every
+/// packet is legitimate: a window's worth of single-packet pieces (and packets cut short)
+/// stays well below the limit. A peer sending one byte in every other position (each piece
+/// costing a map entry and an allocation, about 80 bytes) is stopped once that tracking
+/// reaches about 1.25 times the window, instead of growing to 40 times the window.
+pub(crate) fn max_segments(window: u64) -> usize {
+    usize::try_from(window / 64).unwrap_or(usize::MAX).max(1024)
 }
 
+/// Checks that data up to `end` respects the stream and connection limits we advertised;
+/// returns by how much it raises the stream's highest received offset.
 fn check_flow(fc: &ConnFlow, r: &RecvHalf, end: u64) -> Result<u64, TransportError> {
     //= https://www.rfc-editor.org/rfc/rfc9000#section-4.1
     //# A receiver MUST close the connection with an error of type FLOW_CONTROL_ERROR if
