@@ -285,6 +285,8 @@ fn trace_seeds() -> Vec<Vec<u8>> {
         (1, 2, 0, "1.0\t10.0\t3.5\n2.0\t20.0\t4\n"),
         (2, 1, 0x41, "DL_bitrate,UL\n\"100\",2\n,3\nNA,4\n12.5,1\n"),
         (2, 2, 0x42, "rate\n1\n-\n2e3\n"),
+        // The crash `traces` found: 2e306 Mbit/s, an infinite rate before the limit.
+        (2, 2, 0x62, "r)te\n-\n2e306\n\n-"),
     ]
     .iter()
     .map(|(f, a, b, t)| [vec![*f, *a, *b], t.as_bytes().to_vec()].concat())

@@ -13,6 +13,31 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+/// Fastest rate a trace may hold, 1 Pbit/s: anything above is a unit mistake, and a bound
+/// keeps every rate, and every sum of rates the simulator forms, finite.
+pub const MAX_RATE_BPS: f64 = 1e15;
+
+/// The rate `value` (in `unit_bps` bit/s units, already checked finite and not negative)
+/// in bit/s, or an error if it exceeds [`MAX_RATE_BPS`].
+fn scaled_rate(
+    value: f64,
+    unit_bps: f64,
+    file: &Path,
+    line: usize,
+    field: &str,
+) -> Result<f64, Error> {
+    let bps = value * unit_bps;
+    if !bps.is_finite() || bps > MAX_RATE_BPS {
+        return Err(Error::new(
+            file,
+            format!("rate {value} is {bps:e} bit/s, above the limit of {MAX_RATE_BPS:e}"),
+        )
+        .at_line(line)
+        .field(field));
+    }
+    Ok(bps)
+}
+
 /// Bytes one Mahimahi delivery opportunity may carry.
 pub const MAHIMAHI_OPPORTUNITY_BYTES: u64 = 1500;
 
@@ -139,7 +164,7 @@ pub fn parse_lumos5g(src: &str, file: &Path, column: usize) -> Result<RateTrace,
                 .at_line(lineno)
                 .field(field));
         }
-        rates.push(mbps * 1e6);
+        rates.push(scaled_rate(mbps, 1e6, file, lineno, &field)?);
     }
     if rates.is_empty() {
         return Err(Error::new(file, "trace has no samples"));
@@ -272,7 +297,7 @@ pub fn parse_csv_column(
                 .at_line(lineno)
                 .field(column));
         }
-        prev = v * unit_bps;
+        prev = scaled_rate(v, unit_bps, file, lineno, column)?;
         rates.push(prev);
     }
     if rates.is_empty() {
@@ -326,6 +351,28 @@ mod tests {
         assert_eq!(e.line, Some(2));
         assert!(parse_mahimahi("0\n", p()).is_err());
         assert_eq!(parse_mahimahi("1\nx\n", p()).unwrap_err().line, Some(2));
+    }
+
+    /// Found by the `traces` fuzz target: `2e306` Mbit/s became an infinite rate.
+    #[test]
+    fn rates_that_overflow_or_exceed_the_limit_are_errors() {
+        let e = parse_csv_column(
+            "rate\n-\n2e306\n",
+            p(),
+            "rate",
+            1e6,
+            Duration::from_secs(1),
+            Missing::Hold,
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("rate")));
+        assert!(e.message.contains("above the limit"), "{}", e.message);
+        let e = parse_lumos5g("1\t2e9\n", p(), 1).unwrap_err();
+        assert_eq!(e.line, Some(1));
+        assert!(
+            parse_lumos5g("1\t1e9\n", p(), 1).is_ok(),
+            "1 Pbit/s itself is allowed"
+        );
     }
 
     #[test]
