@@ -1128,19 +1128,7 @@ impl Connection {
                 let Some(part) = now_part else {
                     break;
                 };
-                sent.stream.push(StreamRange {
-                    id: part.id,
-                    offset: part.offset,
-                    len: part.data.len() as u64,
-                    fin: part.fin,
-                });
-                frame::Stream {
-                    id: part.id,
-                    offset: part.offset,
-                    fin: part.fin,
-                    data: part.data,
-                }
-                .encode(true, buf);
+                write_stream_chunk(part, buf, sent);
                 wrote = true;
             }
         }
@@ -1153,19 +1141,7 @@ impl Connection {
             wrote = true;
         }
         while let Some(chunk) = self.streams.poll_stream_data(end.saturating_sub(buf.len())) {
-            sent.stream.push(StreamRange {
-                id: chunk.id,
-                offset: chunk.offset,
-                len: chunk.data.len() as u64,
-                fin: chunk.fin,
-            });
-            frame::Stream {
-                id: chunk.id,
-                offset: chunk.offset,
-                fin: chunk.fin,
-                data: chunk.data,
-            }
-            .encode(true, buf);
+            write_stream_chunk(chunk, buf, sent);
             wrote = true;
         }
         if let Some(p) = self.paths.get_mut(&path_id) {
@@ -1216,6 +1192,27 @@ impl Connection {
         self.pad_for_sample(&mut buf, layout, None);
         self.protect(space, &mut buf, layout).then_some(buf)
     }
+}
+
+/// Writes a STREAM frame carrying `chunk` and records its range in `sent`.
+fn write_stream_chunk(
+    chunk: crate::streams::StreamChunk,
+    buf: &mut Vec<u8>,
+    sent: &mut SentFrames,
+) {
+    sent.stream.push(StreamRange {
+        id: chunk.id,
+        offset: chunk.offset,
+        len: chunk.data.len() as u64,
+        fin: chunk.fin,
+    });
+    frame::Stream {
+        id: chunk.id,
+        offset: chunk.offset,
+        fin: chunk.fin,
+        data: chunk.data,
+    }
+    .encode(true, buf);
 }
 
 /// Writes `frame` if it fits before `end`.
