@@ -46,7 +46,9 @@ pub(crate) struct LinkPredictorRt {
     pub period_ns: u64,
     /// Name in the events.
     pub name: String,
+    /// The rule or file the predictions come from.
     pub source: PredSource,
+    /// What the history rules average.
     pub observe: PredictionInput,
     /// Told interfaces: (host, interface index, address), hosts and interfaces in file
     /// order.

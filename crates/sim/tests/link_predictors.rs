@@ -100,7 +100,11 @@ fn rules_and_files_predict_the_drive_as_defined() {
     let close = |a: f64, b: f64| (a - b).abs() < 1e-5 * b.max(1.0);
 
     let oracle = predictions(&out, "oracle");
-    assert_eq!(oracle.len(), 31, "reports at 0, 1, ..., 30 s (the run's end included)");
+    assert_eq!(
+        oracle.len(),
+        31,
+        "reports at 0, 1, ..., 30 s (the run's end included)"
+    );
     for (k, (t, p, truth)) in oracle.iter().enumerate() {
         assert!(close(*t, k as f64));
         assert!(
