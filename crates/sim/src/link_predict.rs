@@ -208,3 +208,47 @@ pub(crate) fn build(scenario: &Scenario, seed: u64) -> Result<Vec<LinkPredictorR
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(tell: &str) -> Scenario {
+        let src = format!(
+            "[sim]\nduration = \"1s\"\n\
+             [[host]]\nname = \"ue\"\ninterfaces = [{{ name = \"x\", addr = \"10.0.0.9\" }}, \
+             {{ name = \"nr\", addr = \"10.0.0.1\", link = \"l\", side = \"a\" }}]\n\
+             [[host]]\nname = \"srv\"\ninterfaces = [{{ name = \"e\", addr = \"10.9.0.1\", link = \"l\", side = \"b\" }}]\n\
+             [[link]]\nname = \"l\"\nrate = \"10Mbit/s\"\n\
+             [link.down]\npredictor = {{ kind = \"oracle\", tell = \"{tell}\", period = \"250ms\" }}\n"
+        );
+        Scenario::parse(&src, std::path::Path::new("t.toml")).unwrap()
+    }
+
+    /// The down direction (side b sends) tells side b's interfaces by default, side a's
+    /// with `receiver`, both with `both`; hosts and interfaces in file order.
+    #[test]
+    fn told_interfaces_follow_tell() {
+        let told = |tell: &str| {
+            let p = build(&scenario(tell), 1).unwrap();
+            assert_eq!((p.len(), p[0].dir, p[0].period_ns), (1, 1, 250_000_000));
+            p[0].told.clone()
+        };
+        let ue = (0, 1, "10.0.0.1".parse().unwrap());
+        let srv = (1, 0, "10.9.0.1".parse().unwrap());
+        assert_eq!(told("sender"), vec![srv]);
+        assert_eq!(told("receiver"), vec![ue]);
+        assert_eq!(told("both"), vec![ue, srv]);
+    }
+
+    /// An oracle reports at once and every period the capacity of the coming period; the
+    /// delivered bytes do not matter to it.
+    #[test]
+    fn oracle_reports_the_coming_capacity() {
+        let mut p = build(&scenario("sender"), 1).unwrap().remove(0);
+        assert_eq!(p.first_report_ns(), 0);
+        let (bps, truth) = p.report(0, 0);
+        assert_eq!((bps, truth), (Some(10e6), Some(10e6)));
+        assert_eq!(p.report(250_000_000, 123_456).0, Some(10e6));
+    }
+}
