@@ -465,6 +465,23 @@ fn link_predictors_resolve_and_load_prediction_files() {
     };
     assert_eq!(trace.rates_bps, vec![12.5e6, 7e6]);
 
+    // A NumPy file, its format taken from the name: two float64 values.
+    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    for v in [3.0f64, 4.5] {
+        npy.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(dir.join("pred.npy"), npy).unwrap();
+    let s = Scenario::parse(&mk(r#"{ file = "pred.npy", interval = "500ms" }"#), &file).unwrap();
+    let p = s.links[0].down.predictor.as_ref().unwrap();
+    let PredictorSource::File { trace, .. } = &p.source else {
+        panic!("{p:?}")
+    };
+    assert_eq!(trace.rates_bps, vec![3e6, 4.5e6]);
+    assert_eq!(trace.step, Duration::from_millis(500));
+
     // A bad prediction file: its own line and column, and where the scenario names it.
     let e = Scenario::parse(&mk(r#"{ file = "bad.txt" }"#), &file).unwrap_err();
     assert_eq!(e.file, dir.join("bad.txt"));
