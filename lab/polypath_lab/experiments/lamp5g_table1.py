@@ -301,10 +301,11 @@ def transaction_rows(r: RunResult) -> list[tuple[float, float]]:
 
 
 def decisions_digest(r: RunResult) -> str:
-    """The digests of ``links.csv`` and ``completions.csv``: equal for two runs whose
-    schedulers sent the same packets at the same times, whatever their predictors reported.
-    (``flows.csv``'s goodput and the summary's event count also show when the agents were
-    polled, which each hint's delivery does, so they differ even then.)"""
+    """The digests of ``links.csv`` and ``completions.csv``: equal for two runs that put the
+    same bytes on each link at the same times and completed the same transactions at the
+    same times, whatever their predictors reported (which stream bytes went where may still
+    differ). ``flows.csv``'s goodput and the summary's event count also show when the agents
+    were polled, which each hint's delivery does, so they are left out."""
     return ",".join(d for name, d in r.report.get("files", [])
                     if name in ("links.csv", "completions.csv"))
 
@@ -395,7 +396,7 @@ def report_drive(e: Experiment, results: list[RunResult], ctx: Context) -> None:
         f"Lumos5G multipath drive (`scenarios/{DRIVE_SCENARIO}.toml`), chunks from "
         f"{DRIVE_START} s to {DRIVE_START + 60} s, seed {ctx.seeds[0]}: chunk completion time",
         ["Load", "Scheduler", "chunks", "mean, s", "p95, s", "max, s", "5G link, MB",
-         "second link, MB", "same decisions as without hints"], rows, data))
+         "second link, MB", "same link and completion series as without hints"], rows, data))
 
     differs, parts, gaps = True, [], []
     for load, load_label, _, _, _ in DRIVE_LOADS:
@@ -415,8 +416,9 @@ def report_drive(e: Experiment, results: list[RunResult], ctx: Context) -> None:
             f"{fmt(lamp['p95_s'], 3)} s p95; without hints {fmt(none['mean_s'], 3)} s, "
             f"{fmt(none['p95_s'], 3)} s; minRTT {fmt(minrtt['mean_s'], 3)} s, "
             f"{fmt(minrtt['p95_s'], 3)} s (LAMP5G's mean {abs(cut):.1%} "
-            f"{'below' if cut >= 0 else 'above'} minRTT's); the hints "
-            f"{'change' if hints_matter else 'do not change'} LAMP5G's decisions")
+            f"{'below' if cut >= 0 else 'above'} minRTT's); with the hints LAMP5G's link and "
+            f"completion series {'differ from' if hints_matter else 'are the same as'} "
+            "without them")
     e.check("LAMP5G with oracle hints on the Lumos5G drive differs from minRTT "
             "(output_hash, same predictions.csv in both)", differs,
             "; ".join(f"{k}: {v}" for k, v in data.items() if k.endswith("differs_from_minrtt")))
@@ -433,16 +435,16 @@ def report_drive(e: Experiment, results: list[RunResult], ctx: Context) -> None:
         "The Lumos5G drive (trace-driven, hints from each downlink's predictor): "
         + "; ".join(parts) + ". LAMP5G's "
         "runs differ from minRTT's (its rank weighs the congestion window, not the RTT "
-        f"alone), but {verdict}. What limits the hints here: "
-        "(1) the rank is the minimum of the transport estimate and the prediction, so a "
-        "prediction can only lower a path; at a blockage's onset the trace falls over a few "
-        "one-second samples (e.g. 304, 8, 2, 0 Mbit/s from 128 s), and the 5G path drops "
-        "below the second link only once its prediction falls under the second link's "
-        "transport estimate, which for a path carrying little traffic is its initial window "
-        "over its RTT (about 2 Mbit/s here), by which time the transport has seen the "
-        "blockage too; (2) after the first blockage the 5G path's RTT and window estimates "
-        "are those of the blockage and stay stale while it carries little (no samples), so "
-        "it ranks second with or without hints, and predicted rises do not re-rank (as in "
-        "the paper) and could not lift it above its stale transport estimate anyway. "
-        "LAMP5G, like minRTT, still spills data onto the blocked path whenever the better "
-        "path's window is full (Section IV-A restricts each path by its window only).")
+        f"alone), but {verdict}. What limits the hints here: (1) at a blockage a chunk is "
+        "larger than the first-ranked path's window, and LAMP5G, like minRTT, fills every path's window "
+        "(Section IV-A restricts each path by its window only), so at a blockage part of each "
+        "chunk goes into the blocked 5G path whatever the ranking and the chunk waits for it; "
+        "when a chunk fills both windows at once, the ranking changes which bytes wait there, "
+        "not when the chunk completes; (2) the rank is "
+        "min(cwnd (1 - p) / RTT, predicted throughput), so a prediction can only lower a "
+        "path; until the server's own packets on the second link are acknowledged, that "
+        "link's estimate is its initial window over the initial RTT (RFC 9002), a fraction "
+        "of a Mbit/s, so while the server has not used it, the 5G path drops below it only "
+        "when its prediction reaches about zero; at a blockage's onset the trace falls over "
+        "a few one-second samples (304, 8, 2, 0 Mbit/s from 128 s), and by the 0 Mbit/s "
+        "report the transport has seen the blockage too.")
