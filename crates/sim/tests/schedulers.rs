@@ -593,7 +593,8 @@ fn lamp5g_follows_a_predicted_throughput_drop_before_the_transport() {
 /// highest-ranked available path as long as its ranking remains stable", re-ranking only on
 /// significant events, here a smoothed-RTT change beyond 25 %, Section IV-A). Two equal
 /// paths of 20 Mbit/s with 20 ms one way and uniform jitter each way (packets keep their
-/// order), so the smoothed RTT of the path in use wanders and crosses the other path's. The
+/// order), so the smoothed RTT of the path in use wanders and crosses the other path's (the
+/// estimate of a path not in use is the one from when it last carried data). The
 /// measure is the server's `top_path_switches`: among the decisions where every path had
 /// window room (nothing but the ranking chose), how often the chosen path changed. Cases:
 /// one 1000-byte response every 10 ms (10 s) with 5, 10 and 20 ms of jitter, and a 50 kB
