@@ -50,15 +50,26 @@ def polypath_binary() -> Path:
 
 
 def load_scenario(name: str) -> dict[str, Any]:
-    """Reads ``scenarios/NAME.toml`` into a dict (the base the experiments vary)."""
+    """Reads ``scenarios/NAME.toml`` into a dict (the base the experiments vary). The links'
+    trace and prediction files are made absolute (they are relative to ``scenarios/``, and
+    the variants are written elsewhere)."""
     path = REPO / "scenarios" / f"{name}.toml"
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            scenario = tomllib.load(f)
     except OSError as e:
         raise LabError(f"{path}: {e}") from e
     except tomllib.TOMLDecodeError as e:
         raise LabError(f"{path}: {e}") from e
+    for link in scenario.get("link", []):
+        for table in (link, link.get("up"), link.get("down")):
+            if not isinstance(table, dict):
+                continue
+            for key, field_name in (("rate", "trace"), ("predictor", "file")):
+                value = table.get(key)
+                if isinstance(value, dict) and isinstance(value.get(field_name), str):
+                    value[field_name] = str((path.parent / value[field_name]).resolve())
+    return scenario
 
 
 def variant(base: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -84,6 +84,49 @@ def test_quick_handover_includes_both_handovers(quick_experiment):
     assert min(tput["mbb"]) > max(tput["bbm"]), tput
 
 
+def test_quick_table1_hinted_cases(quick_experiment):
+    """The cases with link hints: in the blockage case LAMP5G with the oracle's hints runs
+    differently from minRTT and from itself without hints; on the Lumos5G drive (oracle
+    predictors on both downlinks told to the server) every approach fetches every chunk at
+    both loads, and LAMP5G with the hints does not produce minRTT's run (their output hashes
+    differ; the predictions file is the same in both, so only the schedulers' decisions can
+    make them differ)."""
+    from polypath_lab.experiments import lamp5g_table1 as t1
+
+    e, _ = quick_experiment("lamp5g_table1")
+    blockage = next(t for t in e.tables if t.title.startswith("A blockage"))
+    drive = next(t for t in e.tables if t.title.startswith("Lumos5G multipath drive"))
+    for table in (blockage, drive):
+        for row in table.rows:
+            print(" | ".join(row))
+    b = blockage.data
+    assert b["lamp5g-oracle"]["output_hash"] != b["minrtt"]["output_hash"], b
+    assert b["lamp5g-oracle"]["output_hash"] != b["lamp5g-none"]["output_hash"], b
+    for load, _, _, _, count in t1.DRIVE_LOADS:
+        for key, _, _, _ in t1.HINT_APPROACHES:
+            assert drive.data[f"{load}/{key}"]["chunks"] == count, (load, key)
+        assert drive.data[f"{load}/lamp5g_oracle_differs_from_minrtt"] is True, load
+
+
+def test_drive_scenario_sets_scheduler_predictors_and_window():
+    """The drive variants: the scheduler and start/count on the flow, the predictor on both
+    downlinks (or none), and a duration that covers every chunk."""
+    from polypath_lab.experiments import lamp5g_table1 as t1
+    from polypath_lab.sim import load_scenario
+
+    base = load_scenario(t1.DRIVE_SCENARIO)
+    s = t1.drive_scenario(base, "minrtt", "ewma", "500kB", "100ms", 600)
+    flow = s["flow"][0]
+    assert (flow["scheduler"], flow["start"], flow["response_size"], flow["interval"],
+            flow["count"]) == ("minrtt", "120s", "500kB", "100ms", 600)
+    assert [link["down"]["predictor"] for link in s["link"]] == [
+        {"kind": "ewma", "period": "1s"}] * 2
+    assert s["sim"]["duration"] == "200s"
+    bare = t1.drive_scenario(base, "lamp5g", None, "1MB", "500ms", 120)
+    assert all("predictor" not in link["down"] for link in bare["link"])
+    assert "predictor" in base["link"][0]["down"], "the base is not modified"
+
+
 def test_handover_window_is_the_overlap_region():
     """The handover window is the UE's time within 250 m of both gNBs (150 m to 250 m from
     the source at 8.3 m/s), and a window mean weighs the bins it cuts by their overlap."""

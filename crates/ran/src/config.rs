@@ -831,6 +831,27 @@ impl PredictorConfig {
         0.3
     }
 
+    /// Checks the ranges serde cannot; on error, the offending key (`period_ms`, `bias`,
+    /// `noise_sigma`, `window`, `alpha`) and what is wrong.
+    pub fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        if !(self.period_ms.is_finite() && self.period_ms >= 1.0) {
+            return Err(("period_ms", "must be at least 1 ms"));
+        }
+        if !(self.bias.is_finite() && self.bias > 0.0) {
+            return Err(("bias", "must be positive"));
+        }
+        if !(self.noise_sigma.is_finite() && self.noise_sigma >= 0.0) {
+            return Err(("noise_sigma", "must be at least 0"));
+        }
+        if self.window == 0 {
+            return Err(("window", "must be positive"));
+        }
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            return Err(("alpha", "must be in (0, 1]"));
+        }
+        Ok(())
+    }
+
     /// A predictor of `kind` with defaults.
     pub fn new(kind: PredictorKind) -> Self {
         PredictorConfig {
@@ -993,29 +1014,9 @@ impl RadioConfig {
             }
         }
         for (i, p) in self.predictors.iter().enumerate() {
-            let at = format!("predictors[{i}]");
-            if !(p.period_ms.is_finite() && p.period_ms >= 1.0) {
-                return Err(ConfigError::new(
-                    format!("{at}.period_ms"),
-                    "must be at least 1 ms",
-                ));
-            }
-            let ok = p.bias.is_finite()
-                && p.bias > 0.0
-                && p.noise_sigma.is_finite()
-                && p.noise_sigma >= 0.0;
-            if !ok {
-                return Err(ConfigError::new(
-                    format!("{at}.bias"),
-                    "bias > 0 and noise_sigma >= 0",
-                ));
-            }
-            if p.window == 0 {
-                return Err(ConfigError::new(format!("{at}.window"), "must be positive"));
-            }
-            if !(p.alpha > 0.0 && p.alpha <= 1.0) {
-                return Err(ConfigError::new(format!("{at}.alpha"), "must be in (0, 1]"));
-            }
+            p.check().map_err(|(key, message)| {
+                ConfigError::new(format!("predictors[{i}].{key}"), message)
+            })?;
         }
         Ok(cells)
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::trace::DeliveryTrace;
+use crate::trace::{DeliveryTrace, MAHIMAHI_OPPORTUNITY_BYTES, RateTrace};
 
 /// A whole scenario, resolved.
 #[derive(Debug, Clone)]
@@ -264,6 +264,85 @@ pub struct LinkDirection {
     pub outage_policy: OutagePolicy,
     /// Scheduled step changes, sorted by time.
     pub steps: Vec<Step>,
+    /// A throughput predictor for this direction, whose predictions the simulator delivers
+    /// to the hosts at the ends of the link as link hints (`predictor = { ... }`).
+    pub predictor: Option<LinkPredictor>,
+}
+
+/// `predictor = { ... }` of a link direction: predicted throughput of this direction,
+/// reported every `period` the way a modem reports its estimates, and delivered to the
+/// connections of the told hosts as `predicted_throughput` link events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkPredictor {
+    /// Where the predictions come from.
+    pub source: PredictorSource,
+    /// Time between reports (default 1 s); also the prediction's horizon.
+    pub period: Duration,
+    /// Name in the events (default: the kind, or `file`).
+    pub name: String,
+    /// Which end(s) of the link are told.
+    pub tell: PredictionTell,
+    /// What the history-based rules average.
+    pub observe: PredictionInput,
+    /// The key path it was written at (`link[0].down.predictor`), for errors about it.
+    pub at: String,
+}
+
+/// Where a link direction's predictions come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PredictorSource {
+    /// One of the simulator's predictor rules (`polypath_ran::predict`), by kind name as in
+    /// `[[radio.predictors]]` (`oracle`, `noisy_oracle`, `harmonic_mean`, `ewma`), with the
+    /// parameters written (the simulator applies the rule's defaults and checks ranges).
+    Rule(PredictorRule),
+    /// A prediction file: one predicted rate per step (one second by default), the k-th
+    /// sample being the prediction for `[k * step, (k + 1) * step)`.
+    File {
+        /// The file, as resolved against the scenario's folder.
+        path: PathBuf,
+        /// The predictions.
+        trace: Arc<RateTrace>,
+    },
+}
+
+/// A predictor rule and the parameters the scenario gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictorRule {
+    /// The rule's kind name.
+    pub kind: String,
+    /// Noisy oracle: multiplicative bias.
+    pub bias: Option<f64>,
+    /// Noisy oracle: σ of the log-normal noise.
+    pub noise_sigma: Option<f64>,
+    /// Harmonic mean: number of samples.
+    pub window: Option<u64>,
+    /// EWMA: weight of the newest sample.
+    pub alpha: Option<f64>,
+}
+
+/// `tell` of a predictor: which hosts' agents get the predictions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PredictionTell {
+    /// The interfaces that send into this direction (the default: the sender schedules on
+    /// the direction, as LAMP5G's sender does with its modem's estimate).
+    #[default]
+    Sender,
+    /// The interfaces that receive from it (a UE learning its own downlink's prediction).
+    Receiver,
+    /// Both ends.
+    Both,
+}
+
+/// `observe` of a predictor: the rate samples its history-based rules (EWMA, harmonic
+/// mean) average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PredictionInput {
+    /// The direction's capacity over each period (what a saturating flow would get, as the
+    /// traces measure it). The default.
+    #[default]
+    Capacity,
+    /// The bytes the direction actually delivered over each period.
+    Delivered,
 }
 
 /// How fast a link direction serves bytes.
@@ -304,7 +383,75 @@ pub enum RateModel {
     Radio,
 }
 
+impl LinkDirection {
+    /// The bits this direction can carry over `[from, to)` by its rate model, steps that set
+    /// a rate, and scheduled outages (nothing while down): the ground truth an oracle
+    /// predictor reads. `None` for rates known only at run time (external sources, radio).
+    pub fn capacity_bits(&self, from: Duration, to: Duration) -> Option<f64> {
+        if to <= from {
+            return Some(0.0);
+        }
+        // Boundaries where the governing rule may change: rate steps and outage edges.
+        let mut cuts = vec![from, to];
+        for s in self.steps.iter().filter(|s| s.rate.is_some()) {
+            cuts.push(s.at);
+        }
+        for o in &self.outages {
+            cuts.push(o.at);
+            cuts.push(o.at.saturating_add(o.duration));
+        }
+        cuts.retain(|c| *c >= from && *c <= to);
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut bits = 0.0;
+        for w in cuts.windows(2) {
+            let [a, b] = [w[0], w[1]];
+            let down = self
+                .outages
+                .iter()
+                .any(|o| o.at <= a && a < o.at.saturating_add(o.duration));
+            if down {
+                continue;
+            }
+            let stepped = self
+                .steps
+                .iter()
+                .filter(|s| s.at <= a)
+                .filter_map(|s| s.rate)
+                .next_back();
+            bits += match stepped {
+                Some(r) => r * (b - a).as_secs_f64(),
+                None => self.rate.bits_between(a, b)?,
+            };
+        }
+        Some(bits)
+    }
+}
+
 impl RateModel {
+    /// The bits this rate model serves over `[from, to)` (ignoring steps and outages; see
+    /// [`LinkDirection::capacity_bits`]); `None` for rates known only at run time.
+    pub fn bits_between(&self, from: Duration, to: Duration) -> Option<f64> {
+        if to <= from {
+            return Some(0.0);
+        }
+        match self {
+            RateModel::Constant(r) => Some(r * (to - from).as_secs_f64()),
+            RateModel::Schedule { points, period } => {
+                Some(schedule_bits(points, *period, from, to))
+            }
+            RateModel::Deliveries {
+                trace,
+                scale,
+                looped,
+            } => {
+                let ops = delivery_count(trace, *looped, from, to);
+                Some(ops as f64 * MAHIMAHI_OPPORTUNITY_BYTES as f64 * 8.0 * scale)
+            }
+            RateModel::External { .. } | RateModel::Radio => None,
+        }
+    }
+
     /// The rate in force at time zero, in bit/s (the mean rate for Mahimahi
     /// traces, which have no instantaneous rate).
     pub fn initial_bps(&self) -> f64 {
@@ -316,6 +463,81 @@ impl RateModel {
             RateModel::Radio => 0.0,
         }
     }
+}
+
+/// Bits of a piecewise-constant schedule over `[from, to)`: each point's rate holds until
+/// the next point, the last one until the period's end (or forever without a period).
+fn schedule_bits(
+    points: &[(Duration, f64)],
+    period: Option<Duration>,
+    from: Duration,
+    to: Duration,
+) -> f64 {
+    // Bits over [a, b) within one pass of the points (times relative to its start), the
+    // last point holding until `end`.
+    let pass = |a: Duration, b: Duration| {
+        let mut bits = 0.0;
+        for (i, &(at, rate)) in points.iter().enumerate() {
+            let next = points.get(i + 1).map_or(Duration::MAX, |p| p.0);
+            let (lo, hi) = (at.max(a), next.min(b));
+            if hi > lo {
+                bits += rate * (hi - lo).as_secs_f64();
+            }
+        }
+        bits
+    };
+    match period.filter(|p| !p.is_zero()) {
+        None => pass(from, to),
+        Some(p) => {
+            let p_ns = p.as_nanos();
+            let mut bits = 0.0;
+            let mut cycle = from.as_nanos() / p_ns;
+            loop {
+                let start = cycle.saturating_mul(p_ns);
+                let end = start.saturating_add(p_ns);
+                let (lo, hi) = (from.as_nanos().max(start), to.as_nanos().min(end));
+                if lo >= to.as_nanos() {
+                    break;
+                }
+                if hi > lo {
+                    let rel = |n: u128| {
+                        Duration::from_nanos(u64::try_from(n - start).unwrap_or(u64::MAX))
+                    };
+                    bits += pass(rel(lo), rel(hi));
+                }
+                cycle += 1;
+            }
+            bits
+        }
+    }
+}
+
+/// Mahimahi delivery opportunities with a timestamp in `[from, to)`.
+fn delivery_count(trace: &DeliveryTrace, looped: bool, from: Duration, to: Duration) -> u64 {
+    let ops = &trace.opportunities_ms;
+    // Opportunities of one pass at offsets (ms) in [a, b).
+    let count = |a: u128, b: u128| {
+        let lo = ops.partition_point(|&m| u128::from(m) < a);
+        let hi = ops.partition_point(|&m| u128::from(m) < b);
+        (hi - lo) as u64
+    };
+    // Millisecond boundaries: an opportunity at ms m lies in [from, to) when
+    // from <= m ms < to, i.e. m in [ceil(from), ceil(to)).
+    let ms_ceil = |d: Duration| d.as_nanos().div_ceil(1_000_000);
+    let (a, b) = (ms_ceil(from), ms_ceil(to));
+    let period = u128::from(trace.period_ms);
+    if !looped || period == 0 {
+        return count(a, b);
+    }
+    // A pass's stamps run from 0 to the period inclusive: the pass before `a`'s may reach it.
+    let mut n = 0;
+    let mut cycle = (a / period).saturating_sub(1);
+    while cycle.saturating_mul(period) < b {
+        let start = cycle * period;
+        n += count(a.saturating_sub(start), b - start);
+        cycle += 1;
+    }
+    n
 }
 
 /// Extra per-packet delay.

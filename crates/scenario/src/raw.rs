@@ -108,6 +108,49 @@ pub(crate) struct RawLink {
     pub down: Option<RawDir>,
     pub radio: Option<RawRadioBinding>,
     pub outage_signal: Option<RawOutageSignal>,
+    pub predictor: Option<RawPredictor>,
+}
+
+/// `predictor = { kind = "oracle", period = "1s" }` or `predictor = { file = "pred.txt" }`
+/// on a link direction: predicted throughput delivered to the hosts as link hints.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPredictor {
+    pub kind: Option<String>,
+    pub file: Option<String>,
+    pub format: Option<RawPredictionFormat>,
+    pub column: Option<i64>,
+    pub interval: Option<Dur>,
+    pub period: Option<Dur>,
+    pub name: Option<String>,
+    pub tell: Option<RawTell>,
+    pub observe: Option<RawObserve>,
+    pub bias: Option<f64>,
+    pub noise_sigma: Option<f64>,
+    pub window: Option<i64>,
+    pub alpha: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawPredictionFormat {
+    Lumos5g,
+    Npy,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawTell {
+    Sender,
+    Receiver,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawObserve {
+    Capacity,
+    Delivered,
 }
 
 /// `radio = { ue = 0, iface = 0 }` or `radio = { ue = 1, iface = "nr0-scg" }`.
@@ -139,6 +182,7 @@ pub(crate) struct RawDir {
     pub outages: Option<Vec<RawOutage>>,
     pub outage_policy: Option<RawOutagePolicy>,
     pub steps: Option<Vec<RawStep>>,
+    pub predictor: Option<RawPredictor>,
 }
 
 impl RawLink {
@@ -156,6 +200,7 @@ impl RawLink {
             outages: self.outages.clone(),
             outage_policy: self.outage_policy,
             steps: self.steps.clone(),
+            predictor: self.predictor.clone(),
         }
     }
 }
@@ -175,6 +220,7 @@ impl RawDir {
             "outages" => self.outages.is_some(),
             "outage_policy" => self.outage_policy.is_some(),
             "steps" => self.steps.is_some(),
+            "predictor" => self.predictor.is_some(),
             _ => false,
         }
     }
@@ -193,6 +239,7 @@ impl RawDir {
             outages: self.outages.clone().or_else(|| base.outages.clone()),
             outage_policy: self.outage_policy.or(base.outage_policy),
             steps: self.steps.clone().or_else(|| base.steps.clone()),
+            predictor: self.predictor.clone().or_else(|| base.predictor.clone()),
         }
     }
 }

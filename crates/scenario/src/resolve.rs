@@ -157,11 +157,14 @@ fn radio_binding(
     ];
     for (sub, t) in tables {
         let Some(t) = t else { continue };
-        for key in ["rate", "outages", "outage_policy"] {
+        for key in ["rate", "outages", "outage_policy", "predictor"] {
             if t.has(key) {
                 return Err(ctx.err(
                     &format!("{p}{sub}.{key}"),
-                    format!("a radio link takes `{key}` from the radio model; remove it"),
+                    format!(
+                        "a radio link takes `{key}` from the radio model (predictors: \
+                         [[radio.predictors]]); remove it"
+                    ),
                 ));
             }
         }
@@ -278,6 +281,10 @@ fn direction(
         });
     }
     steps.sort_by_key(|s| s.at);
+    let predictor = match &r.predictor {
+        Some(p) => Some(link_predictor(ctx, &fp("predictor"), p, &rate)?),
+        None => None,
+    };
     Ok(LinkDirection {
         rate,
         delay,
@@ -292,6 +299,144 @@ fn direction(
             RawOutagePolicy::Hold => OutagePolicy::Hold,
         },
         steps,
+        predictor,
+    })
+}
+
+/// Checks a link direction's `predictor` and loads its prediction file.
+fn link_predictor(
+    ctx: &Ctx<'_>,
+    path: &str,
+    p: &RawPredictor,
+    rate: &RateModel,
+) -> Result<LinkPredictor, Error> {
+    let rule_keys = [
+        ("bias", p.bias.is_some()),
+        ("noise_sigma", p.noise_sigma.is_some()),
+        ("window", p.window.is_some()),
+        ("alpha", p.alpha.is_some()),
+        ("observe", p.observe.is_some()),
+    ];
+    let file_keys = [
+        ("format", p.format.is_some()),
+        ("column", p.column.is_some()),
+        ("interval", p.interval.is_some()),
+    ];
+    let period = p.period.map(|d| d.0).unwrap_or(Duration::from_secs(1));
+    if period < Duration::from_millis(1) {
+        return Err(ctx.err(&format!("{path}.period"), "must be at least 1ms"));
+    }
+    let (source, default_name) = match (&p.kind, &p.file) {
+        (Some(kind), None) => {
+            if let Some((key, _)) = file_keys.iter().find(|k| k.1) {
+                return Err(ctx.err(
+                    &format!("{path}.{key}"),
+                    format!("`{key}` belongs to prediction files; a `kind` rule does not take it"),
+                ));
+            }
+            if matches!(rate, RateModel::External { .. } | RateModel::Radio) {
+                return Err(ctx.err(
+                    &format!("{path}.kind"),
+                    "a predictor rule needs a rate known ahead (constant, schedule or trace); \
+                     this direction's rate comes from an external source",
+                ));
+            }
+            let window = match p.window {
+                Some(w) => Some(u64::try_from(w).ok().filter(|w| *w > 0).ok_or_else(|| {
+                    ctx.err(&format!("{path}.window"), "must be a positive sample count")
+                })?),
+                None => None,
+            };
+            (
+                PredictorSource::Rule(PredictorRule {
+                    kind: kind.clone(),
+                    bias: p.bias,
+                    noise_sigma: p.noise_sigma,
+                    window,
+                    alpha: p.alpha,
+                }),
+                kind.clone(),
+            )
+        }
+        (None, Some(file)) => {
+            if let Some((key, _)) = rule_keys.iter().find(|k| k.1) {
+                return Err(ctx.err(
+                    &format!("{path}.{key}"),
+                    format!(
+                        "`{key}` belongs to predictor rules; a prediction file does not take it"
+                    ),
+                ));
+            }
+            let file_path = ctx.base_dir().join(file);
+            let format = match p.format {
+                Some(f) => f,
+                None if file.ends_with(".npy") => RawPredictionFormat::Npy,
+                None => RawPredictionFormat::Lumos5g,
+            };
+            let column = match p.column {
+                None => 1,
+                Some(n) if n >= 1 => n as usize,
+                Some(_) => {
+                    return Err(ctx.err(
+                        &format!("{path}.column"),
+                        "a prediction column is 1-based (after the time column in text files)",
+                    ));
+                }
+            };
+            let wrap = |e: Error| {
+                let at = match line_of_path(ctx.src, &format!("{path}.file")) {
+                    Some(l) => format!("{}:{l}", ctx.file.display()),
+                    None => ctx.file.display().to_string(),
+                };
+                Error {
+                    message: format!(
+                        "{} (prediction file named at {at}, field `{path}.file`)",
+                        e.message
+                    ),
+                    ..e
+                }
+            };
+            let mut tr = match format {
+                RawPredictionFormat::Lumos5g => trace::load_lumos5g(&file_path, column),
+                RawPredictionFormat::Npy => trace::load_npy(&file_path, column),
+            }
+            .map_err(wrap)?;
+            if let Some(step) = p.interval {
+                if step.0.is_zero() {
+                    return Err(ctx.err(&format!("{path}.interval"), "interval must be positive"));
+                }
+                tr.step = step.0;
+            }
+            (
+                PredictorSource::File {
+                    path: file_path,
+                    trace: Arc::new(tr),
+                },
+                "file".to_string(),
+            )
+        }
+        _ => {
+            return Err(ctx.err(
+                path,
+                "a predictor needs exactly one of `kind` (a rule: oracle, noisy_oracle, \
+                 harmonic_mean, ewma) or `file` (a prediction file)",
+            ));
+        }
+    };
+    Ok(LinkPredictor {
+        source,
+        period,
+        name: p.name.clone().unwrap_or(default_name),
+        tell: match p.tell {
+            None | Some(RawTell::Sender) => PredictionTell::Sender,
+            Some(RawTell::Receiver) => PredictionTell::Receiver,
+            Some(RawTell::Both) => PredictionTell::Both,
+        },
+        observe: match p.observe {
+            None | Some(RawObserve::Capacity) => PredictionInput::Capacity,
+            Some(RawObserve::Delivered) => PredictionInput::Delivered,
+        },
+        at: path.to_string(),
     })
 }
 

@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -425,4 +426,141 @@ fn quic_flows_carry_transactions_with_request_and_response_sizes() {
         let e = err_of(&TWO_PATH.replace("bytes = \"1GB\"", change));
         assert_eq!(e.field.as_deref(), Some(field), "{change}: {e}");
     }
+}
+
+#[test]
+fn link_predictors_resolve_and_load_prediction_files() {
+    let dir = std::env::temp_dir().join(format!("polypath-scenario-pred-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("pred.txt"), "0\t12.5\n1\t7\n").unwrap();
+    std::fs::write(dir.join("bad.txt"), "0\t12.5\n1\tfast\n").unwrap();
+    let mk = |pred: &str| {
+        format!(
+            "[sim]\nduration = \"1s\"\n[[link]]\nname = \"l\"\nrate = \"10Mbit/s\"\n[link.down]\npredictor = {pred}\n"
+        )
+    };
+    let file = dir.join("s.toml");
+    let s = Scenario::parse(
+        &mk(r#"{ kind = "ewma", alpha = 0.5, period = "200ms", observe = "delivered" }"#),
+        &file,
+    )
+    .unwrap();
+    assert_eq!(s.links[0].up.predictor, None);
+    let p = s.links[0].down.predictor.as_ref().unwrap();
+    assert_eq!(p.period, Duration::from_millis(200));
+    assert_eq!((p.name.as_str(), p.tell), ("ewma", PredictionTell::Sender));
+    assert_eq!(p.observe, PredictionInput::Delivered);
+    assert_eq!(p.at, "link[0].down.predictor");
+    assert!(matches!(&p.source, PredictorSource::Rule(r) if r.alpha == Some(0.5)));
+
+    let s = Scenario::parse(
+        &mk(r#"{ file = "pred.txt", tell = "both", name = "lumos" }"#),
+        &file,
+    )
+    .unwrap();
+    let p = s.links[0].down.predictor.as_ref().unwrap();
+    assert_eq!((p.name.as_str(), p.tell), ("lumos", PredictionTell::Both));
+    let PredictorSource::File { trace, .. } = &p.source else {
+        panic!("{p:?}")
+    };
+    assert_eq!(trace.rates_bps, vec![12.5e6, 7e6]);
+
+    // A NumPy file, its format taken from the name: two float64 values.
+    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    for v in [3.0f64, 4.5] {
+        npy.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(dir.join("pred.npy"), npy).unwrap();
+    let s = Scenario::parse(&mk(r#"{ file = "pred.npy", interval = "500ms" }"#), &file).unwrap();
+    let p = s.links[0].down.predictor.as_ref().unwrap();
+    let PredictorSource::File { trace, .. } = &p.source else {
+        panic!("{p:?}")
+    };
+    assert_eq!(trace.rates_bps, vec![3e6, 4.5e6]);
+    assert_eq!(trace.step, Duration::from_millis(500));
+
+    // A bad prediction file: its own line and column, and where the scenario names it.
+    let e = Scenario::parse(&mk(r#"{ file = "bad.txt" }"#), &file).unwrap_err();
+    assert_eq!(e.file, dir.join("bad.txt"));
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(2), Some("rate column 1"))
+    );
+    assert!(e.message.contains("s.toml:7"), "{e}");
+    assert!(e.message.contains("link[0].down.predictor.file"), "{e}");
+
+    // Bad configurations name the scenario's line and the field.
+    for (pred, field) in [
+        (r#"{ period = "1s" }"#, "link[0].down.predictor"),
+        (
+            r#"{ kind = "oracle", file = "pred.txt" }"#,
+            "link[0].down.predictor",
+        ),
+        (
+            r#"{ kind = "oracle", column = 2 }"#,
+            "link[0].down.predictor.column",
+        ),
+        (
+            r#"{ file = "pred.txt", alpha = 0.2 }"#,
+            "link[0].down.predictor.alpha",
+        ),
+        (
+            r#"{ kind = "ewma", period = "0s" }"#,
+            "link[0].down.predictor.period",
+        ),
+        (
+            r#"{ kind = "harmonic_mean", window = 0 }"#,
+            "link[0].down.predictor.window",
+        ),
+        (
+            r#"{ file = "pred.txt", column = 0 }"#,
+            "link[0].down.predictor.column",
+        ),
+    ] {
+        let e = Scenario::parse(&mk(pred), &file).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some(field), "{pred}: {e}");
+        assert_eq!(e.line, Some(7), "{pred}: {e}");
+        assert_eq!(e.file, file, "{pred}: {e}");
+    }
+    let e = Scenario::parse(&mk(r#"{ kind = "oracle", alfa = 0.2 }"#), &file).unwrap_err();
+    assert_eq!(e.line, Some(7), "{e}");
+    assert!(e.message.contains("alfa"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn capacity_follows_schedules_steps_outages_and_mahimahi() {
+    let s = parse(TWO_PATH).unwrap();
+    let secs = Duration::from_secs;
+    // lte up: 100 Mbit/s for 10 s then 20, looping every 20 s; down 0.5 s from 5 s.
+    let lte = &s.links[1].up;
+    assert_eq!(lte.capacity_bits(secs(0), secs(1)), Some(100e6));
+    assert_eq!(lte.capacity_bits(secs(9), secs(11)), Some(120e6));
+    assert_eq!(lte.capacity_bits(secs(25), secs(26)), Some(100e6), "loops");
+    assert_eq!(lte.capacity_bits(secs(5), secs(6)), Some(50e6), "outage");
+    let nr = &s.links[0].down;
+    assert_eq!(nr.capacity_bits(secs(2), secs(4)), Some(400e6));
+    let stepped = TWO_PATH.replace(
+        "steps = [{ at = \"15s\", delay = \"30ms\" }]",
+        "steps = [{ at = \"1500ms\", rate = \"1Mbit/s\" }]",
+    );
+    let s = parse(&stepped).unwrap();
+    assert_eq!(
+        s.links[1].up.capacity_bits(secs(1), secs(2)),
+        Some(50e6 + 0.5e6)
+    );
+    // Mahimahi: 4 opportunities in the first 10 ms, looping.
+    let trace = Arc::new(trace::parse_mahimahi("0\n0\n5\n10\n", Path::new("t")).unwrap());
+    let mm = RateModel::Deliveries {
+        trace,
+        scale: 1.0,
+        looped: true,
+    };
+    let ms = Duration::from_millis;
+    assert_eq!(mm.bits_between(ms(0), ms(10)), Some(3.0 * 12_000.0));
+    // [10, 20): the first pass's stamp at 10 and the second pass's 0, 0 and 5.
+    assert_eq!(mm.bits_between(ms(10), ms(20)), Some(4.0 * 12_000.0));
 }

@@ -175,6 +175,141 @@ pub fn parse_lumos5g(src: &str, file: &Path, column: usize) -> Result<RateTrace,
     })
 }
 
+/// Loads a NumPy `.npy` array of rates in Mbit/s as a one-second rate trace (see
+/// [`parse_npy`]).
+pub fn load_npy(path: &Path, column: usize) -> Result<RateTrace, Error> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::new(path, format!("cannot read file: {e}")))?;
+    parse_npy(&bytes, path, column)
+}
+
+/// Parses a NumPy `.npy` file (format versions 1 to 3): a little-endian `f8`, `f4`, `i8` or
+/// `i4` array in C order, either one-dimensional (one rate per second, `column` 1) or
+/// two-dimensional with one row per second (`column` picks the column, 1-based). Values are
+/// Mbit/s. Errors name the file and, for a bad value, the element (`row N` as the line,
+/// `column C` as the field).
+pub fn parse_npy(bytes: &[u8], file: &Path, column: usize) -> Result<RateTrace, Error> {
+    let bad = |m: &str| Error::new(file, format!("not a usable .npy file: {m}"));
+    let rest = bytes
+        .strip_prefix(b"\x93NUMPY")
+        .ok_or_else(|| bad("missing the \\x93NUMPY magic"))?;
+    let (&major, rest) = rest.split_first().ok_or_else(|| bad("truncated"))?;
+    let rest = rest.get(1..).ok_or_else(|| bad("truncated"))?;
+    let (len, rest) = match major {
+        1 => {
+            let b = rest.get(..2).ok_or_else(|| bad("truncated"))?;
+            (usize::from(u16::from_le_bytes([b[0], b[1]])), &rest[2..])
+        }
+        2 | 3 => {
+            let b = rest.get(..4).ok_or_else(|| bad("truncated"))?;
+            let n = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            (
+                usize::try_from(n).map_err(|_| bad("header too long"))?,
+                &rest[4..],
+            )
+        }
+        v => return Err(bad(&format!("format version {v} is unknown"))),
+    };
+    let header = rest.get(..len).ok_or_else(|| bad("truncated header"))?;
+    let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
+    let data = &rest[len..];
+    // The header is a Python dict literal: {'descr': '<f8', 'fortran_order': False, 'shape': (n,), }
+    let value_of = |key: &str| {
+        let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+        let after = header
+            .get(at..)?
+            .trim_start()
+            .strip_prefix(':')?
+            .trim_start();
+        Some(after)
+    };
+    let descr = value_of("descr")
+        .and_then(|v| v.strip_prefix('\''))
+        .and_then(|v| v.split('\'').next())
+        .ok_or_else(|| bad("header has no descr").field("descr"))?;
+    let (size, kind) = match descr {
+        "<f8" => (8, 'f'),
+        "<f4" => (4, 'f'),
+        "<i8" => (8, 'i'),
+        "<i4" => (4, 'i'),
+        d => {
+            return Err(bad(&format!(
+                "dtype {d:?} is not supported (use little-endian float64, float32, int64 or int32)"
+            ))
+            .field("descr"));
+        }
+    };
+    if value_of("fortran_order").is_some_and(|v| v.starts_with("True")) {
+        return Err(bad("Fortran-ordered arrays are not supported").field("fortran_order"));
+    }
+    let shape_text = value_of("shape")
+        .and_then(|v| v.strip_prefix('('))
+        .and_then(|v| v.split(')').next())
+        .ok_or_else(|| bad("header has no shape").field("shape"))?;
+    let shape = shape_text
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| d.parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| bad(&format!("shape ({shape_text}) is not a list of sizes")).field("shape"))?;
+    let (rows, cols) = match shape.as_slice() {
+        [n] => (*n, 1),
+        [n, k] => (*n, *k),
+        _ => {
+            return Err(bad(&format!(
+                "shape ({shape_text}): one or two dimensions expected"
+            ))
+            .field("shape"));
+        }
+    };
+    if column == 0 || column > cols {
+        return Err(Error::new(
+            file,
+            format!("column {column} is not in 1..={cols} (the array has {cols} column(s))"),
+        )
+        .field("column"));
+    }
+    let need = rows
+        .checked_mul(cols)
+        .and_then(|n| n.checked_mul(size))
+        .ok_or_else(|| bad("shape too large").field("shape"))?;
+    if data.len() < need {
+        return Err(bad(&format!(
+            "{} data bytes for a {rows} x {cols} array of {size}-byte values ({need} needed)",
+            data.len()
+        )));
+    }
+    let mut rates = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let at = (r * cols + column - 1) * size;
+        let b = &data[at..at + size];
+        let v = match (kind, size) {
+            ('f', 8) => f64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+            ('f', _) => f64::from(f32::from_le_bytes(b.try_into().unwrap_or([0; 4]))),
+            (_, 8) => i64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f64,
+            _ => f64::from(i32::from_le_bytes(b.try_into().unwrap_or([0; 4]))),
+        };
+        let field = format!("column {column}");
+        if !v.is_finite() || v < 0.0 {
+            return Err(Error::new(
+                file,
+                format!("row {r}: {v} is not a rate (finite, not negative)"),
+            )
+            .at_line(r + 1)
+            .field(field));
+        }
+        rates.push(scaled_rate(v, 1e6, file, r + 1, &field)?);
+    }
+    if rates.is_empty() {
+        return Err(Error::new(file, "the array has no samples"));
+    }
+    Ok(RateTrace {
+        step: Duration::from_secs(1),
+        rates_bps: rates,
+    })
+}
+
 /// Loads a Mahimahi delivery-opportunity trace (`.up` / `.down`).
 pub fn load_mahimahi(path: &Path) -> Result<DeliveryTrace, Error> {
     let src = read(path)?;
@@ -338,6 +473,55 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("time"));
         assert!(parse_lumos5g("", p(), 1).is_err());
         assert!(parse_lumos5g("1\t-3\n", p(), 1).is_err());
+    }
+
+    /// Builds a version-1 `.npy` file.
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn npy_vectors_and_matrices() {
+        let data: Vec<u8> = [10.0f64, 20.0, 30.0, 40.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let t = parse_npy(&npy("<f8", "(4,)", &data), p(), 1).unwrap();
+        assert_eq!(t.rates_bps, vec![10e6, 20e6, 30e6, 40e6]);
+        let t = parse_npy(&npy("<f8", "(2, 2)", &data), p(), 2).unwrap();
+        assert_eq!(t.rates_bps, vec![20e6, 40e6]);
+        let f4: Vec<u8> = [1.5f32, 2.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(
+            parse_npy(&npy("<f4", "(2,)", &f4), p(), 1)
+                .unwrap()
+                .rates_bps,
+            vec![1.5e6, 2.5e6]
+        );
+        let e = parse_npy(&npy("<f8", "(2, 2)", &data), p(), 3).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("column"));
+        let e = parse_npy(&npy(">f8", "(4,)", &data), p(), 1).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("descr"));
+        let neg: Vec<u8> = [1.0f64, -1.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let e = parse_npy(&npy("<f8", "(2,)", &neg), p(), 1).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("column 1")));
+        assert!(
+            parse_npy(&npy("<f8", "(5,)", &data), p(), 1).is_err(),
+            "short data"
+        );
+        assert!(parse_npy(b"not numpy", p(), 1).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::agent::{Agent, AgentStats, Datagram, Record};
 use crate::error::SimError;
 use crate::link::{DropReason, LinkDir, Service};
+use crate::link_predict::LinkPredictorRt;
 use crate::radio::{EventSink, RadioDl, RadioRt, RadioState, is_handover};
 use crate::record::{
     CompletionStats, DROP_UNBOUND, DROP_UNROUTED, FlowRec, FlowSummary, LinkSummary, OutFile,
@@ -71,6 +72,8 @@ enum Ev {
     /// The end of a slot of a radio downlink.
     Slot(u32),
     Sample,
+    /// A report of the predictor of a link direction (index into `predictors`).
+    Predict(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +166,8 @@ pub(crate) struct Outputs {
     pub links: OutFile,
     pub completions: OutFile,
     pub packets: Option<OutFile>,
+    /// `predictions.csv`, when a link direction has a predictor.
+    pub predictions: Option<OutFile>,
 }
 
 /// The simulator: build it from a scenario, add agents, run.
@@ -214,6 +219,8 @@ pub struct Simulator {
     /// Per link: `None` unless it has `outage_signal`; otherwise whether each direction
     /// (up, down) is in a scheduled outage, and which ends are told.
     outage_signal: Vec<Option<([bool; 2], OutageSignal)>>,
+    /// The predictors of link directions (`predictor = { ... }`), in link order.
+    predictors: Vec<LinkPredictorRt>,
 }
 
 /// A small, fast, deterministic hasher for address lookups (the maps are only
@@ -351,6 +358,7 @@ impl Simulator {
             }
         }
         let radio_wakeup = radio.as_ref().map(|r| r.model.next_wakeup_ns());
+        let predictors = crate::link_predict::build(scenario, seed)?;
         let mut sim = Simulator {
             now: 0,
             seq: 0,
@@ -399,7 +407,12 @@ impl Simulator {
                         .then_some(([false, false], l.outage_signal))
                 })
                 .collect(),
+            predictors,
         };
+        for i in 0..sim.predictors.len() {
+            let t = sim.predictors[i].first_report_ns();
+            sim.push(t, Ev::Predict(i as u32));
+        }
         if let Some(t) = radio_wakeup.filter(|t| *t != u64::MAX) {
             sim.push(t, Ev::Radio);
         }
@@ -723,6 +736,7 @@ impl Simulator {
             Ev::Source(i) => self.on_source(i)?,
             Ev::Radio => self.on_radio(),
             Ev::Slot(dir) => self.on_slot(dir),
+            Ev::Predict(i) => self.on_predict(i)?,
             Ev::Sample => {
                 self.sample()?;
                 let next = self.now.saturating_add(self.bin);
@@ -1265,7 +1279,6 @@ impl Simulator {
                 }
             }
         }
-        let now = SimTime(self.now);
         for (hi, ii, addr) in ends {
             let event = LinkEvent::new(
                 self.now,
@@ -1273,17 +1286,74 @@ impl Simulator {
                 u16::try_from(ii).unwrap_or(u16::MAX),
                 kind.clone(),
             );
-            let n = self.host_agents.get(hi).map_or(0, Vec::len);
-            for k in 0..n {
-                let Some(&a) = self.host_agents.get(hi).and_then(|l| l.get(k)) else {
-                    break;
-                };
-                if let Some(slot) = self.agents.get_mut(a as usize) {
-                    slot.agent.handle_link_event(now, &event, Some(addr));
-                }
-                self.drive(a);
-            }
+            self.tell_host(hi as u32, &event, Some(addr));
         }
+    }
+
+    /// Hands `event` (about the host's interface with address `addr`) to every agent on
+    /// host `host`, in id order, driving each after it.
+    fn tell_host(&mut self, host: u32, event: &LinkEvent, addr: Option<IpAddr>) {
+        let now = SimTime(self.now);
+        let n = self.host_agents.get(host as usize).map_or(0, Vec::len);
+        for k in 0..n {
+            let Some(&a) = self.host_agents.get(host as usize).and_then(|l| l.get(k)) else {
+                break;
+            };
+            if let Some(slot) = self.agents.get_mut(a as usize) {
+                slot.agent.handle_link_event(now, event, addr);
+            }
+            self.drive(a);
+        }
+    }
+
+    /// A report of link predictor `i`: the prediction goes to `predictions.csv` and, as a
+    /// `predicted_throughput` link event, to the agents of the told interfaces' hosts (in
+    /// file order); the next report is due a period later. A prediction file that has run
+    /// out reports no more.
+    fn on_predict(&mut self, i: u32) -> Result<(), SimError> {
+        let now = self.now;
+        let Some(p) = self.predictors.get_mut(i as usize) else {
+            return Ok(());
+        };
+        let delivered = self
+            .dirs
+            .get(p.dir as usize)
+            .map_or(0, |d| d.stats.delivered_bytes);
+        let (bps, truth) = p.report(now, delivered);
+        let Some(bps) = bps else {
+            return Ok(());
+        };
+        let (dir, period, name) = (p.dir, p.period_ns, p.name.clone());
+        let told = p.told.clone();
+        self.push(now.saturating_add(period), Ev::Predict(i));
+        if let Some(f) = self.out.as_mut().and_then(|o| o.predictions.as_mut()) {
+            self.line.clear();
+            let link = self
+                .link_names
+                .get((dir / 2) as usize)
+                .map(String::as_str)
+                .unwrap_or("");
+            let truth = truth.map(|t| format!("{:.6}", t / 1e6)).unwrap_or_default();
+            let _ = writeln!(
+                self.line,
+                "{:.9},{link},{},{},{:.6},{truth}",
+                now as f64 / 1e9,
+                if dir % 2 == 0 { "up" } else { "down" },
+                name.replace(',', ";"),
+                bps / 1e6,
+            );
+            f.write(&self.line)?;
+        }
+        let kind = LinkEventKind::PredictedThroughput {
+            bps,
+            predictor: name,
+            horizon_ms: u32::try_from(period / 1_000_000).unwrap_or(u32::MAX),
+        };
+        for (host, iface, addr) in told {
+            let event = LinkEvent::new(now, host, iface, kind.clone());
+            self.tell_host(host, &event, Some(addr));
+        }
+        Ok(())
     }
 
     fn on_source(&mut self, i: u32) -> Result<(), SimError> {

@@ -34,6 +34,7 @@ mod build;
 mod engine;
 mod error;
 mod link;
+mod link_predict;
 #[cfg(feature = "noq")]
 mod noq;
 pub mod quic;

@@ -173,6 +173,11 @@ pub struct TransferOutcome {
     pub completed: Option<SimTime>,
     /// Paths the client connection had open (validated or not) at most at once.
     pub client_paths: usize,
+    /// The client connection's scheduler top-path switches
+    /// (`ConnectionStats::top_path_switches`): an upload's.
+    pub client_top_path_switches: u64,
+    /// The server connection's: a download's.
+    pub server_top_path_switches: u64,
     /// Why the client's connection or transfer failed, if it did.
     pub client_error: Option<String>,
     /// Why the server's connection or transfer failed, if it did.
@@ -1496,6 +1501,15 @@ impl QuicAgent {
             let open = conn.paths().len();
             let mut o = self.app.c.outcome.borrow_mut();
             o.client_paths = o.client_paths.max(open);
+        }
+        {
+            let switches = conn.stats().top_path_switches;
+            let mut o = self.app.c.outcome.borrow_mut();
+            if self.app.client {
+                o.client_top_path_switches = switches;
+            } else {
+                o.server_top_path_switches = switches;
+            }
         }
         if !self.app.step(conn, now, t) {
             self.gone = true;

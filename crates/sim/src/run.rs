@@ -76,6 +76,7 @@ const FLOWS_HEADER: &str = "time_s,flow,sent_mbps,delivered_mbps,goodput_mbps,se
 const PATHS_HEADER: &str = "time_s,flow,instance,agent,path,local,remote,delivered_mbps,dropped_pkts,srtt_ms,cwnd,bytes_in_flight,lost_packets,sent_packets\n";
 const LINKS_HEADER: &str = "time_s,link,dir,rate_mbps,delivered_mbps,queue_bytes,drops,up\n";
 const COMPLETIONS_HEADER: &str = "flow,instance,agent,label,start_s,end_s,duration_s,bytes\n";
+const PREDICTIONS_HEADER: &str = "time_s,link,dir,predictor,predicted_mbps,capacity_mbps\n";
 const PACKETS_HEADER: &str = "recv_s,send_s,flow,instance,src,dst,bytes,owd_ms,jitter_ms\n";
 
 /// Runs a resolved scenario with `hooks`.
@@ -200,6 +201,15 @@ pub fn prepare(
         } else {
             None
         },
+        predictions: if scenario
+            .links
+            .iter()
+            .any(|l| l.up.predictor.is_some() || l.down.predictor.is_some())
+        {
+            Some(OutFile::create(dir, "predictions.csv", PREDICTIONS_HEADER)?)
+        } else {
+            None
+        },
     });
     if let Some(p) = &opts.events {
         sim.set_event_sink(EventSink::create(p)?);
@@ -224,6 +234,9 @@ pub fn write_outputs<S: Serialize>(
         files.push(out.links.finish()?);
         files.push(out.completions.finish()?);
         if let Some(p) = out.packets {
+            files.push(p.finish()?);
+        }
+        if let Some(p) = out.predictions {
             files.push(p.finish()?);
         }
     }

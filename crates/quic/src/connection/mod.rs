@@ -140,6 +140,12 @@ pub struct ConnectionStats {
     pub key_updates: u64,
     /// Stream data bytes read in order by the application.
     pub stream_bytes_read: u64,
+    /// How often the scheduler's top path changed: among the decisions where it chose one
+    /// path for stream data ([`crate::sched::Decision::Send`]) while every usable path had
+    /// room for a packet (so nothing but its own ranking constrained the choice), how many
+    /// chose another path than the previous such decision. Spills onto a further path
+    /// because the chosen one is full do not count. Counted at the sender.
+    pub top_path_switches: u64,
 }
 
 /// How a path looks from outside, for summaries.
@@ -314,6 +320,9 @@ pub struct Connection {
     endpoint_events: VecDeque<EndpointEvent>,
     qlog: Option<QlogStream>,
     stats: ConnectionStats,
+    /// The path last chosen for stream data while every usable path had room (for
+    /// [`ConnectionStats::top_path_switches`]).
+    last_top_path: Option<PathId>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -482,6 +491,7 @@ impl Connection {
             endpoint_events: VecDeque::new(),
             qlog: p.qlog,
             stats: ConnectionStats::default(),
+            last_top_path: None,
             config,
         };
         conn.endpoint_events

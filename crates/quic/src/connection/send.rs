@@ -403,9 +403,20 @@ impl Connection {
             let pending = self.pending_data();
             let targets = match self.schedule(now, &pending) {
                 Decision::Send(id) => {
+                    // The scheduler's own choice (not the control-frame fallback) with
+                    // every usable path able to take the packet: its top path.
+                    let unconstrained = !pending.is_empty()
+                        && self
+                            .paths
+                            .values()
+                            .filter(|p| p.is_usable())
+                            .all(|p| p.can_take_packet());
                     let path = self.paths.get_mut(&id)?;
                     if !(path.is_usable() && path.can_take_packet()) {
                         return None;
+                    }
+                    if unconstrained && self.last_top_path.replace(id).is_some_and(|l| l != id) {
+                        self.stats.top_path_switches += 1;
                     }
                     if path.queue.is_empty() && path.can_send_data(now, pacing) {
                         return Some(id);
