@@ -4,12 +4,13 @@
 #   make test   install what the tests need, then run every test
 #   make fuzz   run every cargo-fuzz target for FUZZ_SECONDS each (default 600), one at a
 #               time (FUZZ_TARGETS="a b" picks some); needs the nightly toolchain
+#   make bench-server   1000 clients x 8 MB uploads to one server: memory with glibc and jemalloc
 CARGO ?= cargo
 PYTHON ?= python3
 VENV := lab/.venv
 LAB_PY := $(VENV)/bin/python
 
-.PHONY: build demo test lint lab-deps system-deps fuzz
+.PHONY: build demo test lint lab-deps system-deps fuzz bench-server
 
 build:
 	$(CARGO) build --release -p polypath
@@ -51,6 +52,17 @@ test: lint lab-deps system-deps
 	# integration tests): building it again alone would recompile a dozen crates.
 	test -x target/debug/polypath
 	POLYPATH_BIN=target/debug/polypath $(LAB_PY) -m pytest -q lab/tests
+
+# The server under 1000 concurrent 8 MB uploads, with glibc malloc and then with jemalloc
+# (Debian's libjemalloc2, installed when missing and running as root): peak and after-load
+# memory of each.
+JEMALLOC := /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+bench-server: build
+	@test -e $(JEMALLOC) || [ "$$(id -u)" != 0 ] || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 >/dev/null; }
+	target/release/polypath bench server --clients 1000 --size 8MB
+	@if test -e $(JEMALLOC); then target/release/polypath bench server --clients 1000 --size 8MB --preload $(JEMALLOC); \
+	  else echo "no $(JEMALLOC): the jemalloc run is skipped"; fi
 
 # Coverage-guided fuzzing (cargo-fuzz, nightly). Each target's body is a function of
 # crates/fuzz (polypath-fuzz), whose tests run it briefly in `make test`. The corpus starts

@@ -33,6 +33,9 @@ pub enum BenchCommand {
     /// Kernel TCP goodput through the real-time emulator: one unconstrained link, then two
     /// at once (needs root).
     Emu(crate::bench_emu::EmuBenchArgs),
+    /// Many clients uploading to one `polypath server` at once (default 1000 x 8 MB), with
+    /// the server's peak and after-load memory.
+    Server(crate::bench_server::ServerLoadArgs),
 }
 
 /// `polypath bench loopback`.
@@ -100,6 +103,7 @@ struct LoopbackReport {
 pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Emu(args) => crate::bench_emu::run(args),
+        BenchCommand::Server(args) => crate::bench_server::run(args),
         BenchCommand::Loopback(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

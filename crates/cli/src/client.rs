@@ -4,8 +4,8 @@
 use crate::feed::{FeedArgs, FeedCounts, LinkEvents};
 use crate::setup::{End, TransportArgs, VerifyArgs, client_tls};
 use crate::transfer::{
-    CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport, expect_end,
-    parse_size, read_exact, receive_object, send_generated, write_failed,
+    CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport,
+    confirm_upload, parse_size, read_exact, receive_object, send_generated, write_failed,
 };
 use clap::{Args, ValueEnum};
 use polypath_io::{Connection, Endpoint, PathStatus, SendStream};
@@ -336,19 +336,8 @@ async fn run_transfer(
                 Some(path) => send_file(&mut send, path, size).await?,
                 None => send_generated(&mut send, size).await?,
             };
-            send.write_all(&digest).await.map_err(write_failed)?;
-            send.finish().map_err(write_failed)?;
-            let status = read_exact(&mut recv, 1).await?;
-            let server_digest = read_exact(&mut recv, DIGEST_LEN).await?;
-            expect_end(&mut recv).await?;
+            confirm_upload(&mut send, &mut recv, &digest).await?;
             let seconds = start.elapsed().as_secs_f64();
-            if status[0] != STATUS_OK || server_digest[..] != digest[..] {
-                return Err(format!(
-                    "SHA-256 mismatch: sent {}, the server received {}",
-                    hex::encode(digest),
-                    hex::encode(&server_digest)
-                ));
-            }
             Ok((seconds, digest, SenderReport::of(conn)))
         }
         Direction::Download => {

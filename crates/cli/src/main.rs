@@ -9,6 +9,7 @@
 //!                 [--pin FILE | --ca FILE | --insecure] [--initial-paths all|first]
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! polypath bench emu [--seconds N] [--json]
+//! polypath bench server [--clients N] [--size BYTES] [--preload LIB] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
@@ -31,6 +32,7 @@
 
 mod bench;
 mod bench_emu;
+mod bench_server;
 mod client;
 mod emu;
 mod feed;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long the server waits for a client to close after the last response.
+/// How long the server waits for its connections to close when it exits (--once).
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// `polypath server`.
@@ -50,7 +50,8 @@ pub struct ServerArgs {
     handshake_timeout: Duration,
     /// A connection with no stream progress for this long (no stream data received and
     /// none of the server's data acknowledged) is closed; separate from the QUIC idle
-    /// timeout, which keep-alives reset.
+    /// timeout, which keep-alives reset. Also how long the server waits, after its last
+    /// response, for the client to close the connection.
     #[arg(long, default_value = "30s", value_parser = polypath_emu::tcp::parse_duration)]
     read_timeout: Duration,
     /// Most connections served at once; Initials beyond it are ignored (the library's
@@ -194,8 +195,10 @@ async fn handle_connection(
     if result.is_err() {
         conn.close(1, b"transfer failed");
     }
-    // Let the client read the last response and close the connection itself.
-    let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
+    // Let the client read the last response and close the connection itself: closing
+    // first would discard a response still in flight or unread. A busy client (or a
+    // response that needs retransmissions) gets as long as a stalled transfer would.
+    let _ = tokio::time::timeout(args.read_timeout, conn.closed()).await;
     drop(conn);
     drop(slot);
     let report = match &result {

@@ -51,13 +51,14 @@ pub struct TransportArgs {
     /// Write one qlog file (JSON-SEQ, .sqlog) per connection into this directory.
     #[arg(long, value_name = "DIR")]
     pub qlog: Option<PathBuf>,
-    /// Connection-level receive window this endpoint advertises and keeps granting
+    /// A fixed connection-level receive window this endpoint advertises and keeps granting
     /// (initial_max_data): a size such as `256kB` or `3MiB`, or `linux` for what a Linux TCP
-    /// receiver advertises at most with default sysctls (3 MiB); default 16 MiB.
+    /// receiver advertises at most with default sysctls (3 MiB). Default: auto-tuned, from
+    /// 1.5 MiB up to 16 MiB.
     #[arg(long, value_name = "SIZE", value_parser = polypath_sim::quic::parse_receive_window)]
     pub receive_window: Option<u64>,
-    /// Per-stream receive window (initial_max_stream_data_*), as --receive-window; default
-    /// 8 MiB.
+    /// A fixed per-stream receive window (initial_max_stream_data_*), as --receive-window.
+    /// Default: auto-tuned, from 1 MiB up to 8 MiB.
     #[arg(long, value_name = "SIZE", value_parser = polypath_sim::quic::parse_receive_window)]
     pub stream_receive_window: Option<u64>,
 }
@@ -250,18 +251,20 @@ impl TransportArgs {
                 params,
             });
         }
-        let defaults = TransportConfig::default();
-        Ok(Arc::new(TransportConfig {
+        let mut transport = TransportConfig {
             scheduler,
             congestion_controller,
             path_manager,
             initial_max_path_id: multipath.then_some(MAX_PATH_ID),
-            receive_window: self.receive_window.unwrap_or(defaults.receive_window),
-            stream_receive_window: self
-                .stream_receive_window
-                .unwrap_or(defaults.stream_receive_window),
-            ..defaults
-        }))
+            ..TransportConfig::default()
+        };
+        if let Some(window) = self.receive_window {
+            transport.set_fixed_receive_window(window);
+        }
+        if let Some(window) = self.stream_receive_window {
+            transport.set_fixed_stream_receive_window(window);
+        }
+        Ok(Arc::new(transport))
     }
 
     /// True when the path manager opens paths from the local addresses itself (the client

@@ -166,6 +166,28 @@ pub async fn send_generated(send: &mut SendStream, size: u64) -> Result<[u8; DIG
     Ok(hasher.finalize().into())
 }
 
+/// Ends an upload whose object hashed to `digest`: sends the digest and the end of the
+/// stream, then reads the server's status and digest and checks that they match.
+pub async fn confirm_upload(
+    send: &mut SendStream,
+    recv: &mut RecvStream,
+    digest: &[u8; DIGEST_LEN],
+) -> Result<(), String> {
+    send.write_all(digest).await.map_err(write_failed)?;
+    send.finish().map_err(write_failed)?;
+    let status = read_exact(recv, 1).await?;
+    let server_digest = read_exact(recv, DIGEST_LEN).await?;
+    expect_end(recv).await?;
+    if status[0] != STATUS_OK || server_digest[..] != digest[..] {
+        return Err(format!(
+            "SHA-256 mismatch: sent {}, the server received {}",
+            hex::encode(digest),
+            hex::encode(&server_digest)
+        ));
+    }
+    Ok(())
+}
+
 /// Describes a failed write.
 pub fn write_failed(e: WriteError) -> String {
     format!("write failed: {e}")

@@ -115,12 +115,15 @@ impl State {
         }
     }
 
-    /// Turns the events of every connection into wake-ups and forgets connections that are
-    /// drained and no longer referenced by the application.
+    /// Turns the events of the connections touched since the last call into wake-ups and
+    /// forgets connections that are drained and no longer referenced by the application.
     pub fn dispatch_events(&mut self) {
         self.take_new_incoming();
         let mut gone = Vec::new();
-        for (&h, waiters) in self.conns.iter_mut() {
+        for h in self.quic.take_touched() {
+            let Some(waiters) = self.conns.get_mut(&h) else {
+                continue;
+            };
             let mut path_changed = false;
             while let Some(event) = self.quic.poll_connection_event(h) {
                 path_changed |= matches!(

@@ -16,6 +16,11 @@ use std::time::Duration;
 /// are 16 MiB per connection and 8 MiB per stream.
 pub const LINUX_RECEIVE_WINDOW: u64 = 3 * 1024 * 1024;
 
+/// Default [`EndpointConfig::receive_budget`]: 512 MiB of connection receive windows per
+/// endpoint, 32 connections at the largest default window (16 MiB) or about 340 at the
+/// initial one (1.5 MiB).
+pub const DEFAULT_RECEIVE_BUDGET: u64 = 512 * 1024 * 1024;
+
 /// Transport behaviour of a connection: flow-control windows, timers, recovery and the
 /// plug-in policies. Shared (in an `Arc`) by all connections created with it.
 #[derive(Clone)]
@@ -34,11 +39,19 @@ pub struct TransportConfig {
     /// Acknowledge at the latest after this many ack-eliciting packets (RFC 9000 section
     /// 13.2.2 recommends 2).
     pub ack_eliciting_threshold: u32,
-    /// initial_max_data: how many bytes the peer may send on all streams together beyond
-    /// what the application has read.
+    /// Largest connection-level receive window: how many bytes the peer may send on all
+    /// streams together beyond what the application has read, once auto-tuning has grown
+    /// the window from `initial_receive_window`.
     pub receive_window: u64,
-    /// initial_max_stream_data_*: per-stream receive window.
+    /// Largest per-stream receive window auto-tuning may reach.
     pub stream_receive_window: u64,
+    /// initial_max_data: the connection window at the start (at most `receive_window`;
+    /// equal to it turns auto-tuning of the connection window off). The endpoint's
+    /// [`EndpointConfig::receive_budget`] may give a server connection less.
+    pub initial_receive_window: u64,
+    /// initial_max_stream_data_*: each stream's window at the start (at most
+    /// `stream_receive_window`; equal to it turns stream auto-tuning off).
+    pub initial_stream_receive_window: u64,
     /// Most bytes of application stream data buffered for sending across all streams.
     pub send_window: u64,
     /// initial_max_streams_bidi.
@@ -94,6 +107,8 @@ impl Default for TransportConfig {
             ack_eliciting_threshold: 2,
             receive_window: 16 * 1024 * 1024,
             stream_receive_window: 8 * 1024 * 1024,
+            initial_receive_window: 1536 * 1024,
+            initial_stream_receive_window: 1024 * 1024,
             send_window: 16 * 1024 * 1024,
             max_concurrent_bidi_streams: 100,
             max_concurrent_uni_streams: 100,
@@ -120,6 +135,21 @@ impl Default for TransportConfig {
     }
 }
 
+impl TransportConfig {
+    /// A fixed connection receive window of `bytes` (no auto-tuning), as a receiver with a
+    /// fixed buffer, e.g. [`LINUX_RECEIVE_WINDOW`].
+    pub fn set_fixed_receive_window(&mut self, bytes: u64) {
+        self.receive_window = bytes;
+        self.initial_receive_window = bytes;
+    }
+
+    /// A fixed per-stream receive window of `bytes` (no auto-tuning).
+    pub fn set_fixed_stream_receive_window(&mut self, bytes: u64) {
+        self.stream_receive_window = bytes;
+        self.initial_stream_receive_window = bytes;
+    }
+}
+
 impl fmt::Debug for TransportConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TransportConfig")
@@ -127,6 +157,8 @@ impl fmt::Debug for TransportConfig {
             .field("initial_rtt", &self.initial_rtt)
             .field("receive_window", &self.receive_window)
             .field("stream_receive_window", &self.stream_receive_window)
+            .field("initial_receive_window", &self.initial_receive_window)
+            .field("initial_stream_receive_window", &self.initial_stream_receive_window)
             .field("initial_mtu", &self.initial_mtu)
             .field("max_mtu", &self.max_mtu)
             .field("initial_max_path_id", &self.initial_max_path_id)
@@ -149,6 +181,10 @@ pub struct EndpointConfig {
     pub qlog: Option<Arc<dyn QlogFactory>>,
     /// Largest UDP payload this endpoint accepts.
     pub max_udp_payload_size: u16,
+    /// Cap on the connection receive windows of all this endpoint's connections together
+    /// (see [`crate::streams::ReceiveBudget`]); `None`: no cap beyond each connection's
+    /// own maximum.
+    pub receive_budget: Option<u64>,
 }
 
 impl EndpointConfig {
@@ -164,6 +200,7 @@ impl EndpointConfig {
             rng_seed: rng.next_u64(),
             qlog: None,
             max_udp_payload_size: 1472,
+            receive_budget: Some(DEFAULT_RECEIVE_BUDGET),
         }
     }
 
@@ -178,6 +215,7 @@ impl fmt::Debug for EndpointConfig {
         f.debug_struct("EndpointConfig")
             .field("local_cid_len", &self.local_cid_len)
             .field("qlog", &self.qlog.is_some())
+            .field("receive_budget", &self.receive_budget)
             .finish_non_exhaustive()
     }
 }

@@ -11,10 +11,11 @@ use crate::crypto::{ResetKey, TokenKey};
 use crate::packet::{self, Header, LongType};
 use crate::qlog::QlogStream;
 use crate::shared::{ConnectionId, PathId, Side};
+use crate::streams::ReceiveBudget;
 use bytes::BytesMut;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -106,6 +107,79 @@ pub struct Endpoint {
     last_served: Option<ConnectionHandle>,
     /// Time base for Retry tokens (their lifetime is checked against it).
     epoch: Option<Instant>,
+    /// The cap on all connections' receive windows.
+    receive_budget: Option<Arc<ReceiveBudget>>,
+    /// Which connections may have something to send, and when each needs its timers run.
+    agenda: Agenda,
+}
+
+/// What spares a busy endpoint from asking every connection on every datagram: the
+/// connections touched (by a datagram, a timer, a link event or the application) since
+/// they last had nothing to send, and every connection's next deadline, indexed by time.
+/// A connection that has nothing to send keeps having nothing until one of those touches
+/// it: its pacer and loss timers are deadlines too.
+#[derive(Debug, Default)]
+struct Agenda {
+    /// Connections that may have something to send.
+    active: BTreeSet<ConnectionHandle>,
+    /// Connections whose deadline may have changed since it was indexed.
+    stale: BTreeSet<ConnectionHandle>,
+    /// Connections touched since [`Endpoint::take_touched`] was last called.
+    touched: BTreeSet<ConnectionHandle>,
+    /// Each connection's indexed deadline.
+    deadline: BTreeMap<ConnectionHandle, Instant>,
+    /// The same deadlines, in time order.
+    timers: BTreeSet<(Instant, ConnectionHandle)>,
+}
+
+impl Agenda {
+    /// `handle` may have something to send and its deadline may have moved.
+    fn touch(&mut self, handle: ConnectionHandle) {
+        self.active.insert(handle);
+        self.stale.insert(handle);
+        self.touched.insert(handle);
+    }
+
+    fn forget(&mut self, handle: ConnectionHandle) {
+        self.active.remove(&handle);
+        self.stale.remove(&handle);
+        if let Some(t) = self.deadline.remove(&handle) {
+            self.timers.remove(&(t, handle));
+        }
+    }
+
+    /// Indexes the deadlines of the stale connections again.
+    fn refresh(&mut self, connections: &BTreeMap<ConnectionHandle, Connection>) {
+        for h in std::mem::take(&mut self.stale) {
+            if let Some(t) = self.deadline.remove(&h) {
+                self.timers.remove(&(t, h));
+            }
+            if let Some(t) = connections.get(&h).and_then(Connection::poll_timeout) {
+                self.deadline.insert(h, t);
+                self.timers.insert((t, h));
+            }
+        }
+    }
+
+    /// The earliest deadline: the index's, or a stale connection's as it is now (an
+    /// index entry of a stale connection may be too early, which only costs a wake-up).
+    fn earliest(&self, connections: &BTreeMap<ConnectionHandle, Connection>) -> Option<Instant> {
+        let indexed = self.timers.first().map(|(t, _)| *t);
+        let fresh = self
+            .stale
+            .iter()
+            .filter_map(|h| connections.get(h)?.poll_timeout())
+            .min();
+        [indexed, fresh].into_iter().flatten().min()
+    }
+
+    /// The active connection after `after` in handle order, wrapping around.
+    fn next_active(&self, after: Option<ConnectionHandle>) -> Option<ConnectionHandle> {
+        after
+            .and_then(|a| self.active.range((Bound::Excluded(a), Bound::Unbounded)).next())
+            .or_else(|| self.active.first())
+            .copied()
+    }
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -124,6 +198,10 @@ impl Endpoint {
         let mut token_secret = [0u8; 32];
         rng.fill_bytes(&mut token_secret);
         Endpoint {
+            receive_budget: config
+                .receive_budget
+                .map(|limit| Arc::new(ReceiveBudget::new(limit))),
+            agenda: Agenda::default(),
             config: Arc::new(config),
             server: server.map(Arc::new),
             rng,
@@ -186,9 +264,11 @@ impl Endpoint {
             remote_cid: dcid,
             retry_scid: None,
             qlog,
+            receive_budget: self.receive_budget.clone(),
         };
         let conn = Connection::new(params).map_err(ConnectError::Tls)?;
         self.connections.insert(handle, conn);
+        self.agenda.touch(handle);
         self.drain_endpoint_events(handle);
         Ok(handle)
     }
@@ -228,6 +308,7 @@ impl Endpoint {
             && let Some(conn) = self.connections.get_mut(&handle)
         {
             conn.handle_datagram(now, local, remote, data);
+            self.agenda.touch(handle);
             self.drain_endpoint_events(handle);
             return Some(handle);
         }
@@ -260,6 +341,7 @@ impl Endpoint {
                     .iter_mut()
                     .find_map(|(h, c)| c.handle_possible_reset(now, &data).then_some(*h));
                 if let Some(handle) = reset {
+                    self.agenda.touch(handle);
                     self.drain_endpoint_events(handle);
                     return Some(handle);
                 }
@@ -367,6 +449,7 @@ impl Endpoint {
             remote_cid: client_scid,
             retry_scid,
             qlog,
+            receive_budget: self.receive_budget.clone(),
         };
         let mut conn = match Connection::new(params) {
             Ok(c) => c,
@@ -397,6 +480,7 @@ impl Endpoint {
             return None;
         }
         self.connections.insert(handle, conn);
+        self.agenda.touch(handle);
         self.initial_map.insert(dcid, handle);
         self.drain_endpoint_events(handle);
         self.incoming.push_back(handle);
@@ -407,6 +491,11 @@ impl Endpoint {
     /// draining), for tests and monitoring.
     pub fn connection_count(&self) -> usize {
         self.connections.len()
+    }
+
+    /// The cap on all connections' receive windows and how much of it is in use.
+    pub fn receive_budget(&self) -> Option<&ReceiveBudget> {
+        self.receive_budget.as_deref()
     }
 
     /// Number of entries in the endpoint's routing tables (local connection IDs and the
@@ -440,7 +529,9 @@ impl Endpoint {
 
     /// The connection with this handle, for reading, writing and closing.
     pub fn connection_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(&handle)
+        let conn = self.connections.get_mut(&handle)?;
+        self.agenda.touch(handle);
+        Some(conn)
     }
 
     /// Handles of all live connections.
@@ -468,6 +559,13 @@ impl Endpoint {
         found
     }
 
+    /// The connections touched (by a datagram, a timer, a link event, a transmit or
+    /// [`Endpoint::connection_mut`]) since the last call: the only ones whose events or
+    /// state can have changed in between.
+    pub fn take_touched(&mut self) -> BTreeSet<ConnectionHandle> {
+        std::mem::take(&mut self.agenda.touched)
+    }
+
     /// Events of one connection.
     pub fn poll_connection_event(&mut self, handle: ConnectionHandle) -> Option<Event> {
         self.connections.get_mut(&handle)?.poll_event()
@@ -476,6 +574,7 @@ impl Endpoint {
     /// Forgets a connection immediately (its state and routing entries).
     pub fn remove(&mut self, handle: ConnectionHandle) {
         self.connections.remove(&handle);
+        self.agenda.forget(handle);
         self.cid_map.retain(|_, h| *h != handle);
         self.initial_map.retain(|_, h| *h != handle);
     }
@@ -492,6 +591,7 @@ impl Endpoint {
         for h in self.connection_handles() {
             if let Some(conn) = self.connections.get_mut(&h) {
                 conn.handle_link_event(now, event, local);
+                self.agenda.touch(h);
             }
             self.drain_endpoint_events(h);
         }
@@ -504,49 +604,50 @@ impl Endpoint {
             buf.extend_from_slice(&data);
             return Some(t);
         }
-        // Round robin: start after the connection served last.
-        let order: Vec<ConnectionHandle> = match self.last_served {
-            Some(last) => self
-                .connections
-                .range((Bound::Excluded(last), Bound::Unbounded))
-                .chain(self.connections.range(..=last))
-                .map(|(h, _)| *h)
-                .collect(),
-            None => self.connections.keys().copied().collect(),
-        };
-        for h in order {
+        self.agenda.refresh(&self.connections);
+        // Round robin over the connections that may have something to send, starting
+        // after the one served last; one with nothing leaves the agenda until touched.
+        let mut cursor = self.last_served;
+        while let Some(h) = self.agenda.next_active(cursor) {
             let Some(conn) = self.connections.get_mut(&h) else {
+                self.agenda.forget(h);
                 continue;
             };
-            if let Some(t) = conn.poll_transmit(now, buf) {
-                self.last_served = Some(h);
-                self.drain_endpoint_events(h);
-                return Some(t);
-            }
+            let transmit = conn.poll_transmit(now, buf);
+            self.agenda.stale.insert(h);
+            self.agenda.touched.insert(h);
             self.drain_endpoint_events(h);
+            if transmit.is_some() {
+                self.last_served = Some(h);
+                return transmit;
+            }
+            self.agenda.active.remove(&h);
+            cursor = Some(h);
         }
         None
     }
 
     /// The earliest deadline of any connection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.connections
-            .values()
-            .filter_map(Connection::poll_timeout)
-            .min()
+        self.agenda.earliest(&self.connections)
     }
 
     /// Runs every connection's expired timers.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.agenda.refresh(&self.connections);
         let due: Vec<ConnectionHandle> = self
-            .connections
+            .agenda
+            .timers
             .iter()
-            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
-            .map(|(h, _)| *h)
+            .take_while(|(t, _)| *t <= now)
+            .map(|(_, h)| *h)
             .collect();
         for h in due {
             if let Some(conn) = self.connections.get_mut(&h) {
                 conn.handle_timeout(now);
+                self.agenda.touch(h);
+            } else {
+                self.agenda.forget(h);
             }
             self.drain_endpoint_events(h);
         }

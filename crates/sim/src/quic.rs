@@ -292,9 +292,10 @@ struct Options {
     /// `initial_paths = "first"`: the client opens only the first path at the start and
     /// leaves the others to its path manager.
     first_path_only: bool,
-    /// `receive_window`: both endpoints' connection-level receive window (initial_max_data).
+    /// `receive_window`: both endpoints' connection-level receive window (initial_max_data),
+    /// fixed (without it, windows start smaller and auto-tune).
     receive_window: Option<u64>,
-    /// `stream_receive_window`: both endpoints' per-stream receive window.
+    /// `stream_receive_window`: both endpoints' per-stream receive window, fixed.
     stream_receive_window: Option<u64>,
 }
 
@@ -790,10 +791,10 @@ impl QuicFactory {
                 t.max_idle_timeout = idle;
             }
             if let Some(window) = p.receive_window {
-                t.receive_window = window;
+                t.set_fixed_receive_window(window);
             }
             if let Some(window) = p.stream_receive_window {
-                t.stream_receive_window = window;
+                t.set_fixed_stream_receive_window(window);
             }
             if p.paths.len() > 1 {
                 t.initial_max_path_id = u32::try_from(p.paths.len() - 1).ok();

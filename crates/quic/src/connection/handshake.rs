@@ -7,6 +7,7 @@ use crate::crypto::{KeyChange, Level};
 /// The transport parameters this endpoint sends.
 pub(super) fn local_transport_parameters(
     config: &TransportConfig,
+    limits: &StreamLimits,
     side: Side,
     original_dcid: &ConnectionId,
     local_cid: &ConnectionId,
@@ -16,12 +17,12 @@ pub(super) fn local_transport_parameters(
     let mut tp = TransportParameters {
         max_idle_timeout: config.max_idle_timeout.map_or(0, |d| d.as_millis() as u64),
         max_udp_payload_size: u64::from(config.max_udp_payload_size),
-        initial_max_data: config.receive_window,
-        initial_max_stream_data_bidi_local: config.stream_receive_window,
-        initial_max_stream_data_bidi_remote: config.stream_receive_window,
-        initial_max_stream_data_uni: config.stream_receive_window,
-        initial_max_streams_bidi: config.max_concurrent_bidi_streams,
-        initial_max_streams_uni: config.max_concurrent_uni_streams,
+        initial_max_data: limits.max_data,
+        initial_max_stream_data_bidi_local: limits.max_stream_data_bidi_local,
+        initial_max_stream_data_bidi_remote: limits.max_stream_data_bidi_remote,
+        initial_max_stream_data_uni: limits.max_stream_data_uni,
+        initial_max_streams_bidi: limits.max_streams_bidi,
+        initial_max_streams_uni: limits.max_streams_uni,
         ack_delay_exponent: config.ack_delay_exponent,
         max_ack_delay: config.max_ack_delay.as_millis() as u64,
         active_connection_id_limit: config.active_connection_id_limit,

@@ -32,7 +32,9 @@ use crate::pm::{PathAction, PathManager};
 use crate::qlog::QlogStream;
 use crate::sched::{PathEvent, PathSnapshot, PathState, PathStatus, Scheduler};
 use crate::shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
-use crate::streams::{CryptoStream, ReadError, StreamEvent, StreamLimits, Streams, WriteError};
+use crate::streams::{
+    CryptoStream, ReadError, ReceiveBudget, StreamEvent, StreamLimits, Streams, WriteError,
+};
 use crate::transport_parameters::TransportParameters;
 use crate::{TransportError, TransportErrorCode, VarInt};
 use bytes::Bytes;
@@ -358,6 +360,8 @@ pub(crate) struct ConnectionParams {
     /// are then derived from it.
     pub retry_scid: Option<ConnectionId>,
     pub qlog: Option<QlogStream>,
+    /// The endpoint's cap on connection receive windows.
+    pub receive_budget: Option<Arc<ReceiveBudget>>,
 }
 
 /// How to build the TLS session once the transport parameters are known.
@@ -374,9 +378,21 @@ pub(crate) enum TlsSessionBuilder {
 impl Connection {
     pub(crate) fn new(p: ConnectionParams) -> Result<Self, TransportError> {
         let config = p.config;
+        let mut limits = stream_limits(&config);
+        if let Some(budget) = &p.receive_budget {
+            limits.max_data = budget.grant_initial(limits.max_data);
+        }
+        // Created first: dropping it (also on the errors below) returns the window granted.
+        let mut streams = Streams::new(p.side, limits);
+        if let Some(budget) = p.receive_budget {
+            streams.set_receive_budget(budget);
+        }
+        streams.set_receive_window_limits(config.receive_window, config.stream_receive_window);
+        streams.set_send_window(config.send_window);
         let local_reset = p.reset_key.token(&p.local_cid);
         let params = handshake::local_transport_parameters(
             &config,
+            &limits,
             p.side,
             &p.original_dcid,
             &p.local_cid,
@@ -427,8 +443,6 @@ impl Connection {
         let mut peer_cids = PeerCids::new(config.active_connection_id_limit);
         peer_cids.set_handshake_cid(p.remote_cid, None);
 
-        let mut streams = Streams::new(p.side, stream_limits(&config));
-        streams.set_send_window(config.send_window);
         let datagrams = DatagramQueues::new(
             config
                 .max_datagram_frame_size
@@ -638,6 +652,13 @@ impl Connection {
     /// Asks the peer to stop sending on a stream (STOP_SENDING).
     pub fn stop_sending(&mut self, id: StreamId, code: VarInt) -> Result<(), ReadError> {
         self.streams.stop(id, code)
+    }
+
+    /// The connection-level receive window now: auto-tuning grows it from
+    /// [`TransportConfig::initial_receive_window`] towards
+    /// [`TransportConfig::receive_window`].
+    pub fn receive_window(&self) -> u64 {
+        self.streams.receive_window()
     }
 
     /// Reads up to `max` bytes of in-order data; `Ok(None)` at the end of the stream.
@@ -905,13 +926,17 @@ impl Connection {
     }
 }
 
-/// The stream limits we advertise, from the transport configuration.
+/// The stream limits we advertise at the start, from the transport configuration: the
+/// initial receive windows, never above the largest ones.
 fn stream_limits(config: &TransportConfig) -> StreamLimits {
+    let stream = config
+        .initial_stream_receive_window
+        .min(config.stream_receive_window);
     StreamLimits {
-        max_data: config.receive_window,
-        max_stream_data_bidi_local: config.stream_receive_window,
-        max_stream_data_bidi_remote: config.stream_receive_window,
-        max_stream_data_uni: config.stream_receive_window,
+        max_data: config.initial_receive_window.min(config.receive_window),
+        max_stream_data_bidi_local: stream,
+        max_stream_data_bidi_remote: stream,
+        max_stream_data_uni: stream,
         max_streams_bidi: config.max_concurrent_bidi_streams,
         max_streams_uni: config.max_concurrent_uni_streams,
     }

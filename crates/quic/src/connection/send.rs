@@ -81,6 +81,17 @@ impl Connection {
         if self.is_closed() {
             return self.poll_close(now, buf);
         }
+        // Receive windows are tuned against the longest round trip of the paths in use:
+        // data sent on the slowest one must fit in the window too.
+        if let Some(rtt) = self
+            .paths
+            .values()
+            .filter(|p| p.is_usable() && p.rtt.has_sample())
+            .map(|p| p.rtt.smoothed())
+            .max()
+        {
+            self.streams.tune_receive_windows(now, rtt);
+        }
         let ids: Vec<PathId> = self.paths.keys().copied().collect();
         for &id in &ids {
             if let Some(t) = self.poll_path_probes(now, id, buf) {

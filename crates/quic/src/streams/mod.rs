@@ -14,6 +14,12 @@
 //! side, MAX_DATA and MAX_STREAM_DATA are queued whenever the application has consumed a
 //! quarter of the window since the last update, so a bulk transfer never stalls on flow
 //! control as long as the window covers the bandwidth-delay product.
+//!
+//! Receive windows start small and grow with need ([`Streams::tune_receive_windows`]): a
+//! window that the application drains in less than two round trips doubles, up to its
+//! configured maximum, so a connection only reserves what its path and reader can use. The
+//! connection windows of all connections of an endpoint can share one cap
+//! ([`ReceiveBudget`]), which bounds the bytes an endpoint may have to buffer.
 
 mod crypto;
 mod recv;
@@ -30,6 +36,9 @@ use crate::shared::{Dir, Side, StreamId};
 use crate::varint::VarInt;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// The largest stream count a MAX_STREAMS frame or transport parameter may carry.
 //= https://www.rfc-editor.org/rfc/rfc9000#section-19.11
@@ -43,6 +52,111 @@ const WINDOW_UPDATE_DIVISOR: u64 = 4;
 
 /// Default local send window: bytes written and not yet acknowledged, across all streams.
 pub const DEFAULT_SEND_WINDOW: u64 = 16 * 1024 * 1024;
+
+/// The smallest connection window a [`ReceiveBudget`] gives a new connection when the
+/// budget is spent (the window a Linux receiver starts with: half of `tcp_rmem[1]`).
+pub const MIN_BUDGETED_WINDOW: u64 = 64 * 1024;
+
+/// A cap on the connection-level receive windows of all connections of one endpoint
+/// together: what the peers may have in flight towards us, hence what we may have to
+/// buffer. A new connection gets its initial window from the budget (at least
+/// [`MIN_BUDGETED_WINDOW`], even when the budget is spent, so that it can make progress);
+/// a window grows only while the budget has room; a connection returns its window when it
+/// is dropped. Shared between threads, so one budget can serve several endpoints.
+#[derive(Debug)]
+pub struct ReceiveBudget {
+    limit: u64,
+    granted: AtomicU64,
+}
+
+impl ReceiveBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64) -> Self {
+        ReceiveBudget {
+            limit,
+            granted: AtomicU64::new(0),
+        }
+    }
+
+    /// The cap in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes of window currently given out.
+    pub fn granted(&self) -> u64 {
+        self.granted.load(Ordering::Relaxed)
+    }
+
+    /// The initial window of a new connection that wants `want` bytes: `want` if the budget
+    /// has room, else what is left, but never less than `MIN_BUDGETED_WINDOW` (or `want`
+    /// if smaller). The window returned is counted as granted.
+    pub(crate) fn grant_initial(&self, want: u64) -> u64 {
+        let floor = want.min(MIN_BUDGETED_WINDOW);
+        let mut given = floor;
+        let _ = self
+            .granted
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |g| {
+                given = want.min(self.limit.saturating_sub(g)).max(floor);
+                Some(g.saturating_add(given))
+            });
+        given
+    }
+
+    /// Counts `bytes` more as granted if that stays within the limit.
+    fn try_grant(&self, bytes: u64) -> bool {
+        self.granted
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |g| {
+                let after = g.checked_add(bytes)?;
+                (after <= self.limit).then_some(after)
+            })
+            .is_ok()
+    }
+
+    /// Returns `bytes` to the budget.
+    fn release(&self, bytes: u64) {
+        let _ = self
+            .granted
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |g| {
+                Some(g.saturating_sub(bytes))
+            });
+    }
+}
+
+/// Auto-tuning state of one receive window (a stream's or the connection's): the start of
+/// the current measurement epoch, which runs from one window update to the next.
+//= https://www.rfc-editor.org/rfc/rfc9000#section-4.2
+//# A receiver can use an autotuning mechanism to tune the
+//# frequency and amount of advertised additional credit based on a
+//# round-trip time estimate and the rate at which the receiving
+//# application consumes data, similar to common TCP implementations.
+#[derive(Debug, Clone, Copy, Default)]
+struct WindowTuning {
+    /// When the epoch started; `None` before the first update.
+    start: Option<Instant>,
+    /// Bytes consumed when the epoch started.
+    start_consumed: u64,
+    /// An update was queued since the last tuning decision.
+    due: bool,
+}
+
+impl WindowTuning {
+    /// Decides, when a window update is about to go out, whether `window` should double:
+    /// yes if at the rate the application consumed data during the epoch just ended, the
+    /// window would last less than two round trips (Linux sizes its receive buffer to
+    /// twice what the application reads per RTT the same way). Starts a new epoch.
+    fn should_grow(&mut self, now: Instant, rtt: Duration, consumed: u64, window: u64) -> bool {
+        self.due = false;
+        let grow = self.start.is_some_and(|start| {
+            let used = u128::from(consumed.saturating_sub(self.start_consumed));
+            let elapsed = now.saturating_duration_since(start).as_nanos();
+            u128::from(window) * elapsed < 2 * used * rtt.as_nanos()
+        });
+        self.start = Some(now);
+        self.start_consumed = consumed;
+        grow
+    }
+}
 
 /// The largest number of data bytes `n` with `n + VarInt::encoded_size(n) <= avail`, i.e.
 /// the payload of a frame whose length field and data must fit in `avail` bytes; `None`
@@ -412,6 +526,8 @@ struct RecvHalf {
     advertised: u64,
     /// Window size used for extensions.
     window: u64,
+    /// Auto-tuning of `window`.
+    tuning: WindowTuning,
     /// Bytes of this stream counted as consumed for connection flow control.
     released: u64,
     reset_code: Option<VarInt>,
@@ -428,6 +544,7 @@ impl RecvHalf {
             max_received: 0,
             advertised: window,
             window,
+            tuning: WindowTuning::default(),
             released: 0,
             reset_code: None,
             stopped: None,
@@ -485,6 +602,10 @@ struct ConnFlow {
     local_max_data: u64,
     /// Window used for extensions.
     window: u64,
+    /// Largest `window` auto-tuning may reach.
+    max_window: u64,
+    /// Auto-tuning of `window`.
+    tuning: WindowTuning,
     /// Sum of the highest received offsets (final sizes) of all peer sending parts.
     received: u64,
     /// Bytes consumed by the application or discarded.
@@ -629,6 +750,18 @@ pub struct Streams {
     events: Events,
     /// Streams refused a write for lack of connection credit or send window.
     conn_blocked: Vec<StreamId>,
+    /// Largest window stream auto-tuning may reach.
+    max_stream_window: u64,
+    /// The endpoint's cap on connection windows, if any; holds `fc.window` of ours.
+    budget: Option<Arc<ReceiveBudget>>,
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.release(self.fc.window);
+        }
+    }
 }
 
 impl Streams {
@@ -653,12 +786,80 @@ impl Streams {
                 send_window: DEFAULT_SEND_WINDOW,
                 local_max_data: local.max_data,
                 window: local.max_data,
+                max_window: local.max_data,
                 ..ConnFlow::default()
             },
             sched: Sched::default(),
             pending: Pending::default(),
             events: Events::default(),
             conn_blocked: Vec::new(),
+            max_stream_window: 0,
+            budget: None,
+        }
+    }
+
+    /// Lets receive windows grow with need ([`Streams::tune_receive_windows`]) up to
+    /// `connection` bytes for the connection and `stream` bytes per stream; windows never
+    /// shrink below the limits given to [`Streams::new`].
+    pub fn set_receive_window_limits(&mut self, connection: u64, stream: u64) {
+        self.fc.max_window = connection
+            .min(VarInt::MAX.into_inner())
+            .max(self.fc.window);
+        self.max_stream_window = stream.min(VarInt::MAX.into_inner());
+    }
+
+    /// Counts the connection window against `budget`, which must already hold the initial
+    /// window given to [`Streams::new`] (see [`ReceiveBudget`]); growth then needs room in
+    /// it, and the window is returned when these streams are dropped.
+    pub fn set_receive_budget(&mut self, budget: Arc<ReceiveBudget>) {
+        self.budget = Some(budget);
+    }
+
+    /// The connection-level receive window now (bytes the peer may send beyond what the
+    /// application has consumed).
+    pub fn receive_window(&self) -> u64 {
+        self.fc.window
+    }
+
+    /// Grows the receive windows whose updates are about to be sent, as decided by the
+    /// auto-tuning rule (a window the application drained in less than two round trips
+    /// doubles, up to its maximum and, for the connection, within the budget). `rtt` is
+    /// the round trip the peer's data takes to arrive; with several paths, the longest.
+    pub fn tune_receive_windows(&mut self, now: Instant, rtt: Duration) {
+        let fc = &mut self.fc;
+        if self.pending.max_data
+            && fc.tuning.due
+            && fc
+                .tuning
+                .should_grow(now, rtt, fc.consumed, fc.window)
+            && fc.window < fc.max_window
+        {
+            let grown = fc.window.saturating_mul(2).min(fc.max_window);
+            if self
+                .budget
+                .as_ref()
+                .is_none_or(|b| b.try_grant(grown - fc.window))
+            {
+                fc.window = grown;
+                fc.local_max_data = fc
+                    .local_max_data
+                    .max(fc.consumed.saturating_add(grown).min(VarInt::MAX.into_inner()));
+            }
+        }
+        for id in &self.pending.max_stream_data {
+            let Some(r) = self.map.get_mut(id).and_then(|s| s.recv.as_mut()) else {
+                continue;
+            };
+            let consumed = r.asm.read_offset();
+            if r.tuning.due
+                && r.tuning.should_grow(now, rtt, consumed, r.window)
+                && r.window < self.max_stream_window
+            {
+                r.window = r.window.saturating_mul(2).min(self.max_stream_window);
+                r.advertised = r
+                    .advertised
+                    .max(consumed.saturating_add(r.window).min(VarInt::MAX.into_inner()));
+            }
         }
     }
 
@@ -1848,6 +2049,7 @@ impl Streams {
                             && target - r.advertised >= r.window / WINDOW_UPDATE_DIVISOR
                         {
                             r.advertised = target;
+                            r.tuning.due = true;
                             self.pending.max_stream_data.insert(id);
                         }
                     }
@@ -2013,6 +2215,7 @@ fn release(fc: &mut ConnFlow, pending: &mut Pending, r: &mut RecvHalf, to: u64) 
     if target > fc.local_max_data && target - fc.local_max_data >= fc.window / WINDOW_UPDATE_DIVISOR
     {
         fc.local_max_data = target;
+        fc.tuning.due = true;
         pending.max_data = true;
     }
 }

@@ -497,6 +497,108 @@ fn windows_are_extended_as_the_application_reads() {
     );
 }
 
+/// Feeds `chunk` bytes at a time to stream `id` of `s` and reads them at once, one chunk
+/// every `every`, tuning before each update as the connection does; returns the MAX_DATA
+/// and MAX_STREAM_DATA limits sent, in order.
+fn stream_at_rate(
+    s: &mut Streams,
+    id: StreamId,
+    chunks: usize,
+    chunk: usize,
+    every: Duration,
+    rtt: Duration,
+) -> (Vec<u64>, Vec<u64>) {
+    let start = Instant::now();
+    let (mut max_data, mut max_stream_data) = (Vec::new(), Vec::new());
+    let mut offset = 0u64;
+    for i in 0..chunks {
+        s.on_stream(id, offset, data(chunk), false).unwrap();
+        offset += chunk as u64;
+        read_all(s, id);
+        s.tune_receive_windows(start + every * (i as u32 + 1), rtt);
+        for f in controls(s) {
+            match f {
+                ControlFrame::MaxData { max } => max_data.push(max),
+                ControlFrame::MaxStreamData { max, .. } => max_stream_data.push(max),
+                _ => {}
+            }
+        }
+    }
+    (max_data, max_stream_data)
+}
+
+#[test]
+fn receive_windows_double_when_drained_within_two_round_trips() {
+    // A reader draining 1 MB/s with a 100 ms RTT needs 2 x 1 MB/s x 100 ms = 200 kB of
+    // window: 64 kB windows double at each update (a window lasts less than two round
+    // trips) and stop at 256 kB, the first size past it.
+    let id = cid(Dir::Uni, 0);
+    let rtt = Duration::from_millis(100);
+    let every = Duration::from_millis(10);
+    let reader = |max_conn: u64, max_stream: u64, rtt: Duration| {
+        let mut s = Streams::new(Side::Server, limits(64_000, 64_000, 4));
+        s.set_peer_limits(limits(64_000, 64_000, 4)).unwrap();
+        s.set_receive_window_limits(max_conn, max_stream);
+        let (max_data, max_stream_data) = stream_at_rate(&mut s, id, 200, 10_000, every, rtt);
+        // Limits only ever grow.
+        assert!(max_data.windows(2).all(|w| w[0] < w[1]), "{max_data:?}");
+        // The window in use at the end: the last limit sent is the bytes consumed then
+        // (less than a quarter window before the 2 MB read) plus the window.
+        let window = |limits: &[u64]| {
+            let last = limits.last().copied().unwrap_or(0);
+            [1, 2, 4, 8, 16, 32]
+                .map(|k| 64_000 * k)
+                .into_iter()
+                .chain([max_conn, max_stream])
+                .find(|w| last <= 2_000_000 + w && last > 2_000_000 + w - w / 4)
+        };
+        (s.receive_window(), window(&max_data), window(&max_stream_data))
+    };
+    let both = |w: u64, stream: u64| (w, Some(w), Some(stream));
+    assert_eq!(reader(1_000_000, 512_000, rtt), both(256_000, 256_000));
+    // The maxima cap the growth.
+    assert_eq!(reader(150_000, 100_000, rtt), both(150_000, 100_000));
+    // The same reader with a 5 ms RTT: a 64 kB window lasts 64 ms, far more than two
+    // round trips, so the windows stay as they are.
+    let short = Duration::from_millis(5);
+    assert_eq!(reader(1_000_000, 512_000, short), both(64_000, 64_000));
+}
+
+#[test]
+fn receive_budget_caps_the_windows_of_all_connections() {
+    let budget = Arc::new(ReceiveBudget::new(300_000));
+    let open = |budget: &Arc<ReceiveBudget>| {
+        let window = budget.grant_initial(100_000);
+        let mut s = Streams::new(Side::Server, limits(window, 64_000, 4));
+        s.set_peer_limits(limits(64_000, 64_000, 4)).unwrap();
+        s.set_receive_budget(budget.clone());
+        s.set_receive_window_limits(1_000_000, 512_000);
+        s
+    };
+    let mut a = open(&budget);
+    let b = open(&budget);
+    assert_eq!(budget.granted(), 200_000);
+    // A fast reader doubles its window while the budget has room, then stops.
+    let id = cid(Dir::Uni, 0);
+    stream_at_rate(
+        &mut a,
+        id,
+        100,
+        10_000,
+        Duration::from_millis(10),
+        Duration::from_millis(100),
+    );
+    assert_eq!(a.receive_window(), 200_000);
+    assert_eq!(budget.granted(), 300_000);
+    // A new connection still gets the smallest window, beyond the budget.
+    let c = open(&budget);
+    assert_eq!(c.receive_window(), MIN_BUDGETED_WINDOW);
+    assert_eq!(budget.granted(), 300_000 + MIN_BUDGETED_WINDOW);
+    // Dropped connections return their windows.
+    drop((a, b, c));
+    assert_eq!(budget.granted(), 0);
+}
+
 #[test]
 fn blocked_frames_from_the_peer_resend_missed_updates() {
     let (_, mut s) = pair(limits(4_000, 4_000, 4));

@@ -346,7 +346,7 @@ fn tiny_out_of_order_stream_fragments_are_bounded() {
     let mut pair = Pair::default_pair();
     pair.handshake();
     let id = StreamId::new(Side::Client, Dir::Uni, 0);
-    let window = TransportConfig::default().stream_receive_window;
+    let window = TransportConfig::default().initial_stream_receive_window;
     let (mut frames_sent, mut peak_segments, mut peak_buffered) = (0u64, 0usize, 0u64);
     let mut offset = 1u64;
     for _ in 0..4000 {
