@@ -13,13 +13,13 @@ use polypath_io::{Connection, Endpoint};
 use polypath_quic::crypto::{ServerVerification, client_config, load_certificate_chain};
 use polypath_quic::{ClientConfig, EndpointConfig};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long the server may take to print its listening address.

@@ -4,8 +4,8 @@
 use crate::feed::{FeedArgs, FeedCounts, LinkEvents};
 use crate::setup::{End, TransportArgs, VerifyArgs, client_tls};
 use crate::transfer::{
-    CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport,
-    confirm_upload, parse_size, read_exact, receive_object, send_generated, write_failed,
+    CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport, confirm_upload,
+    parse_size, read_exact, receive_object, send_generated, write_failed,
 };
 use clap::{Args, ValueEnum};
 use polypath_io::{Connection, Endpoint, PathStatus, SendStream};

@@ -158,7 +158,10 @@ impl fmt::Debug for TransportConfig {
             .field("receive_window", &self.receive_window)
             .field("stream_receive_window", &self.stream_receive_window)
             .field("initial_receive_window", &self.initial_receive_window)
-            .field("initial_stream_receive_window", &self.initial_stream_receive_window)
+            .field(
+                "initial_stream_receive_window",
+                &self.initial_stream_receive_window,
+            )
             .field("initial_mtu", &self.initial_mtu)
             .field("max_mtu", &self.max_mtu)
             .field("initial_max_path_id", &self.initial_max_path_id)

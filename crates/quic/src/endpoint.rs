@@ -176,7 +176,11 @@ impl Agenda {
     /// The active connection after `after` in handle order, wrapping around.
     fn next_active(&self, after: Option<ConnectionHandle>) -> Option<ConnectionHandle> {
         after
-            .and_then(|a| self.active.range((Bound::Excluded(a), Bound::Unbounded)).next())
+            .and_then(|a| {
+                self.active
+                    .range((Bound::Excluded(a), Bound::Unbounded))
+                    .next()
+            })
             .or_else(|| self.active.first())
             .copied()
     }

@@ -802,9 +802,7 @@ impl Streams {
     /// `connection` bytes for the connection and `stream` bytes per stream; windows never
     /// shrink below the limits given to [`Streams::new`].
     pub fn set_receive_window_limits(&mut self, connection: u64, stream: u64) {
-        self.fc.max_window = connection
-            .min(VarInt::MAX.into_inner())
-            .max(self.fc.window);
+        self.fc.max_window = connection.min(VarInt::MAX.into_inner()).max(self.fc.window);
         self.max_stream_window = stream.min(VarInt::MAX.into_inner());
     }
 
@@ -829,9 +827,7 @@ impl Streams {
         let fc = &mut self.fc;
         if self.pending.max_data
             && fc.tuning.due
-            && fc
-                .tuning
-                .should_grow(now, rtt, fc.consumed, fc.window)
+            && fc.tuning.should_grow(now, rtt, fc.consumed, fc.window)
             && fc.window < fc.max_window
         {
             let grown = fc.window.saturating_mul(2).min(fc.max_window);
@@ -841,9 +837,11 @@ impl Streams {
                 .is_none_or(|b| b.try_grant(grown - fc.window))
             {
                 fc.window = grown;
-                fc.local_max_data = fc
-                    .local_max_data
-                    .max(fc.consumed.saturating_add(grown).min(VarInt::MAX.into_inner()));
+                fc.local_max_data = fc.local_max_data.max(
+                    fc.consumed
+                        .saturating_add(grown)
+                        .min(VarInt::MAX.into_inner()),
+                );
             }
         }
         for id in &self.pending.max_stream_data {
@@ -856,9 +854,11 @@ impl Streams {
                 && r.window < self.max_stream_window
             {
                 r.window = r.window.saturating_mul(2).min(self.max_stream_window);
-                r.advertised = r
-                    .advertised
-                    .max(consumed.saturating_add(r.window).min(VarInt::MAX.into_inner()));
+                r.advertised = r.advertised.max(
+                    consumed
+                        .saturating_add(r.window)
+                        .min(VarInt::MAX.into_inner()),
+                );
             }
         }
     }

@@ -552,7 +552,11 @@ fn receive_windows_double_when_drained_within_two_round_trips() {
                 .chain([max_conn, max_stream])
                 .find(|w| last <= 2_000_000 + w && last > 2_000_000 + w - w / 4)
         };
-        (s.receive_window(), window(&max_data), window(&max_stream_data))
+        (
+            s.receive_window(),
+            window(&max_data),
+            window(&max_stream_data),
+        )
     };
     let both = |w: u64, stream: u64| (w, Some(w), Some(stream));
     assert_eq!(reader(1_000_000, 512_000, rtt), both(256_000, 256_000));
