@@ -514,7 +514,8 @@ fn stream_at_rate(
     for i in 0..chunks {
         s.on_stream(id, offset, data(chunk), false).unwrap();
         offset += chunk as u64;
-        read_all(s, id);
+        let (read, end) = read_all(s, id);
+        assert_eq!((read.len(), end), (chunk, Err(ReadError::Blocked)));
         s.tune_receive_windows(start + every * (i as u32 + 1), rtt);
         for f in controls(s) {
             match f {
