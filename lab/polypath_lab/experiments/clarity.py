@@ -292,8 +292,11 @@ def linux_like(e: Experiment, linux: dict[str, float],
         e.notes.append(
             "Why the default scheduler falls under the Linux-like configuration (measured, "
             "per-technology table): minRTT fills Wi-Fi's window and spills the rest onto the "
-            "other paths; with 20 ms queues LiFi's smoothed RTT stays at "
-            f"{fmt(own['lifi']['srtt_ms'], 0)} ms, with 1000-packet queues its queue grows to "
+            "other paths. The scenario sizes each queue as 20 ms of its own link's rate, "
+            f"so LiFi's holds at most {fmt(own['lifi']['max_queue_bytes'] / 1e3, 0)} kB and "
+            f"its smoothed RTT stays at {fmt(own['lifi']['srtt_ms'], 0)} ms; a buffer sized "
+            "in packets is deepest in time on the slowest link: with 1000-packet queues "
+            "LiFi's queue grows to "
             f"{fmt(deep['lifi']['max_queue_bytes'] / 1e3, 0)} kB and its RTT to "
             f"{fmt(deep['lifi']['srtt_ms'], 0)} ms (5G: {fmt(deep['nr']['srtt_ms'], 0)} ms). "
             "Every byte spilled onto LiFi is then delivered that much later and the "
