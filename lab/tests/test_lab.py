@@ -154,3 +154,24 @@ def test_handover_narrowed_cells_keep_rsrp():
                       for c in (before, after)]
             assert after["bandwidth_mhz"] == ho.NARROW_MHZ
             assert math.isclose(per_re[0], per_re[1], abs_tol=1e-9), (before, after)
+
+
+def test_quick_clarity_linux_like_headline(quick_experiment):
+    """5G-CLARITY Section 6.2 under the Linux-like configuration (1000-packet link queues,
+    OLIA): WRR 30/100/1 moves at least three times what the default scheduler does, and
+    round robin with CWND_LIMITED N stays within ``RR_N_BAND`` of the slowest path (LiFi
+    alone, same configuration). Both ratios come from this one run; the paper's figures
+    are printed beside them."""
+    from polypath_lab import paper
+    from polypath_lab.experiments import clarity
+
+    e, _ = quick_experiment("clarity")
+    data = e.tables[0].data
+    for key, row in data.items():
+        print(f"{key}: paper {row['paper']} polypath {row['polypath']} "
+              f"Linux-like {row['linux_like']}")
+    linux = {k: row["linux_like"] for k, row in data.items() if row["linux_like"] is not None}
+    assert set(clarity.LINUX_LIKE_KEYS) <= set(linux), linux
+    assert linux["wrr_30_100_1"] >= 3 * linux["default"], (linux, paper.CLARITY_THROUGHPUT)
+    lo, hi = clarity.RR_N_BAND
+    assert lo * linux["lifi"] <= linux["rr_n"] <= hi * linux["lifi"], linux
