@@ -6,7 +6,7 @@
 //! the two stacks within that run.
 
 use crate::client::open_paths;
-use crate::transfer::{ALPN, SenderReport, parse_size};
+use crate::transfer::{ALPN, ConnectionReport, parse_size};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use polypath_io::Endpoint;
@@ -74,7 +74,7 @@ impl Measurement {
     fn new(size: u64, seconds: f64, packets_sent: u64, packets_lost: u64) -> Self {
         Measurement {
             seconds,
-            goodput_mbps: size as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+            goodput_mbps: crate::transfer::goodput_mbps(size, seconds),
             packets_sent,
             packets_lost,
             path_bytes: Vec::new(),
@@ -290,7 +290,7 @@ async fn polypath_run(
             args.size
         ));
     }
-    let report = SenderReport::of(&conn);
+    let report = ConnectionReport::of(&conn, "client");
     conn.close(0, b"done");
     drop((send, _recv, conn));
     let _ = tokio::time::timeout(CLOSE_WAIT, server_conn.closed()).await;

@@ -340,7 +340,7 @@ async fn load(
         first_error,
         server_errors: server.errors.lock().map(|e| e.clone()).unwrap_or_default(),
         seconds,
-        aggregate_mbps: (completed * args.size) as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        aggregate_mbps: crate::transfer::goodput_mbps(completed * args.size, seconds),
         rss_idle_mib,
         rss_peak_mib: mib(Some(rss_peak_kib)),
         rss_after_mib: mib(status_kib(pid, "VmRSS")),

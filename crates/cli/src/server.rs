@@ -4,8 +4,8 @@
 use crate::feed::{FeedArgs, LinkEvents};
 use crate::setup::{End, TransportArgs, server_tls, write_certificate};
 use crate::transfer::{
-    DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK, SenderReport,
-    expect_end, parse_size, read_exact, receive_object, send_generated, write_failed,
+    ConnectionReport, DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK,
+    expect_end, goodput_mbps, parse_size, read_exact, receive_object, send_generated, write_failed,
 };
 use clap::Args;
 use polypath_io::{Connection, Endpoint};
@@ -46,13 +46,13 @@ pub struct ServerArgs {
     max_size: u64,
     /// A connection whose handshake has not completed this long after its first Initial
     /// is dropped.
-    #[arg(long, default_value = "10s", value_parser = polypath_emu::tcp::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = polypath_scenario::units::parse_duration)]
     handshake_timeout: Duration,
     /// A connection with no stream progress for this long (no stream data received and
     /// none of the server's data acknowledged) is closed; separate from the QUIC idle
     /// timeout, which keep-alives reset. Also how long the server waits, after its last
     /// response, for the client to close the connection.
-    #[arg(long, default_value = "30s", value_parser = polypath_emu::tcp::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = polypath_scenario::units::parse_duration)]
     read_timeout: Duration,
     /// Most connections served at once; Initials beyond it are ignored (the library's
     /// `max_incoming`), and a connection accepted while that many are served is closed
@@ -81,8 +81,11 @@ struct ServedReport {
     direction: Option<Direction>,
     bytes: u64,
     seconds: f64,
+    goodput_mbps: f64,
     verified: bool,
     error: Option<String>,
+    /// The server's side of the connection, as it ended.
+    connection: ConnectionReport,
 }
 
 /// What one transfer was.
@@ -199,6 +202,7 @@ async fn handle_connection(
     // first would discard a response still in flight or unread. A busy client (or a
     // response that needs retransmissions) gets as long as a stalled transfer would.
     let _ = tokio::time::timeout(args.read_timeout, conn.closed()).await;
+    let connection = ConnectionReport::of(&conn, "server");
     drop(conn);
     drop(slot);
     let report = match &result {
@@ -207,16 +211,20 @@ async fn handle_connection(
             direction: Some(s.direction),
             bytes: s.bytes,
             seconds: s.seconds,
+            goodput_mbps: goodput_mbps(s.bytes, s.seconds),
             verified: true,
             error: None,
+            connection,
         },
         Err(e) => ServedReport {
             peer,
             direction: None,
             bytes: 0,
             seconds: 0.0,
+            goodput_mbps: 0.0,
             verified: false,
             error: Some(e.clone()),
+            connection,
         },
     };
     let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
@@ -322,7 +330,8 @@ async fn serve_connection(conn: &Connection, max_size: u64) -> Result<Served, St
             let seconds = start.elapsed().as_secs_f64();
             let ok = client_digest[..] == digest[..];
             let status = if ok { STATUS_OK } else { STATUS_MISMATCH };
-            let report = serde_json::to_vec(&SenderReport::of(conn)).map_err(|e| e.to_string())?;
+            let report = serde_json::to_vec(&ConnectionReport::of(conn, "server"))
+                .map_err(|e| e.to_string())?;
             send.write_all(&[status]).await.map_err(write_failed)?;
             send.write_all(&report).await.map_err(write_failed)?;
             send.finish().map_err(write_failed)?;

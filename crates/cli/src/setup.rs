@@ -72,32 +72,17 @@ pub struct WeightChange {
     pub weights: String,
 }
 
-/// Parses `TIME=LIST`: TIME in seconds with an `s` or `ms` unit.
+/// Parses `TIME=LIST`: TIME a duration with its unit (`2s`, `500ms`).
 fn parse_weight_change(text: &str) -> Result<WeightChange, String> {
     let (time, weights) = text
         .split_once('=')
         .ok_or_else(|| format!("{text:?}: expected TIME=LIST, e.g. 2s=1,3"))?;
-    let (number, scale) = if let Some(ms) = time.strip_suffix("ms") {
-        (ms, 1e-3)
-    } else if let Some(s) = time.strip_suffix('s') {
-        (s, 1.0)
-    } else {
-        return Err(format!(
-            "{time:?}: a time needs a unit, s or ms (e.g. 2s, 500ms)"
-        ));
-    };
-    let seconds = number
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .map(|n| n * scale)
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
-        .ok_or_else(|| format!("{time:?}: not a time"))?;
+    let after = polypath_scenario::units::parse_duration(time)?;
     if weights.is_empty() {
         return Err(format!("{text:?}: no weights after `=`"));
     }
     Ok(WeightChange {
-        after: Duration::from_secs_f64(seconds),
+        after,
         weights: weights.to_string(),
     })
 }

@@ -3,9 +3,8 @@
 
 use crate::transfer::parse_size;
 use clap::{Args, Subcommand};
-use polypath_emu::tcp::{
-    self, Amount, CSV_HEADER, Interval, RecvConfig, Report, SendConfig, parse_duration,
-};
+use polypath_emu::tcp::{self, Amount, CSV_HEADER, Interval, RecvConfig, Report, SendConfig};
+use polypath_scenario::units::parse_duration;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};

@@ -692,28 +692,6 @@ pub fn recv_one_with(
     })
 }
 
-/// Parses a duration such as `1s`, `500ms`, `1.5s`, `2m`, `250us` or `10` (seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let seconds_per_unit = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "s" | "sec" | "secs" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("duration {text:?}: unknown unit {other:?}")),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("duration {text:?}: {number:?} is not a number"))?;
-    let seconds = value * seconds_per_unit;
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} is out of range"))
-}
-
 /// Writes intervals as CSV rows `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans` (empty
 /// where a value is unknown), without the header ([`CSV_HEADER`]).
 pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result<()> {
@@ -741,18 +719,6 @@ pub const CSV_HEADER: &str = "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("3 fortnights").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 
     #[test]
     fn pattern_is_the_stream_offset_mod_251() {

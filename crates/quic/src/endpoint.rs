@@ -601,6 +601,20 @@ impl Endpoint {
         }
     }
 
+    /// The network answered a datagram sent to `remote` with ICMP "port unreachable": ends
+    /// the connection attempts to `remote` that have heard nothing yet (see
+    /// [`Connection::handle_port_unreachable`]).
+    pub fn handle_port_unreachable(&mut self, now: Instant, remote: std::net::IpAddr) {
+        for h in self.connection_handles() {
+            if let Some(conn) = self.connections.get_mut(&h)
+                && conn.handle_port_unreachable(now, remote)
+            {
+                self.agenda.touch(h);
+                self.drain_endpoint_events(h);
+            }
+        }
+    }
+
     /// Writes the next datagram to send into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let Some((t, data)) = self.stateless.pop_front() {
