@@ -506,7 +506,7 @@ fn host_names_are_resolved() {
 fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
     let out = Command::new(POLYPATH)
         .args([
-            "bench", "loopback", "--bytes", "5MB", "--paths", "2", "--json",
+            "bench", "loopback", "--bytes", "5MB", "--paths", "2", "--repeat", "3", "--json",
         ])
         .output()
         .unwrap();
@@ -515,22 +515,40 @@ fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!("{report:#}");
     assert_eq!(report["size_bytes"], 5_000_000u64);
-    let goodput = |k: &str| report[k]["goodput_mbps"].as_f64().unwrap();
-    let (polypath, noq, two) = (
-        goodput("polypath"),
-        goodput("noq"),
-        goodput("polypath_two_paths"),
+    assert_eq!(report["rounds"], 3);
+    // Every stack ran every round; the median is the middle run, within the range.
+    let goodputs = |k: &str| -> Vec<f64> {
+        let runs = report[k]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "{k}");
+        let mut g: Vec<f64> = runs
+            .iter()
+            .map(|r| r["goodput_mbps"].as_f64().unwrap())
+            .collect();
+        g.sort_by(f64::total_cmp);
+        assert!(g[0] > 0.0);
+        assert_eq!(report[k]["median_mbps"].as_f64().unwrap(), g[1], "{k}");
+        assert_eq!(report[k]["min_mbps"].as_f64().unwrap(), g[0], "{k}");
+        assert_eq!(report[k]["max_mbps"].as_f64().unwrap(), g[2], "{k}");
+        g
+    };
+    let (polypath, noq) = (goodputs("polypath"), goodputs("noq"));
+    goodputs("polypath_two_paths");
+    let ratio = &report["ratio"];
+    assert!((ratio["of_medians"].as_f64().unwrap() - polypath[1] / noq[1]).abs() < 1e-9);
+    let (lo, hi) = (
+        ratio["round_min"].as_f64().unwrap(),
+        ratio["round_max"].as_f64().unwrap(),
     );
-    assert!(polypath > 0.0 && noq > 0.0 && two > 0.0);
-    let ratio = report["ratio"].as_f64().unwrap();
-    assert!((ratio - polypath / noq).abs() < 1e-9);
-    let two_path_bytes: u64 = report["polypath_two_paths"]["path_bytes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_u64().unwrap())
-        .sum();
-    assert!(two_path_bytes >= 5_000_000);
+    assert!(lo <= hi && lo > 0.0, "{ratio}");
+    for run in report["polypath_two_paths"]["runs"].as_array().unwrap() {
+        let bytes: u64 = run["path_bytes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .sum();
+        assert!(bytes >= 5_000_000);
+    }
 }
 
 #[test]
