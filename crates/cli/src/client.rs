@@ -2,7 +2,7 @@
 //! both ends, summarised as JSON on stdout.
 
 use crate::feed::{FeedArgs, FeedCounts, LinkEvents};
-use crate::setup::{End, TransportArgs, VerifyArgs, client_tls};
+use crate::setup::{End, TransportArgs, VerifyArgs, WeightChangeReport, client_tls};
 use crate::transfer::{
     CHUNK, ConnectionReport, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK,
     confirm_upload, goodput_mbps, parse_size, read_exact, receive_object, send_generated,
@@ -122,6 +122,9 @@ struct Summary {
     sender: ConnectionReport,
     /// The client's paths with their times (whichever side sent the data).
     client_paths: Vec<ClientPath>,
+    /// The --weights-at changes: when due, whether applied, each path's bytes by then.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    weight_changes: Vec<WeightChangeReport>,
     /// What the link-event feed did (with --link-events).
     #[serde(skip_serializing_if = "Option::is_none")]
     link_events: Option<FeedCounts>,
@@ -185,7 +188,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     let bound = endpoint.local_addrs();
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
-    let _weight_changes = args.transport.schedule_weight_changes(&conn);
+    let weight_changes = args.transport.schedule_weight_changes(&conn);
     if multipath {
         match args.initial_paths {
             InitialPaths::All => {
@@ -221,6 +224,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         cc: args.transport.cc.clone(),
         sender: report,
         client_paths,
+        weight_changes: weight_changes.report(),
         link_events: feed.as_ref().map(LinkEvents::counts),
     });
     conn.close(0, b"done");

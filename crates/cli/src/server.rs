@@ -2,7 +2,7 @@
 //! one task per connection, each bounded by a handshake timeout and a read timeout.
 
 use crate::feed::{FeedArgs, LinkEvents};
-use crate::setup::{End, TransportArgs, server_tls, write_certificate};
+use crate::setup::{End, TransportArgs, WeightChangeReport, server_tls, write_certificate};
 use crate::transfer::{
     ConnectionReport, DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK,
     expect_end, goodput_mbps, parse_size, read_exact, receive_object, send_generated, write_failed,
@@ -86,6 +86,9 @@ struct ServedReport {
     error: Option<String>,
     /// The server's side of the connection, as it ended.
     connection: ConnectionReport,
+    /// The --weights-at changes (for downloads, where the server's scheduler sends).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    weight_changes: Vec<WeightChangeReport>,
 }
 
 /// What one transfer was.
@@ -182,18 +185,20 @@ async fn handle_connection(
     let peer = conn
         .remote_address()
         .map_or_else(|| "unknown".to_string(), |a| a.to_string());
-    let result = if slot.0.is_none() {
-        Err(format!(
+    let (result, weight_changes) = if slot.0.is_none() {
+        let busy = format!(
             "server busy: {} connections served (--max-connections)",
             args.max_connections
-        ))
+        );
+        (Err(busy), Vec::new())
     } else {
         let attached = feed.map(|f| f.attach(&conn));
         let weight_changes = args.transport.schedule_weight_changes(&conn);
         let result = serve_bounded(&conn, args).await;
+        let changes = weight_changes.report();
         drop(weight_changes);
         drop(attached);
-        result
+        (result, changes)
     };
     if result.is_err() {
         conn.close(1, b"transfer failed");
@@ -215,6 +220,7 @@ async fn handle_connection(
             verified: true,
             error: None,
             connection,
+            weight_changes,
         },
         Err(e) => ServedReport {
             peer,
@@ -225,6 +231,7 @@ async fn handle_connection(
             verified: false,
             error: Some(e.clone()),
             connection,
+            weight_changes,
         },
     };
     let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;

@@ -11,9 +11,10 @@ use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
 use polypath_quic::sched::{Scheduler, SchedulerFactory};
 use polypath_quic::{EndpointConfig, TransportConfig};
 use rustls::pki_types::CertificateDer;
+use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Highest path ID both sides allow when multipath is on (up to 9 paths).
@@ -87,12 +88,56 @@ fn parse_weight_change(text: &str) -> Result<WeightChange, String> {
     })
 }
 
-/// Stops the task applying `--weights-at` changes when dropped.
-pub struct WeightChanges(Option<tokio::task::JoinHandle<()>>);
+/// One `--weights-at` change as it went, for the summaries.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightChangeReport {
+    /// The new weights.
+    pub weights: String,
+    /// When it was due, seconds after the connection was established.
+    pub due_s: f64,
+    /// Whether it was applied (a change due after the transfer ended is not).
+    pub applied: bool,
+    /// Payload bytes each path had sent when it was applied, in path-ID order.
+    pub path_bytes_sent: Vec<u64>,
+}
+
+/// The task applying `--weights-at` changes; stops it when dropped.
+pub struct WeightChanges {
+    task: Option<tokio::task::JoinHandle<()>>,
+    planned: Vec<WeightChange>,
+    applied: Arc<Mutex<Vec<WeightChangeReport>>>,
+}
+
+impl WeightChanges {
+    /// Every planned change, applied or not, in time order. Changes not applied are also
+    /// reported on standard error: an example that changes nothing should say so.
+    pub fn report(&self) -> Vec<WeightChangeReport> {
+        let applied = self
+            .applied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut all = applied.clone();
+        for change in self.planned.iter().skip(applied.len()) {
+            eprintln!(
+                "warning: --weights-at {}s={} was not applied: the transfer ended before",
+                change.after.as_secs_f64(),
+                change.weights
+            );
+            all.push(WeightChangeReport {
+                weights: change.weights.clone(),
+                due_s: change.after.as_secs_f64(),
+                applied: false,
+                path_bytes_sent: Vec::new(),
+            });
+        }
+        all
+    }
+}
 
 impl Drop for WeightChanges {
     fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
+        if let Some(task) = self.task.take() {
             task.abort();
         }
     }
@@ -261,23 +306,39 @@ impl TransportArgs {
     /// Applies the `--weights-at` changes to `conn` at their times (from now, which should
     /// be when the connection was established), in a task that ends with the returned guard.
     pub fn schedule_weight_changes(&self, conn: &Connection) -> WeightChanges {
-        if self.weights_at.is_empty() {
-            return WeightChanges(None);
-        }
-        let mut changes = self.weights_at.clone();
-        changes.sort_by_key(|c| c.after);
-        let conn = conn.clone();
-        let start = tokio::time::Instant::now();
-        WeightChanges(Some(tokio::spawn(async move {
-            for change in changes {
-                tokio::time::sleep_until(start + change.after).await;
-                match conn.configure_scheduler("weights", &change.weights) {
-                    Ok(()) => tracing::info!(weights = %change.weights, "weights changed"),
-                    Err(e) => tracing::warn!(weights = %change.weights, error = %e,
-                                             "weight change refused"),
+        let mut planned = self.weights_at.clone();
+        planned.sort_by_key(|c| c.after);
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let task = (!planned.is_empty()).then(|| {
+            let (conn, changes, log) = (conn.clone(), planned.clone(), applied.clone());
+            let start = tokio::time::Instant::now();
+            tokio::spawn(async move {
+                for change in changes {
+                    tokio::time::sleep_until(start + change.after).await;
+                    let result = conn.configure_scheduler("weights", &change.weights);
+                    if let Err(e) = &result {
+                        tracing::warn!(weights = %change.weights, error = %e, "weight change refused");
+                    }
+                    log.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(WeightChangeReport {
+                            weights: change.weights,
+                            due_s: change.after.as_secs_f64(),
+                            applied: result.is_ok(),
+                            path_bytes_sent: conn
+                                .paths()
+                                .iter()
+                                .map(|p| p.stats.payload_bytes_sent)
+                                .collect(),
+                        });
                 }
-            }
-        })))
+            })
+        });
+        WeightChanges {
+            task,
+            planned,
+            applied,
+        }
     }
 
     /// An endpoint configuration with fresh secrets and, with `--qlog`, a qlog directory.

@@ -395,38 +395,42 @@ fn weights_set_the_split_of_weighted_round_robin() {
 /// change path 1 would carry about a quarter).
 #[test]
 fn weights_change_on_a_running_connection() {
-    let share = wrr_share_of_path_1(
+    let summary = wrr_two_path_upload(
         "weights-at",
-        &["--weights", "3,1", "--weights-at", "0s=1,3"],
+        &[
+            "--weights",
+            "3,1",
+            "--weights-at",
+            "0s=1,3",
+            "--weights-at",
+            "1h=3,1",
+        ],
     );
+    let bytes = path_bytes(&summary);
+    let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
     assert!(
         (0.6..0.9).contains(&share),
         "path 1 carried {share} of the data"
     );
-}
-
-#[test]
-fn bad_options_get_clear_errors() {
-    for (args, needle) in [
-        (vec!["--scheduler", "fastest"], "unknown scheduler"),
-        (vec!["--cc", "vegas"], "unknown congestion controller"),
-        (vec!["--path-manager", "psychic"], "unknown path manager"),
-        (vec!["--scheduler", "wrr", "--weights", "1,x"], "--weights"),
-        (vec!["--scheduler", "wrr", "--weights-at", "2=1,3"], "unit"),
+    // The summary says which changes were applied: the first at once, not the one due
+    // after the transfer.
+    let changes = summary["weight_changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{summary}");
+    assert_eq!(
         (
-            vec!["--scheduler", "wrr", "--weights-at", "2s=1,0"],
-            "--weights-at",
+            changes[0]["weights"].as_str(),
+            changes[0]["applied"].as_bool()
         ),
-    ] {
-        let out = Command::new(POLYPATH)
-            .args(["client", "--connect", "127.0.0.1:9", "--insecure"])
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-    }
+        (Some("1,3"), Some(true))
+    );
+    assert_eq!(changes[0]["path_bytes_sent"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (
+            changes[1]["due_s"].as_f64(),
+            changes[1]["applied"].as_bool()
+        ),
+        (Some(3600.0), Some(false))
+    );
 }
 
 /// Runs `polypath client` with `args`, expecting it to fail; returns its standard error.
