@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "list":
         for name, m in experiments.items():
-            print(f"{name}: {(m.__doc__ or '').strip().splitlines()[0]}")
+            print(f"{name}\n{describe(m)}\n")
         return 0
     names = list(experiments) if "all" in a.experiment else a.experiment
     unknown = [n for n in names if n not in experiments]
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     meta = {"seeds": seeds, "mode": "quick" if a.quick else "full",
             "wall_s": round(time.monotonic() - start, 1)}
-    index = write_report(done, a.out, meta)
+    index = write_report(done, a.out, meta, order=list(experiments))
     print_tables(done)
     print(f"\nreport: {index} ({meta['wall_s']} s)")
     failed = [c.name for e in done for c in e.checks if not c.ok]
@@ -60,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(failed)} check(s) failed: {'; '.join(failed)}", file=sys.stderr)
         return 2
     return 0
+
+
+def describe(module) -> str:
+    """An experiment's summary for ``list``: the first paragraph of its module docstring,
+    whole, wrapped and indented."""
+    first = (module.__doc__ or "").strip().split("\n\n", 1)[0]
+    return textwrap.fill(" ".join(first.split()), width=88, initial_indent="    ",
+                         subsequent_indent="    ")
 
 
 if __name__ == "__main__":

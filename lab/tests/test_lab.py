@@ -32,6 +32,38 @@ def test_report_writes_markdown_and_json_without_nan(tmp_path):
     assert summary["experiments"]["x"]["tables"]["t"] == {"v": None, "w": 2.0}
 
 
+def test_one_experiment_run_keeps_the_others_in_the_report(tmp_path):
+    def experiment(name, value):
+        e = Experiment(name, name.upper(), "setup")
+        e.tables.append(Table("t", ["a"], [[str(value)]], {"v": value}))
+        e.plots.append((f"{name}.png", f"plot of {name}"))
+        return e
+
+    write_report([experiment("x", 1), experiment("y", 2)], tmp_path,
+                 {"seeds": [1, 2], "mode": "full"}, order=["y", "x"])
+    # Running x again alone replaces x's section and keeps y's, plot links included.
+    index = write_report([experiment("x", 3)], tmp_path, {"seeds": [7], "mode": "quick"},
+                         order=["y", "x"])
+    text = index.read_text()
+    assert text.index("## Y") < text.index("## X")
+    assert "y.png" in text and "x.png" in text
+    assert "| 3 |" in text and "| 1 |" not in text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["experiments"]["x"]["tables"]["t"] == {"v": 3}
+    assert summary["experiments"]["x"]["meta"]["seeds"] == [7]
+    assert summary["experiments"]["y"]["meta"] == {"seeds": [1, 2], "mode": "full"}
+
+
+def test_list_gives_each_experiment_its_whole_summary(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name, module in registry().items():
+        first = " ".join((module.__doc__ or "").strip().split("\n\n", 1)[0].split())
+        # Every word of the first paragraph, ending where its sentence ends.
+        assert name in out and " ".join(out.split()).count(first) == 1, (name, out)
+        assert first.endswith("."), first
+
+
 def test_unknown_experiment_and_bad_seeds_are_errors(capsys):
     with pytest.raises(SystemExit):
         main(["run", "no-such-experiment"])
