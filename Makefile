@@ -40,14 +40,16 @@ system-deps:
 demo: build lab-deps
 	POLYPATH_BIN=target/release/polypath $(LAB_PY) -m polypath_lab run all --out report
 
+# One feature set for lint and tests: the simulator's noq peer (test-only) is on, so one
+# build serves clippy's every target, every test and the binary the lab tests run.
+FEATURES := --features polypath-sim/noq
+
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p polypath-sim --features noq --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(FEATURES) -- -D warnings
 
 test: lint lab-deps system-deps
-	$(CARGO) test --workspace
-	$(CARGO) test -p polypath-sim --features noq --test quic
+	$(CARGO) test --workspace $(FEATURES)
 	# The lab's tests use the polypath binary the workspace tests built (for the CLI's
 	# integration tests): building it again alone would recompile a dozen crates.
 	test -x target/debug/polypath
