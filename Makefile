@@ -46,6 +46,7 @@ FEATURES := --features polypath-sim/noq
 
 lint:
 	$(CARGO) fmt --all -- --check
+	$(PYTHON) tools/spec_quotes.py
 	$(CARGO) clippy --workspace --all-targets $(FEATURES) -- -D warnings
 
 test: lint lab-deps system-deps
@@ -53,7 +54,7 @@ test: lint lab-deps system-deps
 	# The lab's tests use the polypath binary the workspace tests built (for the CLI's
 	# integration tests): building it again alone would recompile a dozen crates.
 	test -x target/debug/polypath
-	POLYPATH_BIN=target/debug/polypath $(LAB_PY) -m pytest -q lab/tests
+	POLYPATH_BIN=target/debug/polypath $(LAB_PY) -m pytest -q lab/tests tools
 
 # The server under 1000 concurrent 8 MB uploads, with glibc malloc and then with jemalloc
 # (Debian's libjemalloc2, installed when missing and running as root): peak and after-load

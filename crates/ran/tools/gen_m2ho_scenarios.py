@@ -158,7 +158,7 @@ def main():
     cells, cid = grid(650, 5, 3, 1)
     mm, _ = along(route, 450, 20, random.Random(7), cid, "nr_fr2")
     head = (
-        "# A driving scenario in the spirit of M2HO's driving tests (seed paper 001, section 3.3: a\n"
+        "# A driving scenario in the spirit of M2HO's driving tests (the M2HO paper, section 3.3: a\n"
         "# handover every 9.2 s on average when driving): a 6 km loop at 12 m/s through a sub-6 GHz\n"
         "# grid (ISD 650 m) with mmWave small cells along the road (every ~450 m), stochastic LOS and\n"
         "# correlated shadow fading (TR 38.901 UMi), M2HO's event logic (A3 horizontal, A4 to\n"
@@ -183,7 +183,7 @@ def main():
     cells, cid = grid(300, 2, 2, 1)
     mm, _ = along(route, 80, 10, random.Random(11), cid, "nr_fr2")
     head = (
-        "# A walking scenario in the spirit of M2HO's walking tests (seed paper 001, section 3.3: a\n"
+        "# A walking scenario in the spirit of M2HO's walking tests (the M2HO paper, section 3.3: a\n"
         "# handover every 22.1 s on average when walking): a 1.4 km loop at 1.4 m/s around a\n"
         "# downtown block with dense mmWave small cells (every ~80 m) over a sub-6 GHz grid\n"
         "# (ISD 300 m), stochastic LOS and correlated shadow fading (TR 38.901 UMi), M2HO's event\n"

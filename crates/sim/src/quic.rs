@@ -467,7 +467,7 @@ fn parse_options(
 /// Scheduler parameters applied at a simulated time (`[[flow.options.scheduler_changes]]`):
 /// both endpoints of every instance call [`Connection::configure_scheduler`] with them at
 /// `at` (simulated time since the run's start), e.g. to change WRR weights during a run as
-/// 5G-CLARITY does (seed paper 002, Sections 6.2 and 6.5).
+/// 5G-CLARITY does (the 5G-CLARITY paper, Sections 6.2 and 6.5).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SchedulerChange {
     /// When.

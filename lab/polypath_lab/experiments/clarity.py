@@ -1,4 +1,4 @@
-"""5G-CLARITY (seed paper 002, Sections 6.2-6.5): aggregation of 5G, Wi-Fi and LiFi with
+"""5G-CLARITY (the 5G-CLARITY paper, Sections 6.2-6.5): aggregation of 5G, Wi-Fi and LiFi with
 weighted round robin.
 
 Setup: ``scenarios/clarity-static.toml`` (the paper's measured capacities and one-way

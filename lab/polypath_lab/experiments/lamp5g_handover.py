@@ -1,4 +1,4 @@
-"""LAMP5G handover (seed paper 000, Section VI-B and Fig. 5): break-before-make versus
+"""LAMP5G handover (the LAMP5G paper, Section VI-B and Fig. 5): break-before-make versus
 make-before-break.
 
 Setup (``scenarios/handover-mbb.toml``, the paper's geometry): two NR gNBs 400 m apart, UMi

@@ -1,4 +1,4 @@
-"""LAMP5G, Table I and Fig. 4 (seed paper 000, Section VI-A): a 1 GB download over
+"""LAMP5G, Table I and Fig. 4 (the LAMP5G paper, Section VI-A): a 1 GB download over
 heterogeneous NR-DC.
 
 Setup (the paper's): MN path 300 Mbit/s, 5 ms, 0.04 % loss; SN path 100 Mbit/s, 8 ms,

@@ -75,7 +75,7 @@
 //! `failure_ptos`. A shorthand for a class without its own policy starts from a copy of
 //! `default`. An invalid value leaves the configuration unchanged.
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-III
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section III
 //# - **Path selection** for single-path usage,
 //# - **Total failure fallback** with designated primary and backup paths,
 //# - **QoS-compliant fallback** to switch paths during performance issues,
@@ -649,7 +649,7 @@ impl Scheduler for QosPolicy {
             _ => Decision::Wait,
         };
         match policy.mode {
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Single-interface transmission, allowing users to select a preferred interface.
             QosMode::Select => match policy.metric {
                 None => {
@@ -664,7 +664,7 @@ impl Scheduler for QosPolicy {
                     policy.hysteresis,
                 )),
             },
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Single-interface transmission with a backup interface, ensuring continuity in
             //# case of complete failure.
             QosMode::Failover => single(single_path(
@@ -676,7 +676,7 @@ impl Scheduler for QosPolicy {
                 |p| policy.healthy(p),
                 |p| policy.healthy(p) && p.pto_count == 0,
             )),
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - QoS-aware single-interface transmission with a backup, switching paths as
             //# needed for compliance.
             QosMode::Fallback => {
@@ -695,7 +695,7 @@ impl Scheduler for QosPolicy {
                     },
                 ))
             }
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Reliable transfer through packet duplication to enhance reliability.
             QosMode::Duplicate => {
                 let mut ids = cands.iter().map(|c| c.2).filter(|id| can_send(*id));
@@ -709,7 +709,7 @@ impl Scheduler for QosPolicy {
                     }
                 }
             }
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Throughput increase by aggregating capacity across multiple paths.
             QosMode::Aggregate => {
                 let sendable = || {
