@@ -22,6 +22,8 @@ class Context:
     jobs: int = 2
     #: Draw progress bars.
     progress: bool = True
+    #: The full versions of experiments that have a reduced default (hours of real time).
+    full: bool = False
 
 
 def registry() -> dict:
