@@ -1,6 +1,6 @@
 //! Buffer estimation from resource-block bursts (M2HO Sec. 4.3), kept per cell.
 //
-//= shared/seeds/001_cf6535ff1f2af870.txt#section-4.3
+//= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.3
 //# The beginning of the burst is marked by a time slot when RBs are fully allocated to the
 //# user. The burst ends with a time slot with partially allocated RBs followed by one with
 //# none.
@@ -21,7 +21,7 @@ pub struct BurstThresholds {
 
 impl Default for BurstThresholds {
     fn default() -> Self {
-        //= shared/seeds/001_cf6535ff1f2af870.txt#section-4.3
+        //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.3
         //# we define a time slot as “fully” assigned if more than 90% of the RBs are
         //# assigned to the UE, and partially assigned if less than 40% of the RBs are
         //# assigned to the UE.

@@ -2,7 +2,7 @@
 //! its state-dependent actions on the device's TCP packets, fed with link-layer events and
 //! packets, each with the time it happened. Sans-IO: no clock, no socket, no kernel.
 //
-//= shared/seeds/001_cf6535ff1f2af870.txt#section-4.1
+//= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.1
 //# The core of M2HO is a state machine with three states: 1) Stable state, when no pending
 //# handover exists; 2) Preparation state, when a handover is predicted but prior to its
 //# execution; and 3) Smoothing state, after handover execution. After the packets buffered
@@ -608,7 +608,7 @@ impl Controller {
             } => {
                 if let Some(burst) = self.bursts.slot(*cell, *slot, *rbs, *total_rbs, *bytes) {
                     self.stats.buffers.record(&burst);
-                    //= shared/seeds/001_cf6535ff1f2af870.txt#section-4.4
+                    //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
                     //# Second, the suppression ends when M2HO observes the end of the first
                     //# burst period.
                     if self.state == State::Smoothing && self.smoothing_cell == Some(*cell) {
@@ -672,7 +672,7 @@ impl Controller {
             max,
             &mut self.stats.records_dropped,
         );
-        //= shared/seeds/001_cf6535ff1f2af870.txt#section-4.5
+        //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.5
         //# To ensure a fast cwnd convergence after an abrupt bandwidth increase, M2HO opts
         //# to control the sending rate using rwnd after a vertical handover to a sub-6GHz
         //# cell.
@@ -685,7 +685,7 @@ impl Controller {
             }
         }
         self.handover_ra_ns = Some(now);
-        //= shared/seeds/001_cf6535ff1f2af870.txt#section-4.4
+        //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
         //# M2HO confirms handover execution completion by finding random access procedure
         //# messages at the link layer, and subsequently enters the smoothing state.
         if self.cfg.suppress_dup_acks && commanded {
@@ -808,7 +808,7 @@ impl Controller {
         }
         if self.state == State::Smoothing && self.suppression_since.is_some() && seg.has(flags::ACK)
         {
-            //= shared/seeds/001_cf6535ff1f2af870.txt#section-4.4
+            //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
             //# First, if M2HO sees an outgoing ACK with a larger sequence number (SN) than the
             //# largest SN before handover, all data tunneled to the new cell has been
             //# delivered.

@@ -170,7 +170,7 @@ impl Predictor {
         measured: Option<(CellId, RadioType)>,
     ) -> (Option<Prediction>, Option<Prediction>) {
         let mut ended = self.expire(now);
-        //= shared/seeds/001_cf6535ff1f2af870.txt#section-4.2
+        //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.2
         //# 1) An A1 event is generated after prediction, since A1 indicates a good signal
         //# quality from the serving cell.
         if self.fallback_a1 && !self.naive && event == MeasEvent::A1 && self.pending.is_some() {

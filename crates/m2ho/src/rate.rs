@@ -1,6 +1,6 @@
 //! rwnd-based rate control with bandwidth estimation (M2HO Sec. 4.5, Eq. 2).
 //
-//= shared/seeds/001_cf6535ff1f2af870.txt#section-4.5
+//= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.5
 //# In every RTT, M2HO counts the bytes received as a conservative bandwidth estimate
 //# c_est. rwnd is computed as,
 //#
