@@ -91,6 +91,8 @@ class Run:
     seed: int
     #: Free-form labels the experiment groups results by (scheduler, cc, ...).
     labels: dict[str, Any] = field(default_factory=dict)
+    #: Also write the link-event stream (``events.jsonl`` in the output directory).
+    events: bool = False
 
 
 @dataclass
@@ -140,6 +142,8 @@ def run_all(runs: list[Run], work: Path, label: str, jobs: int = 2,
             tomli_w.dump(run.scenario, f)
         cmd = [str(binary), "sim", "run", str(scenario_path), "--seed", str(run.seed),
                "--out", str(out), "--json", "--quiet"]
+        if run.events:
+            cmd += ["--events", str(out / "events.jsonl")]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise LabError(f"run {run.name} failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")

@@ -15,6 +15,10 @@
 //!                   [--json] [--csv FILE]
 //! polypath tcp send --connect ADDR:PORT [--bind ADDR] [--bytes N | --time DURATION]
 //!                   [--mptcp] [--cc NAME] [--interval 1s] [--json] [--csv FILE]
+//! polypath m2ho run [--link-events SOCKET | --events-file FILE | --events-stdin] [--queue N]
+//!                   [--param KEY=VALUE]... [--stats FILE] [--csv FILE] [--duration D] [--json]
+//! polypath m2ho clean
+//! polypath m2ho replay EVENTS.jsonl [--predictor m2ho|naive|command] [--param KEY=VALUE]...
 //! ```
 //!
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
@@ -36,6 +40,7 @@ mod bench_server;
 mod client;
 mod emu;
 mod feed;
+mod m2ho;
 mod relay;
 mod server;
 mod setup;
@@ -75,6 +80,10 @@ enum Command {
     /// Kernel TCP / MPTCP bulk transfers, iperf3-like: goodput, RTT, cwnd, retransmissions.
     #[command(subcommand)]
     Tcp(tcp::TcpCommand),
+    /// M2HO: keep this host's kernel TCP fast across 5G handovers (NFQUEUE shim fed with
+    /// link-layer events), its cleanup, and a replay of link events through its predictor.
+    #[command(subcommand)]
+    M2ho(m2ho::M2hoCommand),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +103,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Relay(args) => relay::run(args),
         Command::Tcp(cmd) => tcp::run(cmd),
+        Command::M2ho(cmd) => m2ho::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -120,6 +130,8 @@ mod tests {
             &["polypath", "tcp", "send", "--help"],
             &["polypath", "client", "--help"],
             &["polypath", "server", "--help"],
+            &["polypath", "m2ho", "run", "--help"],
+            &["polypath", "m2ho", "replay", "--help"],
         ] {
             let e = Cli::try_parse_from(args).unwrap_err();
             assert_eq!(

@@ -244,6 +244,9 @@ pub struct Report {
     pub mptcp_info: Option<MptcpInfo>,
     /// Per-interval records.
     pub intervals: Vec<Interval>,
+    /// Receiver only: whether every byte received was the sender's pattern (byte `n` of the
+    /// stream is `n % 251`), i.e. the stream arrived byte-exact.
+    pub pattern_ok: Option<bool>,
 }
 
 /// A listening socket of the receiver.
@@ -426,10 +429,10 @@ impl MptcpWatch {
     }
 }
 
-/// The stream's bytes: byte `n` is `n % 251`, so any window of `WRITE_CHUNK` bytes starts
-/// at offset `n % 251` of this buffer.
-fn pattern() -> Vec<u8> {
-    (0..WRITE_CHUNK + PATTERN_PERIOD)
+/// The stream's bytes: byte `n` is `n % 251`, so any window of `len` bytes starts at offset
+/// `n % 251` of this buffer.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len + PATTERN_PERIOD)
         .map(|i| (i % PATTERN_PERIOD) as u8)
         .collect()
 }
@@ -471,7 +474,7 @@ pub fn send_with(
     let mut watch = MptcpWatch::default();
     watch.sample(&socket, config.mptcp);
 
-    let buf = pattern();
+    let buf = pattern(WRITE_CHUNK);
     let deadline = match config.amount {
         Amount::Time(d) => Some(start + d),
         Amount::Bytes(_) => None,
@@ -569,6 +572,7 @@ pub fn send_with(
         tcp_info: info,
         mptcp_info: watch.last,
         intervals: meter.intervals,
+        pattern_ok: None,
     })
 }
 
@@ -641,12 +645,19 @@ pub fn recv_one_with(
     watch.sample(&socket, listener.mptcp);
 
     let mut buf = vec![0u8; READ_CHUNK];
+    let expected = pattern(READ_CHUNK);
+    let mut pattern_ok = true;
     let mut meter = Meter::new(start, config.interval);
     let mut received: u64 = 0;
     loop {
         match (&socket).read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => received += n as u64,
+            Ok(n) => {
+                // The sender's pattern continues at offset `received % 251`.
+                let offset = (received % PATTERN_PERIOD as u64) as usize;
+                pattern_ok &= buf[..n] == expected[offset..offset + n];
+                received += n as u64;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -689,6 +700,7 @@ pub fn recv_one_with(
         tcp_info,
         mptcp_info: watch.last,
         intervals: meter.intervals,
+        pattern_ok: Some(pattern_ok),
     })
 }
 
@@ -722,7 +734,7 @@ mod tests {
 
     #[test]
     fn pattern_is_the_stream_offset_mod_251() {
-        let buf = pattern();
+        let buf = pattern(WRITE_CHUNK);
         for sent in [0u64, 1, 250, 251, 1_000_003] {
             let offset = (sent % PATTERN_PERIOD as u64) as usize;
             for k in 0..600 {

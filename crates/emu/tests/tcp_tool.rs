@@ -38,6 +38,12 @@ fn check(sent: &Report, received: &Report, mptcp: bool, cc: &str) {
     assert_eq!(received.cc.as_deref(), Some(cc));
     assert_eq!(sent.mptcp, mptcp);
     assert_eq!(received.mptcp, mptcp);
+    assert_eq!(
+        received.pattern_ok,
+        Some(true),
+        "the stream arrived byte-exact"
+    );
+    assert_eq!(sent.pattern_ok, None);
     for r in [sent, received] {
         assert!(r.seconds > 0.0);
         assert!(r.goodput_mbps > 0.0);

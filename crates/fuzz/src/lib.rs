@@ -17,12 +17,14 @@
 #![warn(missing_docs)]
 
 mod crypto;
+mod m2ho;
 pub mod seeds;
 mod stateful;
 mod text;
 mod wire;
 
 pub use crypto::{packet_unprotect, retry_integrity, retry_token};
+pub use m2ho::m2ho_packet;
 pub use stateful::endpoint_pair;
 pub use text::{link_events, scenario, traces, transfer_request};
 pub use wire::{frames, packet_header, transport_parameters};
@@ -77,6 +79,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "transfer_request",
         body: transfer_request,
+    },
+    Target {
+        name: "m2ho_packet",
+        body: m2ho_packet,
     },
     Target {
         name: "endpoint_pair",

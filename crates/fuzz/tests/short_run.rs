@@ -68,6 +68,7 @@ fn decoders() {
         ("scenario", 1000, 400, 1),
         ("traces", 3000, 100, 150),
         ("transfer_request", 3000, 20, 2),
+        ("m2ho_packet", 4000, 120, 250),
     ] {
         let reached = run(target(name), runs, max_len);
         assert!(reached >= at_least, "{name}: only {reached} inputs reached");
