@@ -1,7 +1,7 @@
 //! # polypath-m2ho
 //!
-//! M2HO ("M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP", MobiCom '24; the
-//! full text is among the project's seed papers) on the device: a shim between the
+//! M2HO ("M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP", MobiCom '24,
+//! doi:10.1145/3636534.3690680) on the device: a shim between the
 //! modem's link-layer events and the kernel's TCP that keeps an unmodified TCP sender
 //! (CUBIC, BBR, ...) fast across handovers, by rewriting and suppressing the device's own
 //! outgoing ACKs.

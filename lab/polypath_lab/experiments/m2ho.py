@@ -1,4 +1,4 @@
-"""M2HO (seed paper 001): handover prediction (Table 4) and its earliness (Table 5) on the
+"""M2HO (the M2HO paper, MobiCom '24): handover prediction (Table 4) and its earliness (Table 5) on the
 radio model's driving and walking scenarios, and throughput around handovers (Table 2),
 duplicate-ACK handling (Table 3) and loss-free handovers (Fig. 13) with kernel TCP in the
 emulator, through the M2HO daemon or not.
@@ -27,7 +27,7 @@ from ..report import Experiment, Table
 from ..sim import LabError, Run, load_scenario, polypath_binary, run_all, variant
 from ..stats import fmt, mean
 from . import Context
-from .plotting import plt
+from .plotting import legend_outside, plt, save
 
 NAME = "m2ho"
 TYPES = ["sub6-sub6", "sub6-mmW", "mmW-mmW", "mmW-sub6"]
@@ -148,12 +148,11 @@ def run(ctx: Context) -> Experiment:
             ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=label)
     ax.set_xlabel("time before handover execution (ms)")
     ax.set_ylabel("CDF")
-    ax.legend()
+    legend_outside(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     png = "m2ho_earliness.png"
-    fig.savefig(ctx.out / png, dpi=120)
-    plt.close(fig)
+    save(fig, ctx.out / png)
     e.plots.append((png, "Earliness: how long before each handover's execution M2HO "
                          "predicted it, and when its command came"))
 
@@ -406,10 +405,9 @@ def emulated(ctx: Context, e: Experiment) -> None:
         ax.axvline(0, color="grey", lw=0.8)
         ax.set_xlabel(f"time from the {kind} handover (s)")
         ax.set_ylabel("delivered Mbit/s (100 ms)")
-        ax.legend()
+        legend_outside(ax)
         fig.tight_layout()
-        fig.savefig(ctx.out / "m2ho_handover_tput.png", dpi=120)
-        plt.close(fig)
+        save(fig, ctx.out / "m2ho_handover_tput.png")
         e.plots.append(("m2ho_handover_tput.png",
                         f"Throughput around the first handover ({kind}) of the emulated stretch"))
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -418,10 +416,9 @@ def emulated(ctx: Context, e: Experiment) -> None:
             ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=v)
         ax.set_xlabel("mean throughput in [-5, 5] s around a handover (Mbit/s)")
         ax.set_ylabel("CDF")
-        ax.legend()
+        legend_outside(ax)
         fig.tight_layout()
-        fig.savefig(ctx.out / "m2ho_tput_cdf.png", dpi=120)
-        plt.close(fig)
+        save(fig, ctx.out / "m2ho_tput_cdf.png")
         e.plots.append(("m2ho_tput_cdf.png", "Per-handover throughput, CDF"))
     tot = data2.get("total")
     same = {v: [round(h[0], 3) for h in _handovers(r["out"], cell_rat)] for v, r in runs.items()}
