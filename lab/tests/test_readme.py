@@ -47,7 +47,7 @@ def workdir(tmp_path):
 
 
 def run(command: str, cwd: Path) -> str:
-    env = dict(os.environ, P=str(polypath_binary()))
+    env = dict(os.environ, P=str(polypath_binary().resolve()))
     done = subprocess.run(["bash", "-c", as_run(command)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, f"{command}\n{done.stderr}"
@@ -56,7 +56,7 @@ def run(command: str, cwd: Path) -> str:
 
 def start(command: str, cwd: Path) -> subprocess.Popen:
     """Starts a background command (``... &``) and waits for its first line."""
-    env = dict(os.environ, P=str(polypath_binary()))
+    env = dict(os.environ, P=str(polypath_binary().resolve()))
     proc = subprocess.Popen(["bash", "-c", "exec " + as_run(command.rstrip("&").strip())],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)

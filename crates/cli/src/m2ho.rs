@@ -2,7 +2,7 @@
 //! daemon left, and a replay of a link-event file through the controller's predictor.
 
 use clap::{Args, Subcommand};
-use polypath_emu::tcp::parse_duration;
+use polypath_scenario::units::parse_duration;
 use polypath_link::feed::{FEED_ENV, FeedEvent};
 use polypath_m2ho::daemon::{self, DaemonOptions, EventSource};
 use polypath_m2ho::{Config, Controller, PredictorKind};
