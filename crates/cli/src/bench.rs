@@ -240,6 +240,7 @@ async fn polypath_run(
         qlog: None,
         receive_window: None,
         stream_receive_window: None,
+        rate: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

@@ -10,6 +10,7 @@ use polypath_quic::crypto::{
 use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
 use polypath_quic::sched::{Scheduler, SchedulerFactory};
 use polypath_quic::{EndpointConfig, TransportConfig};
+use polypath_sim::traffic::AppRate;
 use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -61,6 +62,17 @@ pub struct TransportArgs {
     /// Default: auto-tuned, from 1 MiB up to 8 MiB.
     #[arg(long, value_name = "SIZE", value_parser = polypath_sim::quic::parse_receive_window)]
     pub stream_receive_window: Option<u64>,
+    /// The sending application's rate limit (e.g. `100Mbit/s`): the side that sends the
+    /// object (the client on an upload, the server on a download) writes it no faster,
+    /// like a rate-limited iperf client. Default: unlimited.
+    #[arg(long, value_name = "RATE", value_parser = parse_app_rate)]
+    pub rate: Option<AppRate>,
+}
+
+/// Parses `--rate`.
+fn parse_app_rate(text: &str) -> Result<AppRate, String> {
+    let bits = polypath_sim::scenario::units::parse_rate(text)?;
+    AppRate::new(bits).ok_or_else(|| format!("rate {text:?} must be positive"))
 }
 
 /// A change of the scheduler's weights during a connection (`--weights-at`).

@@ -410,6 +410,7 @@ pub(crate) enum RawFlowKind {
     Onoff,
     Reqresp,
     Command,
+    Tcp,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -458,6 +459,8 @@ pub(crate) struct RawFlow {
     pub count: Option<u64>,
     // command
     pub command: Option<String>,
+    // tcp
+    pub mptcp: Option<bool>,
 }
 
 // ---- string-or-table deserializers ----------------------------------------

@@ -429,6 +429,61 @@ fn quic_flows_carry_transactions_with_request_and_response_sizes() {
 }
 
 #[test]
+fn tcp_flows_and_rate_limited_quic_flows() {
+    let tcp = "kind = \"tcp\"\nfrom = \"client\"\nto = \"server\"";
+    let src = TWO_PATH.replace(
+        "bytes = \"1GB\"\nscheduler = \"minrtt\"\n[flow.options]\nmax_paths = 4\n",
+        "bytes = \"1GB\"\nrate = \"100Mbit/s\"\n",
+    ) + &format!(
+        "[[flow]]\nname = \"t\"\n{tcp}\nmptcp = true\ncc = \"bbr\"\nrate = \"12.5Mbit/s\"\nport = 6000\n\
+             [[flow]]\nname = \"plain\"\n{tcp}\nbytes = \"1MB\"\n"
+    );
+    let s = parse(&src).unwrap();
+    let FlowKind::Quic(q) = &s.flows[0].kind else {
+        panic!("a quic flow");
+    };
+    assert_eq!(q.rate, Some(100e6));
+    assert_eq!(
+        s.flows[1].kind,
+        FlowKind::Tcp(TcpFlow {
+            mptcp: true,
+            cc: Some("bbr".into()),
+            rate: Some(12.5e6),
+            bytes: None,
+            port: 6000,
+        })
+    );
+    assert_eq!(
+        s.flows[2].kind,
+        FlowKind::Tcp(TcpFlow {
+            mptcp: false,
+            cc: None,
+            rate: None,
+            bytes: Some(1_000_000),
+            port: 5201,
+        })
+    );
+    assert_eq!(s.flows[2].kind.name(), "tcp");
+    for (flow, field) in [
+        (format!("{tcp}\nscheduler = \"minrtt\""), "flow[1].scheduler"),
+        (format!("{tcp}\nrate = \"0Mbit/s\""), "flow[1].rate"),
+        (format!("{tcp}\nbytes = 0"), "flow[1].bytes"),
+        (format!("{tcp}\ncc = \" \""), "flow[1].cc"),
+        (
+            "kind = \"cbr\"\nfrom = \"client\"\nto = \"server\"\nrate = \"1Mbit/s\"\nmptcp = true".into(),
+            "flow[1].mptcp",
+        ),
+        (
+            "kind = \"quic\"\nfrom = \"client\"\nto = \"server\"\nrequest_size = 1\nresponse_size = 1\nrate = \"1Mbit/s\"".into(),
+            "flow[1].rate",
+        ),
+    ] {
+        let e = err_of(&format!("{TWO_PATH}[[flow]]\nname = \"x\"\n{flow}\n"));
+        assert_eq!(e.field.as_deref(), Some(field), "{flow}: {e}");
+    }
+}
+
+#[test]
 fn link_predictors_resolve_and_load_prediction_files() {
     let dir = std::env::temp_dir().join(format!("polypath-scenario-pred-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

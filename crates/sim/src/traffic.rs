@@ -541,8 +541,96 @@ impl Agent for ResponseServer {
     }
 }
 
+/// How a rate-limited sending application (the `rate` of `quic` and `tcp` flows) hands its
+/// bytes to the transport: in pieces of one millisecond's worth at the rate (at least
+/// [`AppRate::MIN_PIECE`] bytes), piece `k` at `k * piece / rate` after the start, so the
+/// transport never holds more than what the rate allows plus one piece, like a
+/// rate-limited `iperf` client. The simulator's QUIC application, `polypath client` /
+/// `server --rate` and `polypath tcp send --rate` all pace with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AppRate {
+    bytes_per_s: f64,
+    piece: u64,
+}
+
+impl AppRate {
+    /// Smallest piece handed over at once, bytes (one full-size packet's payload).
+    pub const MIN_PIECE: u64 = 1200;
+    /// Time one piece lasts at the rate (unless [`AppRate::MIN_PIECE`] is larger).
+    pub const PIECE_TIME: std::time::Duration = std::time::Duration::from_millis(1);
+
+    /// The pacing of `bits_per_s`; `None` unless it is positive and finite.
+    pub fn new(bits_per_s: f64) -> Option<AppRate> {
+        if !(bits_per_s.is_finite() && bits_per_s > 0.0) {
+            return None;
+        }
+        let bytes_per_s = bits_per_s / 8.0;
+        let piece = ((bytes_per_s * Self::PIECE_TIME.as_secs_f64()) as u64).max(Self::MIN_PIECE);
+        Some(AppRate { bytes_per_s, piece })
+    }
+
+    /// Bytes per piece.
+    pub fn piece(&self) -> u64 {
+        self.piece
+    }
+
+    /// Bytes the application may have handed over `elapsed` after its start (every piece
+    /// that is due, the first one at once).
+    pub fn allowed(&self, elapsed: std::time::Duration) -> u64 {
+        // The tolerance keeps `allowed(due(x)) > x` despite rounding.
+        let pieces = (elapsed.as_secs_f64() * self.bytes_per_s / self.piece as f64 + 1e-6).floor();
+        let pieces = if pieces.is_finite() && pieces >= 0.0 {
+            (pieces as u64).saturating_add(1)
+        } else {
+            1
+        };
+        pieces.saturating_mul(self.piece)
+    }
+
+    /// How long after the start the piece holding byte `offset` is due (so when
+    /// [`AppRate::allowed`] first exceeds `offset`).
+    pub fn due(&self, offset: u64) -> std::time::Duration {
+        let piece = offset / self.piece;
+        // Rounded up to the nanosecond, so the piece is due at the returned time.
+        let nanos = (piece as f64 * self.piece as f64 / self.bytes_per_s * 1e9).ceil();
+        if nanos >= u64::MAX as f64 {
+            return std::time::Duration::MAX;
+        }
+        std::time::Duration::from_nanos(nanos as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn app_rate_paces_pieces() {
+        // 96 Mbit/s = 12 MB/s: 12 000-byte pieces, one per millisecond.
+        let r = AppRate::new(96e6).unwrap();
+        assert_eq!(r.piece(), 12_000);
+        assert_eq!(r.allowed(Duration::ZERO), 12_000);
+        assert_eq!(r.allowed(Duration::from_micros(999)), 12_000);
+        assert_eq!(r.allowed(Duration::from_millis(1)), 24_000);
+        assert_eq!(r.allowed(Duration::from_secs(1)), 12_012_000);
+        assert_eq!(r.due(0), Duration::ZERO);
+        assert_eq!(r.due(11_999), Duration::ZERO);
+        assert_eq!(r.due(12_000), Duration::from_millis(1));
+        // Every piece is due at the time `due` says, whatever the rounding.
+        for rate in [96e6, 12.5e6, 7.77e6, 100e3, 1e9 / 3.0] {
+            let r = AppRate::new(rate).unwrap();
+            for k in [1u64, 2, 3, 999, 12_345, 1_000_003] {
+                let offset = k * r.piece() + k % r.piece();
+                assert!(r.allowed(r.due(offset)) > offset, "{rate} {offset}");
+                assert!(r.allowed(r.due(offset) - Duration::from_micros(1)) <= offset);
+            }
+        }
+        // Slow rates hand over one packet's payload at a time.
+        let slow = AppRate::new(100e3).unwrap();
+        assert_eq!(slow.piece(), AppRate::MIN_PIECE);
+        assert_eq!(slow.due(1200), Duration::from_millis(96));
+        assert!(AppRate::new(0.0).is_none() && AppRate::new(f64::NAN).is_none());
+    }
     use super::*;
 
     fn addrs() -> PathAddrs {
