@@ -257,9 +257,16 @@ pub(crate) fn build(scenario: &Scenario, run: &RunLock, mtu: u32) -> Result<Vec<
 }
 
 /// Configures the in-kernel MPTCP path manager of every host: each interface after the
-/// first is an endpoint (`subflow` on hosts that start connections, `signal` on the
-/// others, so clients open one subflow per local address and servers announce theirs),
-/// with limits for one subflow and one announced address per interface.
+/// first is a `signal` endpoint, so a host announces its other addresses (ADD_ADDR) and
+/// the peer opens one subflow to each announced address, from the local address its
+/// routing picks for it (the host route through the link that reaches it), with limits
+/// for one subflow and one announced address per interface.
+///
+/// Endpoints are not `subflow` endpoints: those open a subflow from each local address
+/// to the peer's *first* address, which crosses links (out over one link, to an address
+/// on the other), and where a link end is shared by many hosts (an IAB node, a backhaul)
+/// the answer to such a subflow cannot find its host, so it would hang in SYN-SENT and
+/// take a subflow slot.
 pub(crate) fn setup_mptcp(hosts: &[Host]) -> Result<(), EmuError> {
     for h in hosts {
         let attached: Vec<&Iface> = h.ifaces.iter().flatten().collect();
@@ -284,7 +291,6 @@ pub(crate) fn setup_mptcp(hosts: &[Host]) -> Result<(), EmuError> {
                 &i.dev,
                 "id",
                 &id,
-                "subflow",
                 "signal",
             ])?;
         }

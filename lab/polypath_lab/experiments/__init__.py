@@ -22,10 +22,12 @@ class Context:
     jobs: int = 2
     #: Draw progress bars.
     progress: bool = True
+    #: The full sets (experiments that have a reduced default run everything).
+    full: bool = False
 
 
 def registry() -> dict:
     """Experiment modules by name, in report order."""
-    from . import clarity, lamp5g_handover, lamp5g_table1
+    from . import clarity, coexistence, lamp5g_handover, lamp5g_table1
 
-    return {m.NAME: m for m in (lamp5g_table1, lamp5g_handover, clarity)}
+    return {m.NAME: m for m in (lamp5g_table1, lamp5g_handover, clarity, coexistence)}
