@@ -243,7 +243,7 @@ async fn serve_bounded(conn: &Connection, args: &ServerArgs) -> Result<Served, S
         }
     }
     tokio::select! {
-        result = serve_connection(conn, args.max_size, args.transport.rate) => result,
+        result = serve_connection(conn, args.max_size, args.transport.app_rate()) => result,
         stalled = stall_watchdog(conn, args.read_timeout) => Err(stalled),
     }
 }

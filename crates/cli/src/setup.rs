@@ -66,13 +66,21 @@ pub struct TransportArgs {
     /// object (the client on an upload, the server on a download) writes it no faster,
     /// like a rate-limited iperf client. Default: unlimited.
     #[arg(long, value_name = "RATE", value_parser = parse_app_rate)]
-    pub rate: Option<AppRate>,
+    pub rate: Option<f64>,
+    /// With --rate: the sender writes messages of this size (e.g. 100B, a device's
+    /// message) instead of a millisecond's worth at a time.
+    #[arg(long, value_name = "SIZE", value_parser = crate::transfer::parse_size,
+          requires = "rate")]
+    pub message_size: Option<u64>,
 }
 
-/// Parses `--rate`.
-fn parse_app_rate(text: &str) -> Result<AppRate, String> {
+/// Parses `--rate`, bit/s.
+fn parse_app_rate(text: &str) -> Result<f64, String> {
     let bits = polypath_sim::scenario::units::parse_rate(text)?;
-    AppRate::new(bits).ok_or_else(|| format!("rate {text:?} must be positive"))
+    if bits <= 0.0 {
+        return Err(format!("rate {text:?} must be positive"));
+    }
+    Ok(bits)
 }
 
 /// A change of the scheduler's weights during a connection (`--weights-at`).
@@ -181,6 +189,12 @@ pub enum End {
 }
 
 impl TransportArgs {
+    /// The sending application's pacing (`--rate`, `--message-size`), if any.
+    pub fn app_rate(&self) -> Option<AppRate> {
+        self.rate
+            .and_then(|r| AppRate::with_message(r, self.message_size))
+    }
+
     /// The transport configuration: the named policies, Multipath QUIC allowed when
     /// `multipath` is set. `locals` are the local addresses a path manager that opens paths
     /// itself (fullmesh, lamp5g) opens them from.

@@ -60,6 +60,10 @@ pub struct SendArgs {
     /// socket still sends only what its congestion control allows. Default: unlimited.
     #[arg(long, value_parser = parse_send_rate)]
     rate: Option<f64>,
+    /// With --rate: write messages of this size (e.g. 100B, a device's message) instead of
+    /// a millisecond's worth at a time.
+    #[arg(long, value_parser = parse_size, requires = "rate")]
+    message_size: Option<u64>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -128,6 +132,7 @@ fn run_send(args: SendArgs) -> Result<(), String> {
         amount,
         interval: common.interval,
         rate: args.rate,
+        message_size: args.message_size,
     };
     let mut csv = common.csv.as_deref().map(CsvOut::create).transpose()?;
     let json = common.json;

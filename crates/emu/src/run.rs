@@ -236,6 +236,9 @@ fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, Em
         // The sending side applies it: the client on an upload, the server on a download.
         common.extend(["--rate".to_string(), format!("{rate}bit/s")]);
     }
+    if let Some(size) = q.message_size {
+        common.extend(["--message-size".to_string(), size.to_string()]);
+    }
     let mut client = Vec::new();
     let mut qlog = false;
     for (key, value) in &q.options {
@@ -668,7 +671,7 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
 
     // The testbed.
     let hosts = testbed::build(scenario, &lock, 1500)?;
-    testbed::setup_mptcp(&hosts)?;
+    testbed::setup_mptcp(scenario, &hosts)?;
     let mut feeds = Vec::with_capacity(hosts.len());
     for (i, _) in hosts.iter().enumerate() {
         feeds.push(Feed::bind(&lock.dir.join(format!("h{i}.sock")))?);
@@ -1280,6 +1283,9 @@ fn tcp_args(
     }
     if let Some(rate) = t.rate {
         send.extend(["--rate".to_string(), format!("{rate}bit/s")]);
+    }
+    if let Some(size) = t.message_size {
+        send.extend(["--message-size".to_string(), size.to_string()]);
     }
     match (t.bytes, stop) {
         (Some(b), _) => send.extend(["--bytes".to_string(), b.to_string()]),

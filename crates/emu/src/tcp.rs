@@ -137,6 +137,9 @@ pub struct SendConfig {
     /// The application's sending rate, bit/s: the sender writes no faster than this, in
     /// the pieces of [`polypath_sim::traffic::AppRate`] (unlimited when `None`).
     pub rate: Option<f64>,
+    /// With `rate`: the size of each write (a device's message), bytes; default the pieces
+    /// of [`polypath_sim::traffic::AppRate::new`].
+    pub message_size: Option<u64>,
 }
 
 impl SendConfig {
@@ -151,6 +154,7 @@ impl SendConfig {
             amount,
             interval: DEFAULT_INTERVAL,
             rate: None,
+            message_size: None,
         }
     }
 }
@@ -454,9 +458,13 @@ pub fn send_with(
     check_interval(config.interval)?;
     let pacing = match config.rate {
         None => None,
-        Some(r) => Some(AppRate::new(r).ok_or_else(|| {
-            TcpToolError::Config(format!("rate {r} bit/s: must be positive and finite"))
-        })?),
+        Some(r) => Some(
+            AppRate::with_message(r, config.message_size).ok_or_else(|| {
+                TcpToolError::Config(format!(
+                    "rate {r} bit/s: must be positive and finite, and the message size positive"
+                ))
+            })?,
+        ),
     };
     let peer = config.connect;
     let socket = open_socket(peer, config.mptcp)?;

@@ -754,6 +754,9 @@ pub struct QuicFlow {
     /// the sender hands the stream its bytes no faster than this, as a rate-limited
     /// source such as `iperf -b` does.
     pub rate: Option<f64>,
+    /// With `rate`: the size of the application's writes (a device's message), bytes;
+    /// default: a millisecond's worth at the rate, at least 1200 bytes.
+    pub message_size: Option<u64>,
     /// Free-form `[flow.options]` for the adapter.
     pub options: toml::Table,
 }
@@ -798,6 +801,9 @@ pub struct TcpFlow {
     pub cc: Option<String>,
     /// The sending application's rate limit, bit/s of stream data (unlimited if unset).
     pub rate: Option<f64>,
+    /// With `rate`: the size of the application's writes (a device's message), bytes;
+    /// default: a millisecond's worth at the rate, at least 1200 bytes.
+    pub message_size: Option<u64>,
     /// Bytes to send; without it the sender sends until the instance's `stop` (or the end
     /// of the run).
     pub bytes: Option<u64>,
@@ -809,8 +815,11 @@ pub struct TcpFlow {
 /// `kind = "cbr"` parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CbrFlow {
-    /// Rate in bit/s, counting whole IP packets.
+    /// Rate in bit/s, counting whole IP packets (per device with `devices`).
     pub rate: f64,
+    /// How many devices one sender stands for (default 1): each sends `rate` with its own
+    /// phase (`polypath_sim::traffic::CbrSource::devices`).
+    pub devices: u32,
     /// IP packet size in bytes (IP and UDP headers included; default 1500).
     pub packet_size: u32,
     /// Stop after this many bytes (IP packet bytes), if set.

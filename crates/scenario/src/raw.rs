@@ -461,6 +461,10 @@ pub(crate) struct RawFlow {
     pub command: Option<String>,
     // tcp
     pub mptcp: Option<bool>,
+    // cbr
+    pub devices: Option<u32>,
+    // tcp, quic
+    pub message_size: Option<Size>,
 }
 
 // ---- string-or-table deserializers ----------------------------------------

@@ -449,6 +449,7 @@ fn tcp_flows_and_rate_limited_quic_flows() {
             mptcp: true,
             cc: Some("bbr".into()),
             rate: Some(12.5e6),
+            message_size: None,
             bytes: None,
             port: 6000,
         })
@@ -459,11 +460,26 @@ fn tcp_flows_and_rate_limited_quic_flows() {
             mptcp: false,
             cc: None,
             rate: None,
+            message_size: None,
             bytes: Some(1_000_000),
             port: 5201,
         })
     );
     assert_eq!(s.flows[2].kind.name(), "tcp");
+    let devices = parse(&format!(
+        "{TWO_PATH}[[flow]]\nname = \"d\"\nkind = \"cbr\"\nfrom = \"client\"\nto = \"server\"\n\
+         rate = \"0.1Mbit/s\"\npacket_size = 100\ndevices = 5980\n\
+         [[flow]]\nname = \"m\"\n{tcp}\nrate = \"1kbit/s\"\nmessage_size = \"100B\"\n"
+    ))
+    .unwrap();
+    let FlowKind::Cbr(c) = &devices.flows[1].kind else {
+        panic!("a cbr flow");
+    };
+    assert_eq!((c.devices, c.rate, c.packet_size), (5980, 1e5, 100));
+    let FlowKind::Tcp(t) = &devices.flows[2].kind else {
+        panic!("a tcp flow");
+    };
+    assert_eq!((t.rate, t.message_size), (Some(1e3), Some(100)));
     for (flow, field) in [
         (format!("{tcp}\nscheduler = \"minrtt\""), "flow[1].scheduler"),
         (format!("{tcp}\nrate = \"0Mbit/s\""), "flow[1].rate"),
@@ -477,6 +493,13 @@ fn tcp_flows_and_rate_limited_quic_flows() {
             "kind = \"quic\"\nfrom = \"client\"\nto = \"server\"\nrequest_size = 1\nresponse_size = 1\nrate = \"1Mbit/s\"".into(),
             "flow[1].rate",
         ),
+        (format!("{tcp}\nmessage_size = 100"), "flow[1].message_size"),
+        (format!("{tcp}\nrate = \"1Mbit/s\"\nmessage_size = 0"), "flow[1].message_size"),
+        (
+            "kind = \"cbr\"\nfrom = \"client\"\nto = \"server\"\nrate = \"1Mbit/s\"\ndevices = 0".into(),
+            "flow[1].devices",
+        ),
+        (format!("{tcp}\ndevices = 3"), "flow[1].devices"),
     ] {
         let e = err_of(&format!("{TWO_PATH}[[flow]]\nname = \"x\"\n{flow}\n"));
         assert_eq!(e.field.as_deref(), Some(field), "{flow}: {e}");

@@ -174,10 +174,12 @@ pub fn udp_agents(
     let (sender, receiver): (Box<dyn Agent + Send>, Box<dyn Agent + Send>) = match &f.kind {
         FlowKind::Quic(_) | FlowKind::Command(_) | FlowKind::Tcp(_) => return Ok(None),
         FlowKind::Cbr(c) => (
-            Box::new(CbrSource::new(
+            Box::new(CbrSource::devices(
                 paths,
                 c.rate,
                 c.packet_size,
+                c.devices,
+                ctx.agent_seed(flow, idx, 0),
                 start,
                 stop,
                 c.bytes,

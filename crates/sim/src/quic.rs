@@ -711,7 +711,9 @@ impl AgentFactory for QuicFactory {
                 scheduler_params: opts.scheduler.clone(),
                 scheduler_changes: Rc::new(opts.scheduler_changes.clone()),
                 outcome,
-                rate: q.rate.and_then(AppRate::new),
+                rate: q
+                    .rate
+                    .and_then(|r| AppRate::with_message(r, q.message_size)),
             },
         };
         let tls = self.tls()?;

@@ -30,13 +30,17 @@ pub fn payload_len(packet_size: u32, dst: SocketAddr) -> usize {
 /// One (local, remote) address pair a sender uses.
 pub type PathAddrs = (SocketAddr, SocketAddr);
 
-/// Sends packets of a fixed size at a constant rate, cycling over its paths.
+/// Sends packets of a fixed size at a constant rate, cycling over its paths; or stands
+/// for a population of such devices ([`CbrSource::devices`]).
 #[derive(Debug, Clone)]
 pub struct CbrSource {
     paths: Vec<PathAddrs>,
     next_path: usize,
     packet_size: u32,
+    /// Time between one device's packets, ns.
     interval_ns: f64,
+    /// Each device's offset into the interval, ns, ascending (`[0.0]` for one device).
+    phases: Vec<f64>,
     base: u64,
     k: u64,
     next_at: u64,
@@ -69,6 +73,7 @@ impl CbrSource {
             next_path: 0,
             packet_size,
             interval_ns,
+            phases: vec![0.0],
             base: start.0,
             k: 0,
             next_at: start.0,
@@ -77,6 +82,36 @@ impl CbrSource {
             sent_wire: 0,
             app_sent: 0,
         }
+    }
+
+    /// `devices` devices, each sending `rate` bit/s (so `devices * rate` in all) of
+    /// `packet_size`-byte packets with its own timing: device `i` sends at `start + phase_i
+    /// + j * interval`, its phase drawn uniformly in `[0, interval)` from `seed`. One agent
+    /// (one socket in the emulator) stands for the whole population, which the
+    /// emulator could not run as one process per device; `bytes_limit` counts them all.
+    #[allow(clippy::too_many_arguments)]
+    pub fn devices(
+        paths: Vec<PathAddrs>,
+        rate: f64,
+        packet_size: u32,
+        devices: u32,
+        seed: u64,
+        start: SimTime,
+        stop: Option<SimTime>,
+        bytes_limit: Option<u64>,
+    ) -> Self {
+        let mut s = Self::new(paths, rate, packet_size, start, stop, bytes_limit);
+        if s.interval_ns.is_finite() && devices > 1 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut phases: Vec<f64> = (0..devices)
+                .map(|_| rng.random::<f64>() * s.interval_ns)
+                .collect();
+            phases.sort_by(f64::total_cmp);
+            s.next_at = start.0.saturating_add(phases[0].round() as u64);
+            s.phases = phases;
+            s.check_done();
+        }
+        s
     }
 
     fn check_done(&mut self) {
@@ -89,7 +124,7 @@ impl CbrSource {
     fn restart(&mut self, t: u64) {
         self.base = t;
         self.k = 0;
-        self.next_at = t;
+        self.next_at = t.saturating_add(self.phases[0].round() as u64);
     }
 
     fn emit(&mut self) -> Option<Datagram> {
@@ -99,7 +134,9 @@ impl CbrSource {
         self.sent_wire += u64::from(self.packet_size);
         self.app_sent += len as u64;
         self.k += 1;
-        let t = self.base as f64 + self.k as f64 * self.interval_ns;
+        let n = self.phases.len() as u64;
+        let (round, device) = (self.k / n, (self.k % n) as usize);
+        let t = self.base as f64 + self.phases[device] + round as f64 * self.interval_ns;
         self.next_at = if t >= u64::MAX as f64 {
             u64::MAX
         } else {
@@ -561,11 +598,20 @@ impl AppRate {
 
     /// The pacing of `bits_per_s`; `None` unless it is positive and finite.
     pub fn new(bits_per_s: f64) -> Option<AppRate> {
-        if !(bits_per_s.is_finite() && bits_per_s > 0.0) {
+        Self::with_message(bits_per_s, None)
+    }
+
+    /// The pacing of `bits_per_s` in pieces of `message` bytes (a device's message; the
+    /// default pieces when `None`); `None` unless the rate is positive and finite and the
+    /// message, if given, at least a byte.
+    pub fn with_message(bits_per_s: f64, message: Option<u64>) -> Option<AppRate> {
+        if !(bits_per_s.is_finite() && bits_per_s > 0.0) || message == Some(0) {
             return None;
         }
         let bytes_per_s = bits_per_s / 8.0;
-        let piece = ((bytes_per_s * Self::PIECE_TIME.as_secs_f64()) as u64).max(Self::MIN_PIECE);
+        let piece = message.unwrap_or_else(|| {
+            ((bytes_per_s * Self::PIECE_TIME.as_secs_f64()) as u64).max(Self::MIN_PIECE)
+        });
         Some(AppRate { bytes_per_s, piece })
     }
 
@@ -604,6 +650,54 @@ impl AppRate {
 mod tests {
     use std::time::Duration;
 
+    /// Every packet time of a source, until `until` ns.
+    fn send_times(src: &mut CbrSource, until: u64) -> Vec<u64> {
+        let mut times = Vec::new();
+        while let Some(t) = src.poll_timeout() {
+            if t.0 >= until {
+                break;
+            }
+            assert!(src.poll_transmit(t).is_some());
+            times.push(t.0);
+        }
+        times
+    }
+
+    #[test]
+    fn a_device_population_keeps_each_devices_timing() {
+        let path: PathAddrs = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:2".parse().unwrap());
+        // 1000 devices of 800 bit/s with 100-byte packets: one packet a second each.
+        let mut pop = CbrSource::devices(vec![path], 800.0, 100, 1000, 7, SimTime(0), None, None);
+        let times = send_times(&mut pop, 3_000_000_000);
+        assert_eq!(times.len(), 3000);
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
+        // Device i sends at phase_i, phase_i + 1 s, phase_i + 2 s.
+        for k in 0..1000 {
+            assert_eq!(times[k + 1000] - times[k], 1_000_000_000);
+            assert_eq!(times[k + 2000] - times[k], 1_000_000_000 * 2);
+        }
+        // The phases spread over the second (not one burst, not a regular comb).
+        let gaps: Vec<u64> = times[..1000].windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(times[0] < 20_000_000 && times[999] > 980_000_000);
+        assert!(gaps.iter().max().unwrap() > &(3 * gaps.iter().min().unwrap() + 1));
+        // The same seed, the same phases; another seed, others. One device: a plain CBR.
+        let again = send_times(
+            &mut CbrSource::devices(vec![path], 800.0, 100, 1000, 7, SimTime(0), None, None),
+            3_000_000_000,
+        );
+        assert_eq!(again, times);
+        let other = send_times(
+            &mut CbrSource::devices(vec![path], 800.0, 100, 1000, 8, SimTime(0), None, None),
+            1_000_000_000,
+        );
+        assert_ne!(other, times[..1000]);
+        let one = send_times(
+            &mut CbrSource::devices(vec![path], 800.0, 100, 1, 7, SimTime(0), None, None),
+            3_500_000_000,
+        );
+        assert_eq!(one, [0, 1_000_000_000, 2_000_000_000, 3_000_000_000]);
+    }
+
     #[test]
     fn app_rate_paces_pieces() {
         // 96 Mbit/s = 12 MB/s: 12 000-byte pieces, one per millisecond.
@@ -630,6 +724,14 @@ mod tests {
         assert_eq!(slow.piece(), AppRate::MIN_PIECE);
         assert_eq!(slow.due(1200), Duration::from_millis(96));
         assert!(AppRate::new(0.0).is_none() && AppRate::new(f64::NAN).is_none());
+        // A device's 100-byte messages at 800 bit/s: one a second.
+        let device = AppRate::with_message(800.0, Some(100)).unwrap();
+        assert_eq!(
+            (device.piece(), device.due(100)),
+            (100, Duration::from_secs(1))
+        );
+        assert_eq!(device.allowed(Duration::from_millis(1500)), 200);
+        assert!(AppRate::with_message(800.0, Some(0)).is_none());
     }
     use super::*;
 
