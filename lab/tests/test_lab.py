@@ -305,3 +305,28 @@ def test_quick_coexistence_carries_the_emulators_figures(quick_experiment):
         assert row["paper"][2] is not None and 0.5 <= row["polypath"]["total"] <= 1.0
     for title in ("Table 3", "Table 4", "Table 5", "Table 6"):
         assert any(t.title.startswith(title) for t in e.tables), title
+
+
+def test_coexistence_refuses_a_run_that_did_not_apply_its_configuration(tmp_path):
+    """The lab checks the command lines the emulator ran and what the kernel reported, so
+    a configuration that changed nothing cannot pass for one that did."""
+    from polypath_lab.experiments import coexistence as cx
+    from polypath_lab.sim import LabError, Run, RunResult
+
+    sender_out = tmp_path / "send.stdout"
+    procs = [{"role": "tcp_sender", "flow": "mptcp", "stdout": str(sender_out),
+              "command": "polypath tcp send --connect 10.1.200.1:5201 --mptcp --cc cubic"},
+             {"role": "quic_client", "flow": "mpquic", "stdout": str(tmp_path / "c"),
+              "command": "polypath client --scheduler rr --cc bbr --path-manager manual"}]
+    run = RunResult(Run("x", {}, 1), tmp_path, {"processes": procs})
+    cx.check_applied(run, cx.Config("cubic", "bbr", "rr"))
+    for wrong in (cx.Config("reno", "bbr", "rr"), cx.Config("cubic", "bbr"),
+                  cx.Config("cubic", "bbr2", "rr")):
+        with pytest.raises(LabError):
+            cx.check_applied(run, wrong)
+    sender_out.write_text('{"cc": "reno", "mptcp": true}')
+    with pytest.raises(LabError, match="reports cc 'reno'"):
+        cx.check_applied(run, cx.Config("cubic", "bbr", "rr"))
+    with pytest.raises(LabError, match="no"):
+        cx.check_applied(RunResult(Run("y", {}, 1), tmp_path, {"processes": procs[:1]}),
+                         cx.Config("cubic", "bbr", "rr"))
