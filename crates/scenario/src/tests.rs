@@ -209,10 +209,10 @@ fn semantic_errors_name_line_and_field() {
 
     let bad = TWO_PATH.replace(
         "scheduler = \"minrtt\"",
-        "scheduler = \"minrtt\"\nrate = \"1Mbit/s\"",
+        "scheduler = \"minrtt\"\npacket_size = 100",
     );
     let e = err_of(&bad);
-    assert_eq!(e.field.as_deref(), Some("flow[0].rate"), "{e}");
+    assert_eq!(e.field.as_deref(), Some("flow[0].packet_size"), "{e}");
 
     let bad = TWO_PATH.replace("to = \"server\"", "to = \"nobody\"");
     let e = err_of(&bad);

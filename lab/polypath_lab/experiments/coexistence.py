@@ -457,8 +457,13 @@ PAPER_SMOOTHEST = Config("reno", "bbr")
 CAP_MBPS = 600.0
 AT_CAP = 0.9
 #: Runs of the best configuration and of the paper's two winners the full set's verdict
-#: averages.
+#: compares: the best beats them only where its range of REPEATS runs clears theirs.
 REPEATS = 3
+#: With one run each (the reduced set), the margins the best configuration must have to
+#: count as beating the paper's winners: the largest relative spread seen between repeated
+#: 30 s runs of one configuration while this was built (Jain's index 0.779-0.791, link
+#: jitter 0.132-0.144 ms).
+SINGLE_RUN_MARGIN = {"jain": 0.015, "jitter": 0.09}
 #: Scale-sensitivity runs: (factors, pairings) of the default and the full set.
 SCALE_RUNS = {"default": ([1 / 16], [("bbr", "bbr"), ("cubic", "cubic")]),
               "full": ([1 / 16, 1 / 4], [("bbr", "bbr"), ("cubic", "bbr"), ("cubic", "cubic")])}
@@ -664,6 +669,15 @@ def search(e: Experiment, ctx: Context, m: str, configs: list[Config], res: dict
     jitters = {key: [r["jitter"]["mean"] for r in v] for key, v in runs.items()}
     j_star, jit_star = mean(jains[PAPER_FAIREST.key]), mean(jitters[PAPER_SMOOTHEST.key])
     b_jain, b_jit = mean(jains[best.key]), mean(jitters[best.key])
+    if m == "full":
+        beats = (min(jains[best.key]) > max(jains[PAPER_FAIREST.key]) and
+                 max(jitters[best.key]) < min(jitters[PAPER_SMOOTHEST.key]))
+        rule = "every run of the best beyond every run of the target"
+    else:
+        beats = (b_jain > j_star * (1 + SINGLE_RUN_MARGIN["jain"]) and
+                 b_jit < jit_star * (1 - SINGLE_RUN_MARGIN["jitter"]))
+        rule = (f"one run each, so by more than the spread between runs: Jain's index "
+                f"+{SINGLE_RUN_MARGIN['jain']:.1%}, jitter -{SINGLE_RUN_MARGIN['jitter']:.0%}")
     rows = [_row(PAPER_FAIREST, fair, " (paper's fairest)"),
             _row(PAPER_SMOOTHEST, smooth, " (paper's lowest jitter)")]
     rows += [_row(c, res[c.key], " **best**" if c == best else "") for c in grid]
@@ -686,15 +700,14 @@ def search(e: Experiment, ctx: Context, m: str, configs: list[Config], res: dict
     shape_or_explanation(
         e, "polypath's best configuration beats the paper's best pairings on Jain's index "
         "(BBR-CUBIC's) and on mean link jitter (Reno-BBR's) at once",
-        b_jain > j_star and b_jit < jit_star,
-        f"best {best.label}: Jain {b_jain:.3f} against BBR-CUBIC's {j_star:.3f} "
+        beats,
+        f"({rule}) best {best.label}: Jain {b_jain:.3f} against BBR-CUBIC's {j_star:.3f} "
         f"({(b_jain / j_star - 1) * 100:+.1f} %), link jitter {b_jit:.3f} ms against "
         f"Reno-BBR's {jit_star:.3f} ms ({(b_jit / jit_star - 1) * 100:+.1f} %)" + (
             f"; means of {REPEATS} runs each, ranges: " + "; ".join(
                 f"{key} Jain {min(jains[key]):.3f}-{max(jains[key]):.3f}, jitter "
                 f"{min(jitters[key]):.3f}-{max(jitters[key]):.3f} ms" for key in runs)
-            if m == "full" else "; one run each: margins of a few per cent are within the "
-            "spread between runs (--full repeats these three runs)"),
+            if m == "full" else ""),
         "fairness and jitter pull apart: polypath's smoothest configuration runs BBR (v1) and "
         f"takes its whole rate cap (at least {AT_CAP:.0%}), which bounds Jain's index, and its "
         "fairest one (a coupled or loss-based controller) leaves the queue to loss-based "
