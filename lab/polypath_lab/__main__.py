@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds")
     r.add_argument("--quick", action="store_true", help="reduced versions (seconds)")
     r.add_argument("--full", action="store_true",
-                   help="full versions of the experiments whose default is reduced (m2ho's "
-                        "emulated stretches: 300 s per variant instead of 60)")
+                   help="full sets where an experiment runs a reduced one by default (m2ho: "
+                        "300 s emulated stretches per variant instead of 60; coexistence: "
+                        "every case, pairing and configuration)")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -330,6 +330,8 @@ async fn polypath_run(
         qlog: None,
         receive_window: None,
         stream_receive_window: None,
+        rate: None,
+        message_size: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

@@ -369,7 +369,7 @@ async fn upload(
     send.write_all(&request.encode())
         .await
         .map_err(crate::transfer::write_failed)?;
-    let digest = send_generated(&mut send, size).await?;
+    let digest = send_generated(&mut send, size, None).await?;
     confirm_upload(&mut send, &mut recv, &digest).await?;
     conn.close(0, b"done");
     Ok(())

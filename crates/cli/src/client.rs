@@ -413,7 +413,7 @@ async fn run_transfer(
         Direction::Upload => {
             let digest = match &args.file {
                 Some(path) => send_file(&mut send, path, size).await?,
-                None => send_generated(&mut send, size).await?,
+                None => send_generated(&mut send, size, args.transport.app_rate()).await?,
             };
             confirm_upload(&mut send, &mut recv, &digest).await?;
             let seconds = start.elapsed().as_secs_f64();

@@ -2,10 +2,10 @@
 //! daemon left, and a replay of a link-event file through the controller's predictor.
 
 use clap::{Args, Subcommand};
-use polypath_scenario::units::parse_duration;
 use polypath_link::feed::{FEED_ENV, FeedEvent};
 use polypath_m2ho::daemon::{self, DaemonOptions, EventSource};
 use polypath_m2ho::{Config, Controller, PredictorKind};
+use polypath_scenario::units::parse_duration;
 use std::io::{BufRead, Write};
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -14,7 +14,8 @@
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
 //! polypath tcp send --connect ADDR:PORT [--bind ADDR] [--bytes N | --time DURATION]
-//!                   [--mptcp] [--cc NAME] [--interval 1s] [--json] [--csv FILE]
+//!                   [--rate 100Mbit/s [--message-size 100B]] [--mptcp] [--cc NAME]
+//!                   [--interval 1s] [--json] [--csv FILE]
 //! polypath m2ho run [--link-events SOCKET | --events-file FILE | --events-stdin] [--queue N]
 //!                   [--param KEY=VALUE]... [--stats FILE] [--csv FILE] [--duration D] [--json]
 //! polypath m2ho clean
@@ -24,7 +25,10 @@
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
 //! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`),
 //! `--weights-at TIME=LIST` (new weights at a time of a running connection) and
-//! `--qlog DIR`, `--path-manager-param KEY=VALUE` and `--link-events SOCKET` (the host's
+//! `--qlog DIR`, `--rate RATE` (the sending application's rate limit, e.g. `100Mbit/s`:
+//! the client's on an upload, the server's on a download; `--message-size SIZE` its
+//! writes),
+//! `--path-manager-param KEY=VALUE` and `--link-events SOCKET` (the host's
 //! link-event feed, default `$POLYPATH_LINK_EVENTS`: link-layer events applied to the
 //! connection as in the simulator, e.g. for LAMP5G make-before-break with
 //! `--path-manager lamp5g --initial-paths first`). `tcp` is kernel TCP or MPTCP

@@ -10,6 +10,7 @@ use crate::transfer::{
 use clap::Args;
 use polypath_io::{Connection, Endpoint};
 use polypath_quic::ServerConfig;
+use polypath_sim::traffic::AppRate;
 use serde::Serialize;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -257,7 +258,7 @@ async fn serve_bounded(conn: &Connection, args: &ServerArgs) -> Result<Served, S
         }
     }
     tokio::select! {
-        result = serve_connection(conn, args.max_size) => result,
+        result = serve_connection(conn, args.max_size, args.transport.app_rate()) => result,
         stalled = stall_watchdog(conn, args.read_timeout) => Err(stalled),
     }
 }
@@ -291,7 +292,11 @@ async fn stall_watchdog(conn: &Connection, timeout: Duration) -> String {
 }
 
 /// Serves the transfer of one connection.
-async fn serve_connection(conn: &Connection, max_size: u64) -> Result<Served, String> {
+async fn serve_connection(
+    conn: &Connection,
+    max_size: u64,
+    rate: Option<AppRate>,
+) -> Result<Served, String> {
     let (mut send, mut recv) = conn
         .accept_bi()
         .await
@@ -330,7 +335,7 @@ async fn serve_connection(conn: &Connection, max_size: u64) -> Result<Served, St
             })
         }
         Direction::Download => {
-            let digest = send_generated(&mut send, request.size).await?;
+            let digest = send_generated(&mut send, request.size, rate).await?;
             send.write_all(&digest).await.map_err(write_failed)?;
             let client_digest = read_exact(&mut recv, DIGEST_LEN).await?;
             expect_end(&mut recv).await?;

@@ -10,6 +10,7 @@ use polypath_quic::crypto::{
 use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
 use polypath_quic::sched::{Scheduler, SchedulerFactory};
 use polypath_quic::{EndpointConfig, TransportConfig};
+use polypath_sim::traffic::AppRate;
 use rustls::pki_types::CertificateDer;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -62,6 +63,25 @@ pub struct TransportArgs {
     /// Default: auto-tuned, from 1 MiB up to 8 MiB.
     #[arg(long, value_name = "SIZE", value_parser = polypath_sim::quic::parse_receive_window)]
     pub stream_receive_window: Option<u64>,
+    /// The sending application's rate limit (e.g. `100Mbit/s`): the side that sends the
+    /// object (the client on an upload, the server on a download) writes it no faster,
+    /// like a rate-limited iperf client. Default: unlimited.
+    #[arg(long, value_name = "RATE", value_parser = parse_app_rate)]
+    pub rate: Option<f64>,
+    /// With --rate: the sender writes messages of this size (e.g. 100B, a device's
+    /// message) instead of a millisecond's worth at a time.
+    #[arg(long, value_name = "SIZE", value_parser = crate::transfer::parse_size,
+          requires = "rate")]
+    pub message_size: Option<u64>,
+}
+
+/// Parses `--rate`, bit/s.
+fn parse_app_rate(text: &str) -> Result<f64, String> {
+    let bits = polypath_sim::scenario::units::parse_rate(text)?;
+    if bits <= 0.0 {
+        return Err(format!("rate {text:?} must be positive"));
+    }
+    Ok(bits)
 }
 
 /// A change of the scheduler's weights during a connection (`--weights-at`).
@@ -199,6 +219,12 @@ pub enum End {
 }
 
 impl TransportArgs {
+    /// The sending application's pacing (`--rate`, `--message-size`), if any.
+    pub fn app_rate(&self) -> Option<AppRate> {
+        self.rate
+            .and_then(|r| AppRate::with_message(r, self.message_size))
+    }
+
     /// The transport configuration: the named policies, Multipath QUIC allowed when
     /// `multipath` is set. `locals` are the local addresses a path manager that opens paths
     /// itself (fullmesh, lamp5g) opens them from.

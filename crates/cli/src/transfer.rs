@@ -15,6 +15,7 @@
 
 use polypath_io::{Connection, ReadError, RecvStream, SendStream, WriteError};
 use polypath_quic::sched::PathState;
+use polypath_sim::traffic::AppRate;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -119,13 +120,35 @@ pub async fn expect_end(recv: &mut RecvStream) -> Result<(), String> {
     }
 }
 
-/// Sends the generated object of `size` bytes; returns its SHA-256.
-pub async fn send_generated(send: &mut SendStream, size: u64) -> Result<[u8; DIGEST_LEN], String> {
+/// Sends the generated object of `size` bytes, no faster than `rate` when one is given;
+/// returns its SHA-256.
+pub async fn send_generated(
+    send: &mut SendStream,
+    size: u64,
+    rate: Option<AppRate>,
+) -> Result<[u8; DIGEST_LEN], String> {
     let mut hasher = Sha256::new();
     let mut source = Generated::new(size);
+    let start = tokio::time::Instant::now();
+    let mut sent = 0u64;
     while let Some(chunk) = source.next_chunk() {
         hasher.update(&chunk);
-        send.write_chunk(chunk.into()).await.map_err(write_failed)?;
+        let mut chunk = bytes::Bytes::from(chunk);
+        while !chunk.is_empty() {
+            let mut take = chunk.len();
+            if let Some(r) = &rate {
+                // Wait for the next piece the rate allows.
+                let allowed = r.allowed(start.elapsed()).saturating_sub(sent);
+                if allowed == 0 {
+                    tokio::time::sleep_until(start + r.due(sent)).await;
+                    continue;
+                }
+                take = take.min(usize::try_from(allowed).unwrap_or(usize::MAX));
+            }
+            let piece = chunk.split_to(take);
+            sent += piece.len() as u64;
+            send.write_chunk(piece).await.map_err(write_failed)?;
+        }
     }
     Ok(hasher.finalize().into())
 }

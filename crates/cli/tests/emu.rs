@@ -481,6 +481,89 @@ queue = "1bdp"
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `tcp` flows (kernel MPTCP with a congestion controller and a rate) and a
+/// rate-limited `quic` flow: the emulator runs the TCP tool's receiver and sender with the
+/// flow's options, and both senders keep to their rates over links that could carry far
+/// more.
+#[test]
+fn tcp_flow_and_rate_limited_quic_flow() {
+    let Some((_g, dir)) = testbed("tcp-kind") else {
+        return;
+    };
+    let toml = r#"
+[sim]
+duration = "10s"
+[[host]]
+name = "a"
+interfaces = [
+  { name = "x1", addr = "10.1.0.1", link = "l1", side = "a" },
+  { name = "x2", addr = "10.2.0.1", link = "l2", side = "a" },
+]
+[[host]]
+name = "b"
+interfaces = [
+  { name = "y1", addr = "10.1.0.2", link = "l1", side = "b" },
+  { name = "y2", addr = "10.2.0.2", link = "l2", side = "b" },
+]
+[[link]]
+name = "l1"
+rate = "50Mbit/s"
+delay = "5ms"
+[[link]]
+name = "l2"
+rate = "50Mbit/s"
+delay = "5ms"
+[[flow]]
+name = "t"
+kind = "tcp"
+from = "a"
+to = "b"
+mptcp = true
+cc = "bbr"
+rate = "8Mbit/s"
+start = "500ms"
+stop = "3500ms"
+[[flow]]
+name = "q"
+kind = "quic"
+from = "a"
+to = "b"
+bytes = "3MB"
+rate = "8Mbit/s"
+start = "500ms"
+"#;
+    let report = emulate(&dir, toml);
+    let procs = dir.join("out/procs");
+    let send = read_json(&procs.join("t-0-send.stdout"));
+    let recv = read_json(&procs.join("t-0-recv.stdout"));
+    let quic = read_json(&procs.join("q-0-client.stdout"));
+    let sent = send["bytes"].as_u64().unwrap_or(0);
+    let quic_s = quic["seconds"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "tcp flow: {} {} bytes in {:.2} s over {} subflows; quic 3 MB at 8 Mbit/s in {quic_s:.2} s",
+        send["cc"], sent, send["seconds"], send["subflows"]
+    );
+    for p in &report.summary.processes {
+        assert!(
+            p.exit_code == Some(0) || p.stopped_by_emulator,
+            "{} {:?} exited {:?}",
+            p.flow,
+            p.role,
+            p.exit_code
+        );
+    }
+    assert_eq!(send["cc"], "bbr");
+    assert_eq!(
+        (send["mptcp"].as_bool(), recv["mptcp"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(recv["bytes"].as_u64(), Some(sent));
+    // 3 s at 8 Mbit/s is 3 MB; the links could take 30 MB.
+    assert!((2_400_000..=3_100_000).contains(&sent), "{sent} bytes");
+    assert!((2.9..5.0).contains(&quic_s), "3 MB took {quic_s} s");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn netns_list() -> Vec<String> {
     let out = std::process::Command::new("ip")
         .args(["netns", "list"])

@@ -40,6 +40,8 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use polypath_sim::traffic::AppRate;
+
 pub use sockopt::{MptcpInfo, TcpInfo};
 
 /// Bytes handed to the socket per write.
@@ -132,6 +134,12 @@ pub struct SendConfig {
     pub amount: Amount,
     /// Reporting interval.
     pub interval: Duration,
+    /// The application's sending rate, bit/s: the sender writes no faster than this, in
+    /// the pieces of [`polypath_sim::traffic::AppRate`] (unlimited when `None`).
+    pub rate: Option<f64>,
+    /// With `rate`: the size of each write (a device's message), bytes; default the pieces
+    /// of [`polypath_sim::traffic::AppRate::new`].
+    pub message_size: Option<u64>,
 }
 
 impl SendConfig {
@@ -145,6 +153,8 @@ impl SendConfig {
             cc: None,
             amount,
             interval: DEFAULT_INTERVAL,
+            rate: None,
+            message_size: None,
         }
     }
 }
@@ -449,6 +459,16 @@ pub fn send_with(
     on_interval: &mut dyn FnMut(&Interval),
 ) -> Result<Report, TcpToolError> {
     check_interval(config.interval)?;
+    let pacing = match config.rate {
+        None => None,
+        Some(r) => Some(
+            AppRate::with_message(r, config.message_size).ok_or_else(|| {
+                TcpToolError::Config(format!(
+                    "rate {r} bit/s: must be positive and finite, and the message size positive"
+                ))
+            })?,
+        ),
+    };
     let peer = config.connect;
     let socket = open_socket(peer, config.mptcp)?;
     if let Some(name) = &config.cc {
@@ -483,7 +503,7 @@ pub fn send_with(
     let mut sent: u64 = 0;
     loop {
         let now = Instant::now();
-        let want = match config.amount {
+        let mut want = match config.amount {
             Amount::Bytes(total) => (total - sent).min(WRITE_CHUNK as u64) as usize,
             Amount::Time(_) => WRITE_CHUNK,
         };
@@ -494,6 +514,20 @@ pub fn send_with(
             let info = TcpInfo::read(fd).ok();
             watch.sample(&socket, config.mptcp);
             meter.close(now, sent, info.as_ref(), on_interval);
+        }
+        if let Some(p) = &pacing {
+            let allowed = p.allowed(now.duration_since(start)).saturating_sub(sent);
+            if allowed == 0 {
+                // Sleep until the next piece, the next interval or the end, whichever
+                // comes first.
+                let mut wake = (start + p.due(sent)).min(meter.next);
+                if let Some(d) = deadline {
+                    wake = wake.min(d);
+                }
+                std::thread::sleep(wake.saturating_duration_since(now));
+                continue;
+            }
+            want = want.min(usize::try_from(allowed).unwrap_or(usize::MAX));
         }
         let offset = (sent % PATTERN_PERIOD as u64) as usize;
         match (&socket).write(&buf[offset..offset + want]) {

@@ -271,6 +271,7 @@ const LINK_EVENTS: &str = r#"{"t_ns":0,"ue":0,"iface":0,"event":{"measurement":{
 const SCENARIOS: &[&str] = &[
     include_str!("../../../scenarios/backhaul-3000.toml"),
     include_str!("../../../scenarios/clarity-static.toml"),
+    include_str!("../../../scenarios/coexistence-mixed.toml"),
     include_str!("../../../scenarios/driving-m2ho.toml"),
     include_str!("../../../scenarios/handover-two-gnb.toml"),
     include_str!("../../../scenarios/indoor-wifi-lifi.toml"),
