@@ -15,11 +15,11 @@ LAB_PY := $(VENV)/bin/python
 build:
 	$(CARGO) build --release -p polypath
 
-# The lab's Python environment (matplotlib, tomli-w, pytest from PyPI).
+# The lab's Python environment (matplotlib, tomli-w, pyarrow, Ray, pytest from PyPI).
 $(VENV)/.installed: lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e 'lab[test]'
+	$(VENV)/bin/pip install --quiet -e 'lab[test,ray]'
 	touch $@
 
 lab-deps: $(VENV)/.installed
