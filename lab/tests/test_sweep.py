@@ -118,9 +118,12 @@ def test_flatten_report_leaves_out_wall_time():
               "flows": [{"name": "f", "kind": "quic", "bytes": 5}],
               "links": [{"link": "mn", "dir": "down", "drops": 1}],
               "radio": {"handovers": 2, "interruptions": [{"t": 1}]}}
-    assert jobs.flatten_report(report) == {
-        "sim_time_s": 2.0, "output_hash": "ab", "flow.f.kind": "quic", "flow.f.bytes": 5,
-        "link.mn.down.drops": 1, "radio.handovers": 2}
+    flat = jobs.flatten_report(report)
+    assert flat == {
+        "file.flows.csv": "x", "sim_time_s": 2.0, "output_hash": "ab", "flow.f.kind": "quic",
+        "flow.f.bytes": 5, "link.mn.down.drops": 1, "radio.handovers": 2}
+    report["files"] += [["links.csv", "l"], ["completions.csv", "c"]]
+    assert len(jobs.flatten_report(report)["decisions_hash"]) == 64
 
 
 def test_table_types_and_csv(tmp_path):

@@ -120,13 +120,15 @@ def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
         pending = {remote.options(**options).remote(j, str(binary), str(work), ship, not ship): j
                    for j in jobs}
         while pending:
+            # Every job finished by now (at least one), in one pass.
             ready, _ = ray.wait(list(pending), num_returns=1)
-            ref = ready[0]
-            job = pending.pop(ref)
-            try:
-                yield ray.get(ref)
-            except ray.exceptions.RayError as e:
-                yield lost(job, f"ray: {type(e).__name__}: {str(e).splitlines()[0]}")
+            more, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            for ref in dict.fromkeys(ready + more):
+                job = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except ray.exceptions.RayError as e:
+                    yield lost(job, f"ray: {type(e).__name__}: {str(e).splitlines()[0]}")
     finally:
         if started:
             ray.shutdown()

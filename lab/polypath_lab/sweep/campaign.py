@@ -97,29 +97,37 @@ def _describe(job: Job) -> str:
     return " ".join(str(p) for p in parts)
 
 
-def ties(spec: Spec, jobs: list[Job], rows: list[dict[str, Any]]) -> list[str]:
-    """For each swept parameter, the values that gave byte-identical runs (same
-    ``output_hash``) with everything else equal: a knob that changed nothing there. One
-    line per parameter: which values tied, and in how many of the comparable groups."""
+def _value(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}={x}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def ties(spec: Spec, jobs: list[Job], rows: list[dict[str, Any]],
+         column: str = "output_hash") -> list[str]:
+    """For each swept parameter, the values that gave the same ``column`` (a digest of the
+    run's outputs) with everything else equal: a knob that changed nothing there. One line
+    per parameter: which values tied, and in how many of the comparable groups."""
     lines = []
     for name in spec.param_names:
-        groups: dict[str, dict[str, set[str]]] = {}
+        groups: dict[str, dict[str, list[str]]] = {}
         for job, row in zip(jobs, rows):
-            h = row.get("output_hash")
+            h = row.get(column)
             if row.get("status") != table.OK or not h:
                 continue
             rest = json.dumps([job.case, job.seed, {k: v for k, v in job.params.items()
                                                    if k != name}], sort_keys=True, default=str)
-            value = json.dumps(job.params[name], sort_keys=True, default=str)
-            groups.setdefault(rest, {}).setdefault(h, set()).add(value)
+            values = groups.setdefault(rest, {}).setdefault(h, [])
+            if _value(job.params[name]) not in values:
+                values.append(_value(job.params[name]))
         comparable = [g for g in groups.values() if sum(len(v) for v in g.values()) > 1]
         tied: dict[str, int] = {}
         for g in comparable:
             for values in g.values():
                 if len(values) > 1:
-                    tied[" = ".join(sorted(values))] = tied.get(" = ".join(sorted(values)), 0) + 1
+                    tied[" = ".join(values)] = tied.get(" = ".join(values), 0) + 1
         if tied:
-            parts = [f"{k} in {n} of {len(comparable)} groups" for k, n in
+            parts = [f"{k} (in {n} of {len(comparable)} groups)" for k, n in
                      sorted(tied.items(), key=lambda kv: -kv[1])]
             lines.append(f"`{name}`: " + "; ".join(parts))
         elif comparable:
@@ -135,7 +143,8 @@ def write_index(spec: Spec, jobs: list[Job], rows: list[dict[str, Any]],
     md = [f"# Sweep {spec.name}", ""]
     if spec.description:
         md += [spec.description, ""]
-    md += [f"Spec: `{spec.path}`. {outcome.jobs} jobs ({len(spec.points)} points x seeds "
+    mode = "quick (the spec's [quick] table)" if spec.quick else "full"
+    md += [f"Spec: `{spec.path}`, {mode}. {outcome.jobs} jobs ({len(spec.points)} points x seeds "
            f"{spec.seeds}); this run: {outcome.ran} run, {outcome.skipped} finished before; "
            f"{outcome.failed} not ok. Table: `results.parquet`, `results.csv` (one row per "
            "job).", ""]
@@ -146,10 +155,14 @@ def write_index(spec: Spec, jobs: list[Job], rows: list[dict[str, Any]],
             md += ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
             md += ["| " + " | ".join(r) + " |" for r in body]
             md.append("")
-    tie_lines = ties(spec, jobs, rows)
-    if tie_lines:
-        md += ["Byte-identical runs (same `output_hash`, everything else equal):", ""]
-        md += [f"- {t}" for t in tie_lines] + [""]
+    for column, what in (("output_hash", "byte-identical output files"),
+                         ("decisions_hash", "the same link and completion series "
+                                            "(`links.csv`, `completions.csv`)")):
+        tie_lines = ties(spec, jobs, rows, column)
+        if tie_lines:
+            md += [f"Values of a parameter that gave {what} (`{column}`), everything else "
+                   "equal:", ""]
+            md += [f"- {t}" for t in tie_lines] + [""]
     bad = [r for r in rows if r["status"] != table.OK]
     if bad:
         md += ["Jobs not ok:", ""]

@@ -102,11 +102,26 @@ def make_jobs(spec: Spec, binary_sha: str) -> list[Job]:
     return jobs
 
 
+#: The output files whose digests make ``decisions_hash``: what each link carried when,
+#: and when each transfer or transaction completed. Unlike ``output_hash`` it leaves out
+#: ``predictions.csv`` (which differs whenever the predictor does) and the files that
+#: also show when agents were polled (a hint's delivery polls them).
+DECISION_FILES = ("links.csv", "completions.csv")
+
+
 def flatten_report(report: dict[str, Any]) -> dict[str, Any]:
     """The run report's figures as columns: scalars by name, each flow's as
-    ``flow.NAME.FIELD`` and each link direction's as ``link.NAME.DIR.FIELD``; lists of
-    records (interruptions, files) are left out, their digest is ``output_hash``."""
+    ``flow.NAME.FIELD``, each link direction's as ``link.NAME.DIR.FIELD``, each output
+    file's digest as ``file.NAME`` and ``decisions_hash`` (see :data:`DECISION_FILES`);
+    other lists of records (interruptions) are left out, their digest is in
+    ``output_hash``."""
     out: dict[str, Any] = {}
+    files = {name: digest for name, digest in report.get("files", [])}
+    for name, digest in sorted(files.items()):
+        out[f"file.{name}"] = digest
+    if all(f in files for f in DECISION_FILES):
+        joined = ",".join(files[f] for f in DECISION_FILES)
+        out["decisions_hash"] = hashlib.sha256(joined.encode()).hexdigest()
 
     def put(prefix: str, value: Any) -> None:
         if isinstance(value, dict):

@@ -11,14 +11,7 @@ from ..stats import mean, quantile
 
 def _bin_s(r: RunResult) -> float:
     """The scenario's time-series bin, s (the simulator's default is 100 ms)."""
-    text = str(r.run.scenario.get("output", {}).get("bin", "100ms")).strip()
-    for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
-        if text.endswith(unit):
-            try:
-                return float(text[: -len(unit)]) * scale
-            except ValueError:
-                break
-    raise LabError(f"output.bin {text!r}: expected a duration in s, ms or us")
+    return _seconds(r.run.scenario.get("output", {}).get("bin", "100ms"))
 
 
 def _flow(r: RunResult) -> dict[str, Any]:

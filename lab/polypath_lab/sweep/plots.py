@@ -70,7 +70,7 @@ def _order(values: list[Any]) -> list[Any]:
 
 def _group_key(row: dict[str, Any], group: Any) -> str:
     cols = group if isinstance(group, list) else [group]
-    return ", ".join(f"{row.get(c)}" if len(cols) == 1 else f"{c}={row.get(c)}" for c in cols)
+    return ", ".join(f"{c.split('.')[-1]} = {row.get(c)}" for c in cols)
 
 
 def _file_name(kind: str, opts: dict[str, Any]) -> str:
@@ -187,15 +187,12 @@ def _line(ax, opts, rows, stat):
         rows = [r for r in rows if r.get(col) not in values]
     rows = [r for r in rows if _num(r.get(x)) is not None]
     groups = _order([_group_key(r, group) for r in rows]) if group else [None]
-    colors = {}
     for g in groups:
         sub = [r for r in rows if group is None or _group_key(r, group) == g]
         xs = sorted({_num(r.get(x)) for r in sub})
         ys = [stat([v for r in sub if _num(r.get(x)) == xv
                     if (v := _num(r.get(y))) is not None]) for xv in xs]
-        (line,) = ax.plot(xs, ys, marker="o", ms=4, lw=1.2,
-                          label=str(g) if g is not None else y)
-        colors[g] = line.get_color()
+        ax.plot(xs, ys, marker="o", ms=4, lw=1.2, label=str(g) if g is not None else y)
     if marks:
         col = marks["column"]
         styles = ["--", ":", "-.", (0, (5, 1)), (0, (1, 3))]
