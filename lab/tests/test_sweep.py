@@ -220,3 +220,21 @@ def test_cli_reports_spec_errors(tmp_path, capsys):
     p = write_spec(tmp_path, 'base = "nrdc-two-path"\n[grid]\n"flow[0].cc" = "bbr"\n')
     assert main(["sweep", str(p), "--out", str(tmp_path / "out")]) == 1
     assert "s.toml:3: field `grid.flow[0].cc`: a non-empty list" in capsys.readouterr().err
+
+
+def test_plots_draw_and_refuse_a_missing_column(tmp_path):
+    from polypath_lab.sweep import plots
+
+    rows = [{"status": "ok", "a": a, "b": b, "k": k, "y": a * b}
+            for a in (1, 2) for b in (1, 2, 3) for k in ("x", "m")]
+    with pytest.raises(ValueError, match="no column 'c'"):
+        plots.draw("line", {"x": "a", "y": "c"}, rows, tmp_path)
+    fig = plots.draw("heatmap", {"x": "a", "y": "b", "value": "y", "stat": "max"}, rows,
+                     tmp_path)
+    assert fig.table == (["b \\ a", "1", "2"], [["1", "1.000", "2.000"], ["2", "2.000", "4.000"],
+                                                ["3", "3.000", "6.000"]])
+    line = plots.draw("line", {"x": "a", "y": "y", "group": "b", "where": {"k": "x"},
+                               "marks": {"column": "b", "values": [3]}}, rows, tmp_path)
+    cdf = plots.draw("cdf", {"value": "y", "group": "k", "file": "c.png"}, rows, tmp_path)
+    for f in (fig, line, cdf):
+        assert (tmp_path / f.file).stat().st_size > 1000

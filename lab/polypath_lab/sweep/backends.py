@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -82,6 +83,23 @@ def _package_dirs() -> list[str]:
     return [str(Path(polypath_lab.__file__).parent), str(Path(tomli_w.__file__).parent)]
 
 
+def _init(ray: Any, kwargs: dict[str, Any], tries: int = 2) -> None:
+    """``ray.init(**kwargs)``, tried again once: on a machine busy enough, a local Ray
+    instance can miss its start-up deadline once and start the next time."""
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as e:  # Ray raises bare Exception for a start-up timeout
+            ray.shutdown()
+            if attempt == tries:
+                args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+                raise LabError(f"ray.init({args}) failed {tries} times: "
+                               f"{type(e).__name__}: {e}") from e
+            print(f"ray.init failed ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                  "trying again", file=sys.stderr)
+
+
 def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
             workers: int | None, ship: bool, staging: Path) -> Iterator[dict[str, Any]]:
     """Runs each job as a Ray task with ``num_cpus=1``.
@@ -109,11 +127,7 @@ def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
             kwargs["address"] = address
         else:
             kwargs.update(num_cpus=workers or cores(), include_dashboard=False)
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            raise LabError(f"ray.init({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) "
-                           f"failed: {e}") from e
+        _init(ray, kwargs)
     remote = ray.remote(num_cpus=1, max_retries=1)(execute)
     options = {"runtime_env": runtime_env} if ship and not started else {}
     try:

@@ -92,6 +92,16 @@ def draw(kind: str, opts: dict[str, Any], rows: list[dict[str, Any]], out: Path)
     """Draws one plot of ``rows`` into ``out``."""
     from ..experiments.plotting import plt
 
+    known = {k for r in rows for k in r}
+    named = [opts.get(k) for k in ("x", "y", "value", "facet")]
+    for k in ("group",):
+        named += opts[k] if isinstance(opts.get(k), list) else [opts.get(k)]
+    named += list(opts.get("where", {}))
+    named.append((opts.get("marks") or {}).get("column"))
+    missing = [c for c in named if c is not None and c not in known]
+    if rows and missing:
+        raise ValueError(f"no column {', '.join(map(repr, missing))} in the table "
+                         f"(columns: {', '.join(sorted(known))})")
     rows = [r for r in rows if r.get("status") == "ok" and _matches(r, opts.get("where", {}))]
     stat_name = opts.get("stat", "median")
     if stat_name not in STATS:
