@@ -8,6 +8,7 @@ import concurrent.futures
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -101,7 +102,8 @@ def _init(ray: Any, kwargs: dict[str, Any], tries: int = 2) -> None:
 
 
 def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
-            workers: int | None, ship: bool, staging: Path) -> Iterator[dict[str, Any]]:
+            workers: int | None, ship: bool, staging: Path,
+            timings: dict[str, float] | None = None) -> Iterator[dict[str, Any]]:
     """Runs each job as a Ray task with ``num_cpus=1``.
 
     Without ``address`` a local Ray instance is started with ``workers`` CPUs (default one
@@ -109,7 +111,8 @@ def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
     or ``ray://HOST:10001``) the campaign joins that cluster. ``ship``: the binary, the
     trace files and the lab's code travel in the runtime environment (``working_dir`` and
     ``py_modules``), for nodes that do not share this machine's file system; otherwise the
-    workers use this machine's paths (one machine, or a shared file system)."""
+    workers use this machine's paths (one machine, or a shared file system). ``timings``
+    gets ``startup_s``: the time to start or join Ray."""
     try:
         import ray
     except ImportError as e:
@@ -120,6 +123,7 @@ def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
         runtime_env = {"working_dir": str(stage(jobs, binary, staging)),
                        "py_modules": _package_dirs()}
     started = not ray.is_initialized()
+    t0 = time.monotonic()
     if started:
         kwargs: dict[str, Any] = {"runtime_env": runtime_env or None,
                                   "logging_level": "WARNING", "log_to_driver": True}
@@ -128,6 +132,8 @@ def run_ray(jobs: list[Job], binary: Path, work: Path, address: str | None,
         else:
             kwargs.update(num_cpus=workers or cores(), include_dashboard=False)
         _init(ray, kwargs)
+    if timings is not None:
+        timings["startup_s"] = time.monotonic() - t0
     remote = ray.remote(num_cpus=1, max_retries=1)(execute)
     options = {"runtime_env": runtime_env} if ship and not started else {}
     try:

@@ -1,12 +1,13 @@
 """Benchmark: jobs per minute of the local and the Ray backend on this machine.
 
-``python -m polypath_lab.sweep.bench [--size 20MB] [--seeds 3] [--address ADDR]`` runs the
-same campaign (the NR-DC scenario, four schedulers x two congestion controllers x the
-seeds, a download of ``--size`` each) once with each backend into fresh folders, and prints
-each backend's wall time and jobs per minute, Ray's start-up time (a local instance, or
-joining ``--address``) and whether the two tables are identical. The machine's load
-average is printed before and after: on a shared machine the figures are only comparable
-within one run.
+``python -m polypath_lab.sweep.bench [--size 20MB] [--seeds 3] [--rounds 2] [--address ADDR]``
+runs the same campaign (the NR-DC scenario, four schedulers x two congestion controllers x
+the seeds, a download of ``--size`` each) with each backend into fresh folders, the two
+alternating first over the rounds. For each run it prints the time from the campaign's
+start to its last job and the jobs per minute, how much of Ray's time went into starting it
+(a local instance, or joining ``--address``) and the rate without it; at the end, whether
+the two backends' tables were identical. The machine's load average is printed with each
+round: on a shared machine the figures are only comparable within a round.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from ..sim import LabError
@@ -42,52 +42,46 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", default="20MB", help="download size of each job")
     p.add_argument("--seeds", type=int, default=3, help="seeds per point (8 points)")
     p.add_argument("--address", help="Ray cluster to join instead of a local instance")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="rounds of both backends (the first one first in odd rounds)")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="polypath-sweep-bench-") as tmp:
         root = Path(tmp)
         path = root / "bench.toml"
         path.write_text(SPEC.format(seeds=list(range(1, a.seeds + 1)), size=a.size))
+        same = True
         try:
             s = spec.load(path)
             print(f"bench: {len(s.points) * len(s.seeds)} jobs (nrdc-two-path, {a.size} each) "
-                  f"per backend; {os.cpu_count()} cores; load average "
-                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-            results = {}
-            for backend in ("local", "ray"):
-                start = time.monotonic()
-                out = campaign.run(s, root / backend, backend,
-                                   a.address if backend == "ray" else None, progress=False)
-                wall = time.monotonic() - start
-                results[backend] = (out, wall)
+                  f"per backend and round, {a.rounds} rounds, the backends alternating; "
+                  f"{os.cpu_count()} cores; load average {_load()}", flush=True)
+            for n in range(1, a.rounds + 1):
+                order = ("local", "ray") if n % 2 else ("ray", "local")
+                results = {b: campaign.run(s, root / f"{b}{n}", b,
+                                           a.address if b == "ray" else None, progress=False)
+                           for b in order}
+                for backend in order:
+                    out = results[backend]
+                    line = (f"round {n} {backend:5s}: {out.ran} jobs ({out.failed} not ok) in "
+                            f"{out.jobs_s:.1f} s: {out.ran / out.jobs_s * 60:.1f} jobs/min")
+                    if out.startup_s:
+                        line += (f"; {out.startup_s:.1f} s of it starting Ray, without which "
+                                 f"{out.ran / (out.jobs_s - out.startup_s) * 60:.1f} jobs/min")
+                    print(line, flush=True)
+                same &= ((root / f"local{n}" / "results.csv").read_bytes()
+                         == (root / f"ray{n}" / "results.csv").read_bytes())
+                ratio = results["ray"].jobs_s / results["local"].jobs_s
+                print(f"round {n}: ray / local time {ratio:.2f}; load average {_load()}",
+                      flush=True)
         except LabError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
-        startup = None if a.address else _ray_startup()
-        for backend, (out, wall) in results.items():
-            line = (f"{backend:5s}: {out.ran} jobs ({out.failed} not ok) in {wall:.1f} s: "
-                    f"{out.ran / wall * 60:.1f} jobs/min")
-            if backend == "ray" and startup is not None and wall > startup:
-                line += (f"; without Ray's start-up and shutdown ({startup:.1f} s, measured "
-                         f"alone) {out.ran / (wall - startup) * 60:.1f} jobs/min")
-            print(line)
-        same = ((root / "local" / "results.csv").read_bytes()
-                == (root / "ray" / "results.csv").read_bytes())
-        lw, rw = results["local"][1], results["ray"][1]
-        print(f"ray / local wall time: {rw / lw:.2f}; tables identical: {same}; load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"tables identical (local and Ray, every round): {same}")
     return 0 if same else 2
 
 
-def _ray_startup() -> float:
-    """Seconds to start a local Ray instance as the ray backend does and stop it again."""
-    import ray
-
-    from .backends import cores
-
-    start = time.monotonic()
-    ray.init(num_cpus=cores(), include_dashboard=False, logging_level="WARNING")
-    ray.shutdown()
-    return time.monotonic() - start
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

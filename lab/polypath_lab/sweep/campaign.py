@@ -30,6 +30,10 @@ class Outcome:
     #: Rows whose status is not ok (now or before).
     failed: int
     wall_s: float
+    #: Time to start or join the backend (Ray's start-up; 0 for the local pool), s.
+    startup_s: float
+    #: From the campaign's start to its last job's record, s.
+    jobs_s: float
     parquet: Path
     csv: Path
     figures: list[plots.Figure] = field(default_factory=list)
@@ -58,19 +62,22 @@ def run(spec: Spec, out: Path, backend: str = "local", address: str | None = Non
           f"seeds), {skipped} finished before (skipped), {len(todo)} to run on {where}",
           flush=True)
     work = out / "runs"
+    timings: dict[str, float] = {}
+    jobs_s = 0.0
     if todo:
         bar = Progress(len(todo), spec.name, progress)
         if backend == "local":
             records = backends.run_local(todo, binary, work, workers)
         else:
             records = backends.run_ray(todo, binary, work, address, workers, ship,
-                                       out / ".ship")
+                                       out / ".ship", timings)
         by_key = {j.key: j for j in todo}
         for rec in records:
             rec["backend"] = backend
             journal.append(rec)
             job = by_key[rec["key"]]
             bar.step(_describe(job), failed=rec["status"] != table.OK)
+        jobs_s = time.monotonic() - start
     rows = table.build_rows(jobs, journal, with_case=any(c.name for c in spec.cases))
     meta = {"spec": str(spec.path), "name": spec.name, "binary_sha256": binary_sha}
     parquet, path_csv = table.write(rows, out, meta)
@@ -82,7 +89,8 @@ def run(spec: Spec, out: Path, backend: str = "local", address: str | None = Non
             raise LabError(f"{spec.path}: plot {p.kind} {p.options}: {e}") from e
     failed = sum(1 for r in rows if r["status"] != table.OK)
     outcome = Outcome(out, len(jobs), skipped, len(todo), failed,
-                      round(time.monotonic() - start, 1), parquet, path_csv, figures)
+                      round(time.monotonic() - start, 1), timings.get("startup_s", 0.0), jobs_s,
+                      parquet, path_csv, figures)
     outcome.index = write_index(spec, jobs, rows, outcome)
     return outcome
 
