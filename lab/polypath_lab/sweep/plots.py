@@ -177,8 +177,9 @@ def _cdf(ax, opts, rows):
                       if (v := _num(r.get(value))) is not None)
         if not vals:
             continue
-        ys = [(i + 1) / len(vals) for i in range(len(vals))]
-        ax.step(vals, ys, where="post", label=str(g) if g is not None else value, lw=1.2)
+        ys = [0.0] + [(i + 1) / len(vals) for i in range(len(vals))]
+        ax.step([vals[0]] + vals, ys, where="post", label=str(g) if g is not None else value,
+                lw=1.2)
     ax.set_xlabel(opts.get("xlabel", value))
     ax.set_ylabel(opts.get("ylabel", "fraction of runs"))
     ax.set_ylim(0, 1.02)
