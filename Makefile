@@ -5,21 +5,22 @@
 #   make fuzz   run every cargo-fuzz target for FUZZ_SECONDS each (default 600), one at a
 #               time (FUZZ_TARGETS="a b" picks some); needs the nightly toolchain
 #   make bench-server   1000 clients x 8 MB uploads to one server: memory with glibc and jemalloc
+#   make bench-sweep    jobs per minute of the lab's sweep backends (local pool, local Ray)
 CARGO ?= cargo
 PYTHON ?= python3
 VENV := lab/.venv
 LAB_PY := $(VENV)/bin/python
 
-.PHONY: build demo test lint lab-deps system-deps fuzz bench-server
+.PHONY: build demo test lint lab-deps system-deps fuzz bench-server bench-sweep
 
 build:
 	$(CARGO) build --release -p polypath
 
-# The lab's Python environment (matplotlib, tomli-w, pytest from PyPI).
+# The lab's Python environment (matplotlib, tomli-w, pyarrow, Ray, pytest from PyPI).
 $(VENV)/.installed: lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e 'lab[test]'
+	$(VENV)/bin/pip install --quiet -e 'lab[test,ray]'
 	touch $@
 
 lab-deps: $(VENV)/.installed
@@ -67,6 +68,11 @@ bench-server: build
 	target/release/polypath bench server --clients 1000 --size 8MB
 	@if test -e $(JEMALLOC); then target/release/polypath bench server --clients 1000 --size 8MB --preload $(JEMALLOC); \
 	  else echo "no $(JEMALLOC): the jemalloc run is skipped"; fi
+
+# The same small campaign (24 NR-DC downloads) with the sweep's local backend and on a
+# local Ray instance: each backend's jobs per minute, and whether their tables are identical.
+bench-sweep: build lab-deps
+	POLYPATH_BIN=target/release/polypath $(LAB_PY) -m polypath_lab.sweep.bench
 
 # Coverage-guided fuzzing (cargo-fuzz, nightly). Each target's body is a function of
 # crates/fuzz (polypath-fuzz), whose tests run it briefly in `make test`. The corpus starts

@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from . import sweep
 from .experiments import Context, registry
 from .report import print_tables, write_report
 from .sim import REPO, LabError
@@ -30,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sweep.add_arguments(sub.add_parser("sweep", help="run a parameter sweep (lab/sweeps)"))
     a = p.parse_args(argv)
+    if a.cmd == "sweep":
+        return sweep.main(a)
     if a.cmd == "list":
         for name, m in experiments.items():
             print(f"{name}\n{describe(m)}\n")
