@@ -8,7 +8,7 @@ use polypath_quic::crypto::{
     self_signed_certificate, server_config,
 };
 use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
-use polypath_quic::sched::{Scheduler, SchedulerFactory};
+use polypath_quic::sched::{Scheduler, SchedulerFactory, check_weight_count};
 use polypath_quic::{EndpointConfig, TransportConfig};
 use polypath_sim::traffic::AppRate;
 use rustls::pki_types::CertificateDer;
@@ -247,10 +247,17 @@ impl TransportArgs {
                     self.cc
                 )
             })?;
+        // The client knows its paths (one per --local address); the server's come from the
+        // client, so only the client can hold a plain weight list to its number of paths.
+        let check_count = |weights: &str| match end {
+            End::Client => check_weight_count(weights, locals.len().max(1)),
+            End::Server => Ok(()),
+        };
         if let Some(weights) = &self.weights {
             scheduler
                 .build()
                 .configure("weights", weights)
+                .and_then(|()| check_count(weights))
                 .map_err(|e| format!("--weights {weights}: {e}"))?;
             scheduler = Arc::new(ConfiguredScheduler {
                 inner: scheduler,
@@ -261,6 +268,7 @@ impl TransportArgs {
             scheduler
                 .build()
                 .configure("weights", &change.weights)
+                .and_then(|()| check_count(&change.weights))
                 .map_err(|e| format!("--weights-at {}: {e}", change.weights))?;
         }
         let mut path_manager: Arc<dyn PathManagerFactory> = match self.path_manager.as_str() {

@@ -482,10 +482,16 @@ impl<'de> Visitor<'de> for RateVisitor {
             .map_err(E::custom)
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawRate, E> {
-        if v == 0 {
+        self.visit_f64(v as f64)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawRate, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawRate, E> {
+        if v == 0.0 {
             Ok(RawRate::Constant(0.0))
         } else {
-            Err(E::custom("write a rate with a unit, e.g. \"100Mbit/s\""))
+            Err(E::custom(crate::units::bare_number("rate", "Mbit/s", v)))
         }
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawRate, A::Error> {

@@ -183,6 +183,41 @@ fn syntax_and_type_errors_name_line_and_field() {
     assert!(e.message.contains("los"), "{e}");
 }
 
+/// A bare number where a duration or a rate goes is refused with the field, and the unit
+/// the message suggests is one of that quantity's.
+#[test]
+fn bare_numbers_are_refused_with_a_unit_of_their_kind() {
+    for (from, to, field, suggested, not) in [
+        (
+            "delay = \"8ms\"",
+            "delay = 8",
+            "link[1].delay",
+            "\"8ms\"",
+            "Mbit/s",
+        ),
+        (
+            "delay = \"8ms\"",
+            "delay = 2.5",
+            "link[1].delay",
+            "\"2.5ms\"",
+            "Mbit/s",
+        ),
+        (
+            "rate = \"300Mbit/s\"",
+            "rate = 300",
+            "link[0].rate",
+            "\"300Mbit/s\"",
+            "ms\"",
+        ),
+    ] {
+        let bad = TWO_PATH.replacen(from, to, 1);
+        let e = err_of(&bad);
+        assert_eq!(e.field.as_deref(), Some(field), "{e}");
+        assert!(e.message.contains(suggested), "{e}");
+        assert!(!e.message.contains(not), "{e}");
+    }
+}
+
 #[test]
 fn semantic_errors_name_line_and_field() {
     let bad = TWO_PATH.replace(

@@ -147,8 +147,16 @@ pub struct Rate(pub f64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Size(pub u64);
 
+/// The message for a bare number given where a quantity with a unit goes: `what` is the
+/// quantity ("duration", "rate"), `unit` the unit suggested with the number.
+pub(crate) fn bare_number(what: &str, unit: &str, v: impl fmt::Display) -> String {
+    format!("a bare number is ambiguous for a {what}; write it with a unit, e.g. \"{v}{unit}\"")
+}
+
 struct UnitVisitor<F> {
     what: &'static str,
+    /// The unit suggested for a bare number (`ms` for a duration, `Mbit/s` for a rate).
+    unit: &'static str,
     parse: F,
     allow_int: bool,
 }
@@ -168,10 +176,7 @@ impl<'de, T, F: Fn(&str) -> Result<T, String>> Visitor<'de> for UnitVisitor<F> {
         if self.allow_int || v == 0 {
             (self.parse)(&v.to_string()).map_err(E::custom)
         } else {
-            Err(E::custom(format!(
-                "a bare number is ambiguous for a {}; write it with a unit, e.g. \"{v}ms\" or \"{v}Mbit/s\"",
-                self.what
-            )))
+            Err(E::custom(bare_number(self.what, self.unit, v)))
         }
     }
 
@@ -184,10 +189,7 @@ impl<'de, T, F: Fn(&str) -> Result<T, String>> Visitor<'de> for UnitVisitor<F> {
         if v == 0.0 {
             (self.parse)("0").map_err(E::custom)
         } else {
-            Err(E::custom(format!(
-                "a bare number is ambiguous for a {}; write it with a unit",
-                self.what
-            )))
+            Err(E::custom(bare_number(self.what, self.unit, v)))
         }
     }
 }
@@ -196,6 +198,7 @@ impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(UnitVisitor {
             what: "duration",
+            unit: "ms",
             parse: parse_duration,
             allow_int: false,
         })
@@ -207,6 +210,7 @@ impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(UnitVisitor {
             what: "rate",
+            unit: "Mbit/s",
             parse: parse_rate,
             allow_int: false,
         })
@@ -218,6 +222,7 @@ impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(UnitVisitor {
             what: "size",
+            unit: "kB",
             parse: parse_size,
             allow_int: true,
         })

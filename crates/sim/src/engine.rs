@@ -2025,7 +2025,7 @@ impl Simulator {
                     .map(String::as_str)
                     .unwrap_or(""),
                 if di % 2 == 0 { "up" } else { "down" },
-                d.rate_bps() / 1e6,
+                d.take_bin_mean_rate(now, secs) / 1e6,
                 d.stats.bin_bytes as f64 * 8.0 / secs / 1e6,
                 d.queued_bytes,
                 d.stats.bin_drops,

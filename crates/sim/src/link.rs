@@ -208,6 +208,11 @@ pub(crate) struct DirStats {
     pub max_queue_bytes: u64,
     pub bin_bytes: u64,
     pub bin_drops: u64,
+    /// Bits the service rate offered since the current output bin began, up to
+    /// `bin_rate_since` (the rate's integral over time, for the bin's mean rate).
+    pub bin_rate_bits: f64,
+    /// Simulated time (ns) up to which `bin_rate_bits` counts.
+    pub bin_rate_since: u64,
 }
 
 /// One direction of a link.
@@ -386,9 +391,27 @@ impl LinkDir {
         }
     }
 
+    /// Adds the current rate's bits since the last rate change (or bin start) to the bin.
+    fn account_rate(&mut self, now: u64) {
+        let span = now.saturating_sub(self.stats.bin_rate_since);
+        self.stats.bin_rate_bits += self.rate_bps() * span as f64 / 1e9;
+        self.stats.bin_rate_since = now;
+    }
+
+    /// The mean service rate (bit/s) over the output bin of `secs` seconds that ends at
+    /// `now`, and a new bin starts. A rate that changes within a bin counts for the time it
+    /// held, so the mean times the bin's length is the capacity the bin offered.
+    pub fn take_bin_mean_rate(&mut self, now: u64, secs: f64) -> f64 {
+        self.account_rate(now);
+        let mean = self.stats.bin_rate_bits / secs;
+        self.stats.bin_rate_bits = 0.0;
+        mean
+    }
+
     /// Changes the fluid rate at `now`; returns a new departure time for the
     /// packet in service (the old departure event becomes stale).
     pub fn set_rate(&mut self, rate: f64, now: u64) -> Option<u64> {
+        self.account_rate(now);
         if let (Some(_), Service::Fluid(old)) = (self.in_service, &self.service) {
             let sent = *old * now.saturating_sub(self.service_since) as f64 / 1e9;
             self.remaining_bits = (self.remaining_bits - sent).max(0.0);

@@ -39,7 +39,7 @@ use polypath_quic::crypto::{
 };
 use polypath_quic::pm::{PathManagerFactory, path_manager_by_name};
 use polypath_quic::qlog::QlogFactory;
-use polypath_quic::sched::{PathStatus, SchedulerFactory, scheduler_by_name};
+use polypath_quic::sched::{PathStatus, Scheduler, SchedulerFactory, scheduler_by_name};
 use polypath_quic::streams::{ReadError, StreamEvent};
 use polypath_quic::{
     ClientConfig, Connection, ConnectionHandle, ConnectionId, Dir, Endpoint, EndpointConfig, Event,
@@ -354,10 +354,26 @@ fn parameter_table(
     Ok(out)
 }
 
+/// Tries a scheduler parameter on a probe scheduler of a flow with `paths` paths: the
+/// scheduler's own check, then, for `weights`, one weight per path.
+fn configure_for_paths(
+    probe: &mut dyn Scheduler,
+    key: &str,
+    value: &str,
+    paths: usize,
+) -> Result<(), String> {
+    probe.configure(key, value)?;
+    if key == "weights" {
+        polypath_quic::sched::check_weight_count(value, paths)?;
+    }
+    Ok(())
+}
+
 fn parse_options(
     scenario: &Scenario,
     flow: usize,
     q: &QuicFlow,
+    paths: usize,
     factory: Option<&dyn SchedulerFactory>,
     path_manager: Option<&dyn PathManagerFactory>,
 ) -> Result<Options, SimError> {
@@ -429,7 +445,7 @@ fn parse_options(
                 };
                 let mut probe = factory.build();
                 opts.scheduler = parameter_table(scenario, &field, value, "scheduler", |k, v| {
-                    probe.configure(k, v)
+                    configure_for_paths(probe.as_mut(), k, v, paths)
                 })?;
             }
             "path_manager" => {
@@ -448,7 +464,8 @@ fn parse_options(
                     })?;
             }
             "scheduler_changes" => {
-                opts.scheduler_changes = parse_scheduler_changes(scenario, &field, value, factory)?;
+                opts.scheduler_changes =
+                    parse_scheduler_changes(scenario, &field, value, factory, paths)?;
             }
             _ => {
                 return Err(scenario
@@ -485,6 +502,7 @@ fn parse_scheduler_changes(
     field: &str,
     value: &toml::Value,
     factory: Option<&dyn SchedulerFactory>,
+    paths: usize,
 ) -> Result<Vec<SchedulerChange>, SimError> {
     let list = value.as_array().ok_or_else(|| {
         scenario.error_at(
@@ -529,7 +547,7 @@ fn parse_scheduler_changes(
             &item,
             &toml::Value::Table(rest),
             "scheduler",
-            |k, v| probe.configure(k, v),
+            |k, v| configure_for_paths(probe.as_mut(), k, v, paths),
         )?;
         changes.push(SchedulerChange { at, params });
     }
@@ -645,6 +663,7 @@ impl AgentFactory for QuicFactory {
             scenario,
             flow,
             q,
+            inst.paths.len(),
             scheduler.as_deref(),
             path_manager.as_deref(),
         )?;

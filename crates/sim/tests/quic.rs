@@ -200,6 +200,47 @@ fn unknown_names_and_options_are_errors_naming_file_and_field() {
     }
 }
 
+/// WRR weights as a plain list give one weight per path: on the two-path flow of
+/// `nrdc-two-path.toml`, three weights or one are refused with the field that gave them (at
+/// the start and in a change during the run), two are taken, and path_id=weight pairs fit.
+#[test]
+fn a_weight_list_must_match_the_flows_paths() {
+    let base = Scenario::load(&repo().join("scenarios/nrdc-two-path.toml")).unwrap();
+    let with = |weights: &str, at_start: bool| {
+        let mut s = base.clone();
+        if let FlowKind::Quic(q) = &mut s.flows[0].kind {
+            q.scheduler = "wrr".into();
+            q.bytes = 100_000;
+            let mut params = toml::Table::new();
+            params.insert("weights".into(), toml::Value::from(weights));
+            if at_start {
+                q.options
+                    .insert("scheduler".into(), toml::Value::Table(params));
+            } else {
+                params.insert("at".into(), toml::Value::from("1s"));
+                q.options.insert(
+                    "scheduler_changes".into(),
+                    toml::Value::Array(vec![toml::Value::Table(params)]),
+                );
+            }
+        }
+        run_scenario(&s, &RunOptions::default(), Hooks::default()).map_err(|e| e.to_string())
+    };
+    for (weights, given) in [("1,1,1", "3 weights "), ("1", "1 weight ")] {
+        let msg = with(weights, true).unwrap_err();
+        assert!(msg.contains("flow[0].options.scheduler.weights"), "{msg}");
+        assert!(msg.contains(&format!("{given}for 2 paths")), "{msg}");
+        let msg = with(weights, false).unwrap_err();
+        assert!(
+            msg.contains("flow[0].options.scheduler_changes[0].weights"),
+            "{msg}"
+        );
+    }
+    for fits in ["2,1", "1=4"] {
+        with(fits, true).unwrap_or_else(|e| panic!("{fits}: {e}"));
+    }
+}
+
 #[test]
 fn stop_time_ends_an_unfinished_transfer() {
     let src = pair(

@@ -634,3 +634,31 @@ delay = "5ms"
     assert_eq!(s.links[0].bytes, 1000);
     assert_eq!(s.flows.last().unwrap().bytes_delivered, 1000);
 }
+
+/// `links.csv`'s `rate_mbps` is the mean rate over each bin: a schedule that drops the
+/// rate from 100 to 20 Mbit/s 30 ms into a 100 ms bin gives that bin 44 Mbit/s (so that
+/// rate times bin length is the capacity the bin offered), and the bins around it their
+/// constant rate.
+#[test]
+fn link_rate_is_the_bins_mean() {
+    let src = pair(
+        r#"rate = { schedule = [{ at = "0s", rate = "100Mbit/s" }, { at = "230ms", rate = "20Mbit/s" }] }
+delay = "5ms""#,
+        &format!("{CBR}rate = \"1Mbit/s\"\n"),
+        "duration = \"500ms\"",
+    );
+    let dir = tmp("bin-mean-rate");
+    run_with_out(&scenario(&src), 1, Some(dir.clone()));
+    let text = std::fs::read_to_string(dir.join("links.csv")).unwrap();
+    let rate_at = |t: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(t) && l.contains(",up,"))
+            .and_then(|l| l.split(',').nth(3))
+            .unwrap_or_else(|| panic!("no bin {t} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    assert!((rate_at("0.200000") - 100.0).abs() < 1e-6, "{text}");
+    assert!((rate_at("0.300000") - 44.0).abs() < 1e-6, "{text}");
+    assert!((rate_at("0.400000") - 20.0).abs() < 1e-6, "{text}");
+}

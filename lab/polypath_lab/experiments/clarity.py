@@ -97,7 +97,7 @@ def run(ctx: Context) -> Experiment:
     e = Experiment(
         NAME,
         "5G-CLARITY: 5G + Wi-Fi + LiFi aggregation with WRR" + (" (quick)" if q else ""),
-        "Seed paper 002 (5G-CLARITY), Sections 6.2-6.5. 5G 342 Mbit/s 10.1 ms (low latency: "
+        "The 5G-CLARITY paper, Sections 6.2-6.5. 5G 342 Mbit/s 10.1 ms (low latency: "
         "116 Mbit/s 5.6 ms), Wi-Fi 1190 Mbit/s 1.28 ms, LiFi 12.1 Mbit/s 1.08 ms one way, "
         f"20 ms drop-tail queues (`scenarios/{SCENARIO}.toml`); Multipath QUIC download with "
         "CUBIC on every path. Seeds: the first two for the static runs, the first three for "

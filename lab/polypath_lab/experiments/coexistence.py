@@ -487,7 +487,7 @@ def run(ctx: Context) -> Experiment:
         NAME,
         "MPTCP / Multipath QUIC coexistence on an IAB dual backhaul" +
         {"quick": " (quick)", "default": " (reduced set)", "full": " (full set)"}[m],
-        "Seed paper 003, Sections 3-4. Kernel MPTCP (the emulator's TCP tool, "
+        "The coexistence paper, Sections 3-4. Kernel MPTCP (the emulator's TCP tool, "
         "`IPPROTO_MPTCP`, `TCP_CONGESTION` per socket, the kernel's default minRTT scheduler) "
         "against polypath Multipath QUIC (the real binary, minRTT) over the IAB dual backhaul "
         "of `scenarios/coexistence-*.toml` (symmetric: two 10 km links of 501.74 Mbit/s 8 ms; "

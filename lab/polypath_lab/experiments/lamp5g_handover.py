@@ -143,7 +143,7 @@ def run(ctx: Context) -> Experiment:
         NAME,
         f"LAMP5G handover: {size} download while moving between two gNBs"
         + (" (quick)" if ctx.quick else ""),
-        "Seed paper 000 (LAMP5G), Section VI-B and Fig. 5. Two NR gNBs (3.5 GHz, "
+        "The LAMP5G paper, Section VI-B and Fig. 5. Two NR gNBs (3.5 GHz, "
         f"{NARROW_MHZ} MHz, {NARROW_LAYERS} layer) 400 m apart, UMi path loss, UE at 8.3 m/s "
         f"(`scenarios/{SCENARIO}.toml`); CUBIC on every path; seeds {list(ctx.seeds)}. "
         "Average throughput during the handover: mean goodput while the UE is within "

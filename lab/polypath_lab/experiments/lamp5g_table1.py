@@ -115,7 +115,7 @@ def run(ctx: Context) -> Experiment:
     e = Experiment(
         NAME,
         "LAMP5G Table I: 1 GB over heterogeneous NR-DC" + (" (quick: 100 MB)" if ctx.quick else ""),
-        "Seed paper 000 (LAMP5G), Section VI-A, Table I and Fig. 4. MN 300 Mbit/s 5 ms 0.04 % "
+        "The LAMP5G paper, Section VI-A, Table I and Fig. 4. MN 300 Mbit/s 5 ms 0.04 % "
         "loss, SN 100 Mbit/s 8 ms 0.1 % loss, 1-BDP drop-tail queues "
         f"(`scenarios/{SCENARIO}.toml`); completion time of the whole file over seeds "
         f"{list(ctx.seeds)}. Dual-QUIC: two single-path connections with half the file each, "

@@ -12,7 +12,8 @@
 //! maximum datagram size, `rtt_i` its smoothed RTT (RFC 9002 section 5.3) and
 //! `bytes_acked` the size of each newly acknowledged packet.
 
-use super::coupled::{AckAction, Registry, RenoCore, lock, rtt_secs};
+use super::coupled::{Registry, lock, rtt_secs};
+use super::new_reno::{AckAction, RenoCore};
 use super::{CongestionController, CongestionEvent, CongestionMetrics, ControllerFactory};
 use crate::recovery::RttEstimator;
 use crate::shared::PathId;

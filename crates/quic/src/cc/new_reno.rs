@@ -1,4 +1,5 @@
-//! The NewReno controller of RFC 9002 section 7 and Appendix B.
+//! The NewReno controller of RFC 9002 section 7 and Appendix B, and its per-path state
+//! machine ([`RenoCore`]), which the coupled controllers (LIA, OLIA) share.
 
 use super::{
     CongestionController, CongestionEvent, CongestionMetrics, CongestionState, ControllerFactory,
@@ -27,69 +28,22 @@ impl ControllerFactory for NewRenoConfig {
     }
 }
 
-/// State saved when a congestion event reduces the window, to undo a spurious one.
-#[derive(Debug, Clone, Copy)]
-struct Undo {
-    window: u64,
-    ssthresh: u64,
-    recovery: RecoveryPeriod,
-}
-
 /// The NewReno congestion controller of RFC 9002 (Appendix B pseudocode), with
 /// byte-counting congestion avoidance.
 #[derive(Debug, Clone)]
 pub struct NewReno {
-    config: NewRenoConfig,
-    /// max_datagram_size.
-    mds: u16,
-    /// congestion_window.
-    window: u64,
-    /// ssthresh; `u64::MAX` is infinite.
-    ssthresh: u64,
-    recovery: RecoveryPeriod,
+    core: RenoCore,
     /// Bytes acknowledged in congestion avoidance since the window last grew.
     bytes_acked: u64,
-    /// Whether the latest acknowledgment came while application-limited.
-    app_limited: bool,
-    /// Whether anything has been acknowledged or lost yet (for MTU updates).
-    touched: bool,
-    undo: Option<Undo>,
-    congestion_events: u64,
-    persistent_congestion_events: u64,
-    spurious_undos: u64,
 }
 
 impl NewReno {
     /// A controller for a path whose maximum datagram size is `max_datagram_size`.
-    ///
-    //= https://www.rfc-editor.org/rfc/rfc9002#section-b.3
-    //# congestion_window = kInitialWindow
-    //# bytes_in_flight = 0
-    //# congestion_recovery_start_time = 0
-    //# ssthresh = infinite
     pub fn new(config: NewRenoConfig, max_datagram_size: u16) -> Self {
-        let window = config
-            .initial_window
-            .unwrap_or_else(|| initial_window(max_datagram_size))
-            .max(minimum_window(max_datagram_size));
         NewReno {
-            config,
-            mds: max_datagram_size,
-            window,
-            ssthresh: u64::MAX,
-            recovery: RecoveryPeriod::new(),
+            core: RenoCore::new(config.initial_window, max_datagram_size),
             bytes_acked: 0,
-            app_limited: false,
-            touched: false,
-            undo: None,
-            congestion_events: 0,
-            persistent_congestion_events: 0,
-            spurious_undos: 0,
         }
-    }
-
-    fn minimum_window(&self) -> u64 {
-        minimum_window(self.mds)
     }
 }
 
@@ -106,6 +60,181 @@ impl CongestionController for NewReno {
         app_limited: bool,
         _rtt: &RttEstimator,
     ) {
+        if self.core.on_ack(sent_time, bytes, app_limited) != AckAction::CongestionAvoidance {
+            return;
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9002#section-7.3.3
+        //# A sender in congestion avoidance uses an Additive Increase Multiplicative
+        //# Decrease (AIMD) approach that MUST limit the increase to the congestion window
+        //# to at most one maximum datagram size for each congestion window that is
+        //# acknowledged.
+        //
+        //= https://www.rfc-editor.org/rfc/rfc9002#section-b.5
+        //# In congestion avoidance, implementers that use an integer representation
+        //# for congestion_window should be careful with division and can use
+        //# the alternative approach suggested in {{Section 2.1 of RFC3465}}.
+        self.bytes_acked += bytes;
+        let window = self.core.window();
+        if self.bytes_acked >= window {
+            self.bytes_acked -= window;
+            self.core.add(self.core.mss());
+        }
+    }
+
+    fn on_congestion_event(&mut self, now: Instant, event: &CongestionEvent) {
+        if self.core.on_congestion_event(now, event) || event.persistent_congestion {
+            self.bytes_acked = 0;
+        }
+    }
+
+    fn on_spurious_congestion(&mut self, _now: Instant) {
+        if self.core.on_spurious_congestion() {
+            self.bytes_acked = 0;
+        }
+    }
+
+    fn on_mtu_update(&mut self, max_datagram_size: u16) {
+        self.core.on_mtu_update(max_datagram_size);
+    }
+
+    fn window(&self) -> u64 {
+        self.core.window()
+    }
+
+    fn ssthresh(&self) -> Option<u64> {
+        self.core.ssthresh()
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.core.in_slow_start()
+    }
+
+    fn set_window(&mut self, bytes: u64) {
+        self.core.set_window(bytes);
+        self.bytes_acked = 0;
+    }
+
+    fn metrics(&self) -> CongestionMetrics {
+        self.core.metrics(Vec::new())
+    }
+}
+
+/// What an acknowledgment means for the window of a coupled controller.
+#[derive(Debug, Copy, Clone, PartialEq, Eq)]
+pub(super) enum AckAction {
+    /// No growth: the sender is application-limited or the packet was sent before the
+    /// current recovery period started.
+    None,
+    /// Slow start: the window already grew by the acknowledged bytes.
+    SlowStart,
+    /// Congestion avoidance: the caller computes the coupled increase and applies it with
+    /// [`RenoCore::add`].
+    CongestionAvoidance,
+}
+
+/// State saved when a congestion event reduces the window, to undo a spurious one.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    window: f64,
+    ssthresh: f64,
+    recovery: RecoveryPeriod,
+}
+
+/// The per-path Reno machinery of RFC 9002 Appendix B (slow start, recovery periods,
+/// halving, persistent congestion, undo of a spurious reduction), shared by [`NewReno`]
+/// and the coupled controllers, which differ only in the congestion-avoidance increase:
+/// each asks [`RenoCore::on_ack`] whether an acknowledgment is due one, computes it and
+/// applies it with [`RenoCore::add`]. The window is kept in `f64` bytes so that the small
+/// fractional increases of the coupled algorithms accumulate; NewReno adds whole datagrams.
+#[derive(Debug, Clone)]
+pub(super) struct RenoCore {
+    /// Configured initial window, bytes.
+    initial_window: Option<u64>,
+    /// max_datagram_size.
+    mds: u16,
+    /// congestion_window, bytes.
+    window: f64,
+    /// ssthresh, bytes; infinite until the first reduction.
+    ssthresh: f64,
+    recovery: RecoveryPeriod,
+    app_limited: bool,
+    /// Whether anything has been acknowledged or lost yet (for MTU updates).
+    touched: bool,
+    undo: Option<Undo>,
+    congestion_events: u64,
+    persistent_congestion_events: u64,
+    spurious_undos: u64,
+}
+
+impl RenoCore {
+    /// Fresh state: the initial window, infinite threshold.
+    ///
+    //= https://www.rfc-editor.org/rfc/rfc9002#section-b.3
+    //# congestion_window = kInitialWindow
+    //# bytes_in_flight = 0
+    //# congestion_recovery_start_time = 0
+    //# ssthresh = infinite
+    pub(super) fn new(initial: Option<u64>, max_datagram_size: u16) -> Self {
+        let mds = max_datagram_size.max(1);
+        let window = initial
+            .unwrap_or_else(|| initial_window(mds))
+            .max(minimum_window(mds));
+        RenoCore {
+            initial_window: initial,
+            mds,
+            window: window as f64,
+            ssthresh: f64::INFINITY,
+            recovery: RecoveryPeriod::new(),
+            app_limited: false,
+            touched: false,
+            undo: None,
+            congestion_events: 0,
+            persistent_congestion_events: 0,
+            spurious_undos: 0,
+        }
+    }
+
+    /// The window in bytes, as a float.
+    pub(super) fn window_f64(&self) -> f64 {
+        self.window
+    }
+
+    /// The window in whole bytes.
+    pub(super) fn window(&self) -> u64 {
+        self.window as u64
+    }
+
+    /// max_datagram_size as a float (the MSS_i of the coupled formulas).
+    pub(super) fn mss(&self) -> f64 {
+        f64::from(self.mds)
+    }
+
+    fn minimum_window(&self) -> f64 {
+        minimum_window(self.mds) as f64
+    }
+
+    /// The slow start threshold in bytes, `None` while infinite.
+    pub(super) fn ssthresh(&self) -> Option<u64> {
+        self.ssthresh.is_finite().then_some(self.ssthresh as u64)
+    }
+
+    /// Whether the window is below the threshold.
+    ///
+    //= https://www.rfc-editor.org/rfc/rfc9002#section-7.3.1
+    //# A NewReno sender is in slow start any time the congestion window is below the
+    //# slow start threshold.
+    pub(super) fn in_slow_start(&self) -> bool {
+        self.window < self.ssthresh
+    }
+
+    /// One acknowledged packet: ends the recovery period when due, applies slow start,
+    /// and tells the caller whether a congestion-avoidance increase is due.
+    pub(super) fn on_ack(
+        &mut self,
+        sent_time: Instant,
+        bytes: u64,
+        app_limited: bool,
+    ) -> AckAction {
         self.touched = true;
         self.recovery.on_ack(sent_time);
         self.app_limited = app_limited;
@@ -114,41 +243,40 @@ impl CongestionController for NewReno {
         //# the congestion window SHOULD NOT be increased in either slow start or
         //# congestion avoidance.
         if app_limited {
-            return;
+            return AckAction::None;
         }
         //= https://www.rfc-editor.org/rfc/rfc9002#section-b.5
         //# // Do not increase congestion window in recovery period.
         //# if (InCongestionRecovery(acked_packet.time_sent)):
         //#   return
         if self.recovery.contains(sent_time) {
-            return;
+            return AckAction::None;
         }
-        if self.window < self.ssthresh {
+        if self.in_slow_start() {
             //= https://www.rfc-editor.org/rfc/rfc9002#section-7.3.1
             //# While a sender is in slow start, the congestion window increases by the number
             //# of bytes acknowledged when each acknowledgment is processed.
-            self.window = self.window.saturating_add(bytes);
+            self.window += bytes as f64;
+            AckAction::SlowStart
         } else {
-            //= https://www.rfc-editor.org/rfc/rfc9002#section-7.3.3
-            //# A sender in congestion avoidance uses an Additive Increase Multiplicative
-            //# Decrease (AIMD) approach that MUST limit the increase to the congestion window
-            //# to at most one maximum datagram size for each congestion window that is
-            //# acknowledged.
-            //
-            //= https://www.rfc-editor.org/rfc/rfc9002#section-b.5
-            //# In congestion avoidance, implementers that use an integer representation
-            //# for congestion_window should be careful with division and can use
-            //# the alternative approach suggested in {{Section 2.1 of RFC3465}}.
-            self.bytes_acked += bytes;
-            if self.bytes_acked >= self.window {
-                self.bytes_acked -= self.window;
-                self.window += u64::from(self.mds);
-            }
+            AckAction::CongestionAvoidance
         }
     }
 
-    fn on_congestion_event(&mut self, now: Instant, event: &CongestionEvent) {
+    /// Changes the window by `delta` bytes (negative for OLIA's decreasing term), never
+    /// below the minimum window.
+    pub(super) fn add(&mut self, delta: f64) {
+        if delta.is_finite() {
+            self.window = (self.window + delta).max(self.minimum_window());
+        }
+    }
+
+    /// A congestion event: halves the window unless the event lies within the current
+    /// recovery period, then collapses it on persistent congestion. Returns whether a new
+    /// reduction took place (a new congestion episode began).
+    pub(super) fn on_congestion_event(&mut self, now: Instant, event: &CongestionEvent) -> bool {
         self.touched = true;
+        let mut reduced = false;
         //= https://www.rfc-editor.org/rfc/rfc9002#section-b.6
         //# // No reaction if already in a recovery period.
         //# if (InCongestionRecovery(sent_time)):
@@ -165,10 +293,10 @@ impl CongestionController for NewReno {
             //# ssthresh = congestion_window * kLossReductionFactor
             //# congestion_window = max(ssthresh, kMinimumWindow)
             self.recovery.enter(now);
-            self.ssthresh = self.window / 2;
+            self.ssthresh = (self.window / 2.0).floor();
             self.window = self.ssthresh.max(self.minimum_window());
-            self.bytes_acked = 0;
             self.congestion_events += 1;
+            reduced = true;
         }
         if event.persistent_congestion {
             //= https://www.rfc-editor.org/rfc/rfc9002#section-b.8
@@ -177,63 +305,52 @@ impl CongestionController for NewReno {
             //#   congestion_recovery_start_time = 0
             self.window = self.minimum_window();
             self.recovery.reset();
-            self.bytes_acked = 0;
             self.undo = None;
             self.persistent_congestion_events += 1;
         }
+        reduced
     }
 
-    fn on_spurious_congestion(&mut self, _now: Instant) {
-        if let Some(undo) = self.undo.take() {
-            self.window = self.window.max(undo.window);
-            self.ssthresh = undo.ssthresh;
-            self.recovery = undo.recovery;
-            self.bytes_acked = 0;
-            self.spurious_undos += 1;
+    /// Undoes the latest reduction; returns whether there was one to undo.
+    pub(super) fn on_spurious_congestion(&mut self) -> bool {
+        match self.undo.take() {
+            Some(undo) => {
+                self.window = self.window.max(undo.window);
+                self.ssthresh = undo.ssthresh;
+                self.recovery = undo.recovery;
+                self.spurious_undos += 1;
+                true
+            }
+            None => false,
         }
     }
 
-    fn on_mtu_update(&mut self, max_datagram_size: u16) {
+    /// A new maximum datagram size.
+    pub(super) fn on_mtu_update(&mut self, max_datagram_size: u16) {
         let old_initial = self
-            .config
             .initial_window
             .unwrap_or_else(|| initial_window(self.mds));
-        self.mds = max_datagram_size;
+        self.mds = max_datagram_size.max(1);
         //= https://www.rfc-editor.org/rfc/rfc9002#section-7.2
         //# If the maximum datagram size changes during the connection, the initial
         //# congestion window SHOULD be recalculated with the new size.  If the maximum
         //# datagram size is decreased in order to complete the handshake, the
         //# congestion window SHOULD be set to the new initial congestion window.
-        if !self.touched && self.window == old_initial {
+        if !self.touched && self.window == old_initial as f64 {
             self.window = self
-                .config
                 .initial_window
-                .unwrap_or_else(|| initial_window(max_datagram_size));
+                .unwrap_or_else(|| initial_window(self.mds)) as f64;
         }
         self.window = self.window.max(self.minimum_window());
     }
 
-    fn window(&self) -> u64 {
-        self.window
+    /// `set_window` per the trait's semantics.
+    pub(super) fn set_window(&mut self, bytes: u64) {
+        self.window = (bytes as f64).max(self.minimum_window());
     }
 
-    fn ssthresh(&self) -> Option<u64> {
-        (self.ssthresh != u64::MAX).then_some(self.ssthresh)
-    }
-
-    //= https://www.rfc-editor.org/rfc/rfc9002#section-7.3.1
-    //# A NewReno sender is in slow start any time the congestion window is below the
-    //# slow start threshold.
-    fn in_slow_start(&self) -> bool {
-        self.window < self.ssthresh
-    }
-
-    fn set_window(&mut self, bytes: u64) {
-        self.window = bytes.max(self.minimum_window());
-        self.bytes_acked = 0;
-    }
-
-    fn metrics(&self) -> CongestionMetrics {
+    /// A metrics snapshot with the given algorithm-specific values.
+    pub(super) fn metrics(&self, extra: Vec<(&'static str, f64)>) -> CongestionMetrics {
         let state = if self.recovery.is_active() {
             CongestionState::Recovery
         } else if self.app_limited {
@@ -244,14 +361,14 @@ impl CongestionController for NewReno {
             CongestionState::CongestionAvoidance
         };
         CongestionMetrics {
-            window: self.window,
+            window: self.window(),
             ssthresh: self.ssthresh(),
             state,
             pacing_rate: None,
             congestion_events: self.congestion_events,
             persistent_congestion_events: self.persistent_congestion_events,
             spurious_undos: self.spurious_undos,
-            extra: Vec::new(),
+            extra,
         }
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! See [`Olia`] for the algorithm.
 
-use super::coupled::{AckAction, Registry, RenoCore, lock, rtt_secs};
+use super::coupled::{Registry, lock, rtt_secs};
+use super::new_reno::{AckAction, RenoCore};
 use super::{CongestionController, CongestionEvent, CongestionMetrics, ControllerFactory};
 use crate::recovery::RttEstimator;
 use crate::shared::PathId;

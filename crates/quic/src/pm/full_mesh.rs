@@ -222,11 +222,7 @@ impl PathManager for FullMesh {
                 Ok(())
             }
             "remote" => {
-                let addr = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("remote: {value:?} is not a socket address"))?;
-                self.remote = Some(addr);
+                self.remote = Some(super::parse_socket_addr(key, value)?);
                 Ok(())
             }
             "retry_ms" => {

@@ -462,11 +462,7 @@ impl PathManager for MakeBeforeBreak {
                 Ok(())
             }
             "remote" => {
-                let addr = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("remote: {value:?} is not a socket address"))?;
-                self.remote = Some(addr);
+                self.remote = Some(super::parse_socket_addr(key, value)?);
                 Ok(())
             }
             _ => Err(format!("lamp5g has no parameter {key} (value {value})")),

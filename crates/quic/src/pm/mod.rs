@@ -287,11 +287,17 @@ pub(crate) fn parse_socket_list(key: &str, value: &str) -> Result<Vec<SocketAddr
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<SocketAddr>()
-                .map_err(|_| format!("{key}: {s:?} is not a socket address (ip:port)"))
-        })
+        .map(|s| parse_socket_addr(key, s))
         .collect()
+}
+
+/// Parses one socket address (`ip:port`) given for `key` (the `remote` parameter of the
+/// path managers that open paths).
+pub(crate) fn parse_socket_addr(key: &str, value: &str) -> Result<SocketAddr, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{key}: {value:?} is not a socket address (ip:port)"))
 }
 
 #[cfg(test)]

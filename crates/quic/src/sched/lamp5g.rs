@@ -252,14 +252,19 @@ impl Scheduler for Lamp5g {
     /// Keys: `rtt_change`, `loss_change`, `throughput_drop`, `cwnd_drop` (fractions in
     /// [0, 1); see the module documentation).
     fn configure(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let v = parse_fraction(key, value)?;
-        match key {
-            "rtt_change" => self.thresholds.rtt_change = v,
-            "loss_change" => self.thresholds.loss_change = v,
-            "throughput_drop" => self.thresholds.throughput_drop = v,
-            "cwnd_drop" => self.thresholds.cwnd_drop = v,
-            _ => return Err(format!("scheduler lamp5g has no parameter {key}")),
-        }
+        let threshold = match key {
+            "rtt_change" => &mut self.thresholds.rtt_change,
+            "loss_change" => &mut self.thresholds.loss_change,
+            "throughput_drop" => &mut self.thresholds.throughput_drop,
+            "cwnd_drop" => &mut self.thresholds.cwnd_drop,
+            _ => {
+                return Err(format!(
+                    "scheduler lamp5g has no parameter {key} (known: rtt_change, \
+                     loss_change, throughput_drop, cwnd_drop)"
+                ));
+            }
+        };
+        *threshold = parse_fraction(key, value)?;
         Ok(())
     }
 }
@@ -518,5 +523,17 @@ mod tests {
             assert!(s.configure(key, "1.5").is_err());
         }
         assert!(s.configure("alpha", "0.1").is_err());
+    }
+
+    /// An unknown key is named as such, whatever its value; a known key's bad value is
+    /// reported with the key.
+    #[test]
+    fn configure_names_an_unknown_key_before_judging_its_value() {
+        let mut s = Lamp5g::new(Lamp5gThresholds::default());
+        let e = s.configure("speed", "fast").unwrap_err();
+        assert!(e.contains("no parameter speed"), "{e}");
+        let e = s.configure("rtt_change", "fast").unwrap_err();
+        assert!(e.contains("rtt_change"), "{e}");
+        assert_eq!(s.configure("cwnd_drop", "0.3"), Ok(()));
     }
 }

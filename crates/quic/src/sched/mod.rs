@@ -95,7 +95,7 @@ pub use qos::{
 };
 pub use redundant::{Redundant, RedundantFactory};
 pub use round_robin::{RoundRobin, RoundRobinFactory};
-pub use wrr::{WeightedRoundRobin, WrrFactory};
+pub use wrr::{WeightedRoundRobin, WrrFactory, check_weight_count};
 
 pub use crate::link_hints::{LinkHints, RrcEventHint};
 

@@ -239,6 +239,28 @@ impl Scheduler for WeightedRoundRobin {
 }
 
 /// Parses a `weights` value into `table`, leaving it unchanged on error.
+/// Checks a `weights` value against the number of paths it is meant for: a plain list gives
+/// one weight per path, so its length must be `paths` (a shorter list would leave paths at
+/// weight 1, a longer one would weigh paths that never exist, both silently).
+/// `path_id=weight` pairs and the empty value (every weight 1) fit any number of paths.
+pub fn check_weight_count(value: &str, paths: usize) -> Result<(), String> {
+    let value = value.trim();
+    if value.is_empty() || value.contains('=') {
+        return Ok(());
+    }
+    let given = value.split(',').count();
+    if given == paths {
+        Ok(())
+    } else {
+        Err(format!(
+            "weights: {given} weight{} for {paths} path{}: a plain list gives one weight per \
+             path in path-ID order (or name paths with path_id=weight pairs)",
+            if given == 1 { "" } else { "s" },
+            if paths == 1 { "" } else { "s" },
+        ))
+    }
+}
+
 fn apply_weights(table: &mut BTreeMap<PathId, u32>, value: &str) -> Result<(), String> {
     let value = value.trim();
     if value.is_empty() {
@@ -508,5 +530,16 @@ mod tests {
         assert_eq!(pick(s.as_mut(), &paths), Some(0));
         let none: [PathSnapshot; 0] = [];
         assert_eq!(pick(s.as_mut(), &none), None);
+    }
+
+    #[test]
+    fn a_plain_list_has_one_weight_per_path() {
+        assert_eq!(check_weight_count("3,1", 2), Ok(()));
+        assert_eq!(check_weight_count("", 2), Ok(()));
+        assert_eq!(check_weight_count("0=3, 5=1", 2), Ok(()));
+        let three = check_weight_count("1,1,1", 2).unwrap_err();
+        assert!(three.contains("3 weights for 2 paths"), "{three}");
+        let one = check_weight_count("1", 2).unwrap_err();
+        assert!(one.contains("1 weight for 2 paths"), "{one}");
     }
 }

@@ -32,6 +32,7 @@ pub use recv::Assembler;
 pub use send::{SendBuffer, Transmit};
 
 use crate::error::TransportError;
+use crate::frame::FrameType;
 use crate::shared::{Dir, Side, StreamId};
 use crate::varint::VarInt;
 use bytes::Bytes;
@@ -721,19 +722,10 @@ enum Part {
     Send,
 }
 
-/// Frame types, for error reports.
-mod ty {
-    pub const RESET_STREAM: u64 = 0x04;
-    pub const STOP_SENDING: u64 = 0x05;
-    pub const STREAM: u64 = 0x08;
-    pub const MAX_STREAM_DATA: u64 = 0x11;
-    pub const MAX_STREAMS_BIDI: u64 = 0x12;
-    pub const STREAM_DATA_BLOCKED: u64 = 0x15;
-    pub const STREAMS_BLOCKED_BIDI: u64 = 0x16;
-}
-
-fn dir_ty(base: u64, dir: Dir) -> u64 {
-    base + di(dir) as u64
+/// The frame type of a frame that has one type per stream direction (MAX_STREAMS,
+/// STREAMS_BLOCKED), from its bidirectional type.
+fn dir_ty(bidi: FrameType, dir: Dir) -> u64 {
+    bidi.0 + di(dir) as u64
 }
 
 /// All stream state of one connection.
@@ -1172,11 +1164,10 @@ impl Streams {
             .checked_add(data.len() as u64)
             .filter(|&e| e <= VarInt::MAX.into_inner())
         else {
-            return Err(
-                TransportError::flow_control("STREAM data beyond 2^62 - 1").in_frame(ty::STREAM)
-            );
+            return Err(TransportError::flow_control("STREAM data beyond 2^62 - 1")
+                .in_frame(FrameType::STREAM.0));
         };
-        if !self.validate(id, Part::Recv, ty::STREAM)? {
+        if !self.validate(id, Part::Recv, FrameType::STREAM.0)? {
             return Ok(());
         }
         let Some(s) = self.map.get_mut(&id) else {
@@ -1185,8 +1176,8 @@ impl Streams {
         let Some(r) = s.recv.as_mut() else {
             return Ok(());
         };
-        check_final_size(r, end, fin).map_err(|e| e.in_frame(ty::STREAM))?;
-        let delta = check_flow(&self.fc, r, end).map_err(|e| e.in_frame(ty::STREAM))?;
+        check_final_size(r, end, fin).map_err(|e| e.in_frame(FrameType::STREAM.0))?;
+        let delta = check_flow(&self.fc, r, end).map_err(|e| e.in_frame(FrameType::STREAM.0))?;
         self.fc.received += delta;
         r.max_received += delta;
         if fin {
@@ -1215,7 +1206,7 @@ impl Streams {
                 id.0,
                 max_segments(r.window)
             ))
-            .in_frame(ty::STREAM));
+            .in_frame(FrameType::STREAM.0));
         }
         if r.stopped.is_some() {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-3.5
@@ -1253,7 +1244,7 @@ impl Streams {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-19.4
         //# An endpoint that receives a RESET_STREAM frame for a send-only stream
         //# MUST terminate the connection with error STREAM_STATE_ERROR.
-        if !self.validate(id, Part::Recv, ty::RESET_STREAM)? {
+        if !self.validate(id, Part::Recv, FrameType::RESET_STREAM.0)? {
             return Ok(());
         }
         let Some(s) = self.map.get_mut(&id) else {
@@ -1262,13 +1253,13 @@ impl Streams {
         let Some(r) = s.recv.as_mut() else {
             return Ok(());
         };
-        check_final_size(r, final_size, true).map_err(|e| e.in_frame(ty::RESET_STREAM))?;
+        check_final_size(r, final_size, true).map_err(|e| e.in_frame(FrameType::RESET_STREAM.0))?;
         //= https://www.rfc-editor.org/rfc/rfc9000#section-4.5
         //# The
         //# receiver MUST use the final size of the stream to account for all bytes sent on
         //# the stream in its connection-level flow controller.
-        let delta =
-            check_flow(&self.fc, r, final_size).map_err(|e| e.in_frame(ty::RESET_STREAM))?;
+        let delta = check_flow(&self.fc, r, final_size)
+            .map_err(|e| e.in_frame(FrameType::RESET_STREAM.0))?;
         self.fc.received += delta;
         r.max_received += delta;
         r.final_size = Some(final_size);
@@ -1309,7 +1300,7 @@ impl Streams {
         //# connection error of type STREAM_STATE_ERROR.  An endpoint that receives a
         //# STOP_SENDING frame for a receive-only stream MUST terminate the connection with
         //# error STREAM_STATE_ERROR.
-        if !self.validate(id, Part::Send, ty::STOP_SENDING)? {
+        if !self.validate(id, Part::Send, FrameType::STOP_SENDING.0)? {
             return Ok(());
         }
         let Some(h) = self.map.get_mut(&id).and_then(|s| s.send.as_mut()) else {
@@ -1351,7 +1342,7 @@ impl Streams {
         //# connection error of type STREAM_STATE_ERROR.  An endpoint that receives a
         //# MAX_STREAM_DATA frame for a receive-only stream MUST terminate the connection
         //# with error STREAM_STATE_ERROR.
-        if !self.validate(id, Part::Send, ty::MAX_STREAM_DATA)? {
+        if !self.validate(id, Part::Send, FrameType::MAX_STREAM_DATA.0)? {
             return Ok(());
         }
         let Some(s) = self.map.get_mut(&id) else {
@@ -1381,7 +1372,7 @@ impl Streams {
         //# FRAME_ENCODING_ERROR.
         if count > MAX_STREAM_COUNT {
             return Err(TransportError::frame_encoding("MAX_STREAMS above 2^60")
-                .in_frame(dir_ty(ty::MAX_STREAMS_BIDI, dir)));
+                .in_frame(dir_ty(FrameType::MAX_STREAMS_BIDI, dir)));
         }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-19.11
         //# MAX_STREAMS frames that do not
@@ -1411,7 +1402,7 @@ impl Streams {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-19.13
         //# An endpoint that receives a STREAM_DATA_BLOCKED frame for a send-only stream
         //# MUST terminate the connection with error STREAM_STATE_ERROR.
-        if !self.validate(id, Part::Recv, ty::STREAM_DATA_BLOCKED)? {
+        if !self.validate(id, Part::Recv, FrameType::STREAM_DATA_BLOCKED.0)? {
             return Ok(());
         }
         if let Some(r) = self.map.get(&id).and_then(|s| s.recv.as_ref())
@@ -1432,7 +1423,7 @@ impl Streams {
         //# of type STREAM_LIMIT_ERROR or FRAME_ENCODING_ERROR.
         if limit > MAX_STREAM_COUNT {
             return Err(TransportError::frame_encoding("STREAMS_BLOCKED above 2^60")
-                .in_frame(dir_ty(ty::STREAMS_BLOCKED_BIDI, dir)));
+                .in_frame(dir_ty(FrameType::STREAMS_BLOCKED_BIDI, dir)));
         }
         if self.counts[di(dir)].max_remote > limit {
             self.pending.max_streams[di(dir)] = true;
