@@ -15,6 +15,7 @@ use polypath_io::Endpoint;
 use polypath_quic::crypto::{
     ServerVerification, client_config, self_signed_certificate, server_config,
 };
+use polypath_quic::sched::PathStatus;
 use polypath_quic::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 use rand::RngCore;
 use serde::Serialize;
@@ -367,7 +368,7 @@ async fn polypath_run(
         .await
         .map_err(|e| e.to_string())?;
     if multipath {
-        open_paths(&conn, &bound[1..], &[], false).await?;
+        open_paths(&conn, &bound[1..], &[], false, PathStatus::Available).await?;
     }
     let start = Instant::now();
     let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;

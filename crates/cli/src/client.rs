@@ -192,11 +192,13 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     if multipath {
         match args.initial_paths {
             InitialPaths::All => {
+                let policy = args.transport.path_manager_policy()?;
                 open_paths(
                     &conn,
                     &bound[1..],
                     &args.remotes,
-                    args.transport.opens_paths_itself(),
+                    policy.traits.opens_paths,
+                    policy.traits.extra_paths,
                 )
                 .await?;
             }
@@ -342,21 +344,22 @@ fn client_paths(conn: &Connection, started: Instant) -> Vec<ClientPath> {
         .collect()
 }
 
-/// Opens one path per extra local address, to the matching address of `remotes` (the
-/// connection's remote address past its end) (unless the path manager opens them itself,
-/// `by_path_manager`) and waits (bounded) until they are validated.
+/// Opens one path per extra local address with `status`, to the matching address of
+/// `remotes` (the connection's remote address past its end) (unless the path manager opens
+/// them itself, `by_path_manager`) and waits (bounded) until they are validated.
 pub async fn open_paths(
     conn: &Connection,
     locals: &[SocketAddr],
     remotes: &[SocketAddr],
     by_path_manager: bool,
+    status: PathStatus,
 ) -> Result<(), String> {
     if !conn.is_multipath() {
         return Err("the server did not negotiate Multipath QUIC".into());
     }
     if !by_path_manager {
         for (k, &local) in locals.iter().enumerate() {
-            conn.open_path_to(local, remotes.get(k).copied(), PathStatus::Available)
+            conn.open_path_to(local, remotes.get(k).copied(), status)
                 .await
                 .map_err(|e| format!("path from {local}: {e}"))?;
         }

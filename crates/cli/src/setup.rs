@@ -7,7 +7,8 @@ use polypath_quic::crypto::{
     ServerVerification, client_config, load_certificate_chain, load_private_key,
     self_signed_certificate, server_config,
 };
-use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
+use polypath_quic::pm::{PathManager, PathManagerFactory};
+use polypath_quic::registry::{self, PathManagerTraits, Policy};
 use polypath_quic::sched::{Scheduler, SchedulerFactory, check_weight_count};
 use polypath_quic::{EndpointConfig, TransportConfig};
 use polypath_sim::traffic::AppRate;
@@ -30,10 +31,12 @@ pub struct TransportArgs {
     /// Congestion controller: cubic, newreno, bbr, lia, olia.
     #[arg(long, default_value = "cubic")]
     pub cc: String,
-    /// Path manager: manual (the client opens one path per --local address), fullmesh
-    /// (the connection opens and re-opens them itself), lamp5g, failover (abandon a path
-    /// that stopped acknowledging while another works).
-    #[arg(long, default_value = "manual")]
+    /// Path manager: default (also manual: the client opens one path per --local address),
+    /// backup (the same, paths after the first as backups), fullmesh (the connection opens
+    /// and re-opens them itself), lamp5g (also mbb), lamp5g_throughput, failover (abandon a
+    /// path that stopped acknowledging while another works). The names are the simulator's
+    /// (the policy registry, `polypath_quic::registry`).
+    #[arg(long, default_value = "default")]
     pub path_manager: String,
     /// A parameter of the path manager, `KEY=VALUE`, repeatable: e.g. `add_on=A1` for
     /// lamp5g with one modem per cell (the target modem's A1 adds the path; by default A4
@@ -203,12 +206,6 @@ impl PathManagerFactory for ConfiguredPathManager {
     }
 }
 
-/// True for the LAMP5G make-before-break path managers (as the simulator tells them).
-pub fn is_make_before_break(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name.starts_with("lamp5g") || name == "make_before_break" || name == "mbb"
-}
-
 /// Which end a transport configuration is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -234,19 +231,24 @@ impl TransportArgs {
         locals: &[SocketAddr],
         end: End,
     ) -> Result<Arc<TransportConfig>, String> {
-        let mut scheduler = polypath_quic::sched::scheduler_by_name(&self.scheduler).ok_or_else(|| {
-            format!(
-                "unknown scheduler {:?} (known: minrtt, rr, redundant, wrr, ecf, blest, lamp5g, qos)",
-                self.scheduler
-            )
-        })?;
-        let congestion_controller =
-            polypath_quic::cc::factory_by_name(&self.cc).ok_or_else(|| {
+        let mut scheduler = registry::find(registry::SCHEDULERS, &self.scheduler)
+            .ok_or_else(|| {
                 format!(
-                    "unknown congestion controller {:?} (known: cubic, newreno, bbr, lia, olia)",
-                    self.cc
+                    "unknown scheduler {:?} (known: {})",
+                    self.scheduler,
+                    registry::known(registry::SCHEDULERS)
                 )
-            })?;
+            })?
+            .build();
+        let congestion_controller = registry::find(registry::CONGESTION_CONTROLLERS, &self.cc)
+            .ok_or_else(|| {
+                format!(
+                    "unknown congestion controller {:?} (known: {})",
+                    self.cc,
+                    registry::known(registry::CONGESTION_CONTROLLERS)
+                )
+            })?
+            .build();
         // The client knows its paths (one per --local address); the server's come from the
         // client, so only the client can hold a plain weight list to its number of paths.
         let check_count = |weights: &str| match end {
@@ -271,31 +273,21 @@ impl TransportArgs {
                 .and_then(|()| check_count(&change.weights))
                 .map_err(|e| format!("--weights-at {}: {e}", change.weights))?;
         }
-        let mut path_manager: Arc<dyn PathManagerFactory> = match self.path_manager.as_str() {
-            "fullmesh" | "full_mesh" => Arc::new(FullMeshFactory {
-                locals: locals.to_vec(),
-                ..FullMeshFactory::default()
-            }),
-            name => polypath_quic::pm::path_manager_by_name(name).ok_or_else(|| {
-                format!(
-                    "unknown path manager {name:?} (known: manual, fullmesh, lamp5g, \
-                     lamp5g_throughput, failover)"
-                )
-            })?,
-        };
+        let policy = self.path_manager_policy()?;
+        let mut path_manager = policy.build();
         let mut params: Vec<(String, String)> = Vec::new();
-        if is_make_before_break(&self.path_manager) {
-            // As the simulator sets it up: the client opens the paths from its bound
-            // addresses (which may have different ports), the server splits the window of
-            // the paths the client adds.
-            match end {
-                End::Client if !locals.is_empty() => {
-                    let list: Vec<String> = locals.iter().map(ToString::to_string).collect();
-                    params.push(("locals".into(), list.join(",")));
-                }
-                End::Client => {}
-                End::Server => params.push(("split_peer_paths".into(), "y".into())),
+        // As the simulator sets them up: the client's path manager opens paths from the
+        // client's bound addresses (which may have different ports); a path manager the
+        // server runs too splits the window of the paths the client adds.
+        match end {
+            End::Client if policy.traits.takes_locals && !locals.is_empty() => {
+                let list: Vec<String> = locals.iter().map(ToString::to_string).collect();
+                params.push(("locals".into(), list.join(",")));
             }
+            End::Server if policy.traits.at_server => {
+                params.push(("split_peer_paths".into(), "y".into()));
+            }
+            End::Client | End::Server => {}
         }
         for param in &self.path_manager_params {
             let (key, value) = param.split_once('=').ok_or_else(|| {
@@ -331,10 +323,17 @@ impl TransportArgs {
         Ok(Arc::new(transport))
     }
 
-    /// True when the path manager opens paths from the local addresses itself (the client
-    /// then only waits for them).
-    pub fn opens_paths_itself(&self) -> bool {
-        matches!(self.path_manager.as_str(), "fullmesh" | "full_mesh")
+    /// The `--path-manager` in the policy registry, or an error listing the known names.
+    pub fn path_manager_policy(
+        &self,
+    ) -> Result<&'static Policy<dyn PathManagerFactory, PathManagerTraits>, String> {
+        registry::find(registry::PATH_MANAGERS, &self.path_manager).ok_or_else(|| {
+            format!(
+                "unknown path manager {:?} (known: {})",
+                self.path_manager,
+                registry::known(registry::PATH_MANAGERS)
+            )
+        })
     }
 
     /// Applies the `--weights-at` changes to `conn` at their times (from now, which should
@@ -478,4 +477,98 @@ pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, Stri
         keylog_enabled(),
     )
     .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use polypath_scenario::{FlowKind, Scenario};
+    use polypath_sim::{Hooks, RunOptions, run_scenario};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        transport: TransportArgs,
+    }
+
+    /// Which policy a name is given for.
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        Scheduler,
+        Cc,
+        PathManager,
+    }
+
+    fn cli_accepts(kind: Kind, name: &str) -> bool {
+        let flag = match kind {
+            Kind::Scheduler => "--scheduler",
+            Kind::Cc => "--cc",
+            Kind::PathManager => "--path-manager",
+        };
+        let cli = Cli::try_parse_from(["polypath", flag, name]).expect("parses");
+        let locals = [
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.2:0".parse().unwrap(),
+        ];
+        [End::Client, End::Server]
+            .iter()
+            .all(|&end| cli.transport.transport(true, &locals, end).is_ok())
+    }
+
+    fn sim_accepts(kind: Kind, name: &str) -> bool {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/nrdc-two-path.toml"
+        );
+        let mut s = Scenario::load(std::path::Path::new(file)).expect("bundled scenario");
+        s.sim.duration = std::time::Duration::from_secs(2);
+        if let FlowKind::Quic(q) = &mut s.flows[0].kind {
+            q.bytes = 20_000;
+            let field = match kind {
+                Kind::Scheduler => &mut q.scheduler,
+                Kind::Cc => &mut q.cc,
+                Kind::PathManager => &mut q.path_manager,
+            };
+            *field = name.to_string();
+        }
+        run_scenario(&s, &RunOptions::default(), Hooks::default()).is_ok()
+    }
+
+    /// The command line and the simulator accept exactly the registry's names and aliases
+    /// (in any case), and both refuse names outside it.
+    #[test]
+    fn the_cli_and_the_simulator_take_the_registrys_names() {
+        let lists = [
+            (
+                Kind::Scheduler,
+                registry::all_names(registry::SCHEDULERS),
+                "fastest",
+            ),
+            (
+                Kind::Cc,
+                registry::all_names(registry::CONGESTION_CONTROLLERS),
+                "vegas",
+            ),
+            (
+                Kind::PathManager,
+                registry::all_names(registry::PATH_MANAGERS),
+                "ndiffports",
+            ),
+        ];
+        for (kind, names, stranger) in lists {
+            for name in &names {
+                let upper = name.to_ascii_uppercase();
+                for n in [*name, upper.as_str()] {
+                    assert!(cli_accepts(kind, n), "the CLI refuses {kind:?} {n}");
+                    assert!(sim_accepts(kind, n), "the simulator refuses {kind:?} {n}");
+                }
+            }
+            let near = format!("{}x", names[0]);
+            for n in [stranger, near.as_str()] {
+                assert!(!cli_accepts(kind, n), "the CLI takes {kind:?} {n}");
+                assert!(!sim_accepts(kind, n), "the simulator takes {kind:?} {n}");
+            }
+        }
+    }
 }

@@ -208,29 +208,14 @@ fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, Em
             "the emulator runs `polypath client`, which makes bulk transfers only".into(),
         ));
     }
-    let scheduler = match q.scheduler.as_str() {
-        "default" => "minrtt".to_string(),
-        s => s.to_string(),
-    };
-    let path_manager = match q.path_manager.as_str() {
-        "default" => "manual".to_string(),
-        "backup" => {
-            return Err(refuse(
-                "path_manager",
-                "`backup` is a simulator adapter's option; `polypath client` has no such \
-                 path manager"
-                    .into(),
-            ));
-        }
-        p => p.to_string(),
-    };
+    // `polypath client` and `server` take the simulator's policy names (one registry).
     let mut common = vec![
         "--scheduler".to_string(),
-        scheduler,
+        q.scheduler.clone(),
         "--cc".into(),
         q.cc.clone(),
         "--path-manager".into(),
-        path_manager,
+        q.path_manager.clone(),
     ];
     if let Some(rate) = q.rate {
         // The sending side applies it: the client on an upload, the server on a download.

@@ -34,6 +34,7 @@ pub mod pm;
 pub mod qlog;
 pub mod range_set;
 pub mod recovery;
+pub mod registry;
 pub mod sched;
 pub mod shared;
 pub mod streams;

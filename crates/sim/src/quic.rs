@@ -37,8 +37,9 @@ use polypath_quic::cc::factory_by_name;
 use polypath_quic::crypto::{
     ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
 };
-use polypath_quic::pm::{PathManagerFactory, path_manager_by_name};
+use polypath_quic::pm::PathManagerFactory;
 use polypath_quic::qlog::QlogFactory;
+use polypath_quic::registry::{self, PathManagerTraits, Policy};
 use polypath_quic::sched::{PathStatus, Scheduler, SchedulerFactory, scheduler_by_name};
 use polypath_quic::streams::{ReadError, StreamEvent};
 use polypath_quic::{
@@ -375,7 +376,7 @@ fn parse_options(
     q: &QuicFlow,
     paths: usize,
     factory: Option<&dyn SchedulerFactory>,
-    path_manager: Option<&dyn PathManagerFactory>,
+    path_manager: &dyn PathManagerFactory,
 ) -> Result<Options, SimError> {
     let mut opts = Options::default();
     for (key, value) in &q.options {
@@ -449,15 +450,7 @@ fn parse_options(
                 })?;
             }
             "path_manager" => {
-                let Some(factory) = path_manager else {
-                    return Err(scenario
-                        .error_at(
-                            &field,
-                            "path manager parameters need one of polypath's path managers (`path_manager` = fullmesh, lamp5g, lamp5g_throughput or failover)",
-                        )
-                        .into());
-                };
-                let mut probe = factory.build();
+                let mut probe = path_manager.build();
                 opts.path_manager =
                     parameter_table(scenario, &field, value, "path_manager", |k, v| {
                         probe.configure(k, v)
@@ -554,32 +547,26 @@ fn parse_scheduler_changes(
     Ok(changes)
 }
 
-/// What `path_manager` asks of a flow: the status of the paths the client opens after the
-/// first one, and the client's [`PathManager`](polypath_quic::pm::PathManager) plug-in.
-/// `default` and `backup` open every path of the flow at the start (`backup`: those after
-/// the first as backups); the names of [`path_manager_by_name`] (`fullmesh`, `lamp5g`,
-/// `lamp5g_throughput`, `failover`) open them the same way, as available paths, and then
-/// let that path manager act on link and path events.
+/// The path manager `path_manager` names in the registry: the status of the paths the
+/// client opens after the first one (every path of the flow is opened at the start), the
+/// client's [`PathManager`](polypath_quic::pm::PathManager) plug-in acting on link and path
+/// events, and whether the server runs it too.
 fn path_manager_plan(
     scenario: &Scenario,
     flow: usize,
     name: &str,
-) -> Result<(PathStatus, Option<Arc<dyn PathManagerFactory>>), SimError> {
-    match name.to_ascii_lowercase().as_str() {
-        "default" => Ok((PathStatus::Available, None)),
-        "backup" => Ok((PathStatus::Backup, None)),
-        other => match path_manager_by_name(other) {
-            Some(factory) => Ok((PathStatus::Available, Some(factory))),
-            None => Err(scenario
-                .error_at(
-                    &format!("flow[{flow}].path_manager"),
-                    format!(
-                        "unknown path manager `{name}`; known: default (every path available), backup (paths after the first are backups), fullmesh, lamp5g, lamp5g_throughput, failover"
-                    ),
-                )
-                .into()),
-        },
-    }
+) -> Result<&'static Policy<dyn PathManagerFactory, PathManagerTraits>, SimError> {
+    registry::find(registry::PATH_MANAGERS, name).ok_or_else(|| {
+        scenario
+            .error_at(
+                &format!("flow[{flow}].path_manager"),
+                format!(
+                    "unknown path manager `{name}`; known: {}",
+                    registry::known(registry::PATH_MANAGERS)
+                ),
+            )
+            .into()
+    })
 }
 
 /// The client and the server agent of one flow instance.
@@ -602,8 +589,10 @@ pub(crate) struct Placement<'s> {
     pub paths: Vec<(SocketAddr, SocketAddr)>,
     /// Status of the paths after the first.
     pub extra_status: PathStatus,
-    /// The client's path manager, if `path_manager` names one of polypath's.
-    pub path_manager: Option<Arc<dyn PathManagerFactory>>,
+    /// The client's path manager.
+    pub path_manager: Arc<dyn PathManagerFactory>,
+    /// The server runs the path manager too (LAMP5G's window split).
+    pub path_manager_at_server: bool,
     /// Parameters for the client's path manager (`[flow.options] path_manager`).
     pub path_manager_params: Vec<(String, String)>,
     /// The client opens only the first path at the start (`initial_paths = "first"`).
@@ -643,8 +632,9 @@ impl AgentFactory for QuicFactory {
                 scenario.error_at(
                     &format!("flow[{flow}].scheduler"),
                     format!(
-                        "unknown scheduler `{}`; known: default (minrtt), roundrobin, redundant, wrr, ecf, blest, lamp5g, qos",
-                        q.scheduler
+                        "unknown scheduler `{}`; known: {}",
+                        q.scheduler,
+                        registry::known(registry::SCHEDULERS)
                     ),
                 )
             })?),
@@ -658,14 +648,14 @@ impl AgentFactory for QuicFactory {
                     .into());
             }
         };
-        let (extra_status, path_manager) = path_manager_plan(scenario, flow, &q.path_manager)?;
+        let path_manager = path_manager_plan(scenario, flow, &q.path_manager)?;
         let opts = parse_options(
             scenario,
             flow,
             q,
             inst.paths.len(),
             scheduler.as_deref(),
-            path_manager.as_deref(),
+            path_manager.build().as_ref(),
         )?;
         if inst.paths.is_empty() {
             return Err(scenario
@@ -712,8 +702,9 @@ impl AgentFactory for QuicFactory {
                     )
                 })
                 .collect(),
-            extra_status,
-            path_manager,
+            extra_status: path_manager.traits.extra_paths,
+            path_manager: path_manager.build(),
+            path_manager_at_server: path_manager.traits.at_server,
             path_manager_params: opts.path_manager.clone(),
             first_path_only: opts.first_path_only,
             idle_timeout: opts.idle_timeout,
@@ -795,8 +786,9 @@ impl QuicFactory {
             p.scenario.error_at(
                 &format!("flow[{}].cc", p.flow),
                 format!(
-                    "unknown congestion controller `{}`; known: newreno, cubic, bbr, lia, olia",
-                    q.cc
+                    "unknown congestion controller `{}`; known: {}",
+                    q.cc,
+                    registry::known(registry::CONGESTION_CONTROLLERS)
                 ),
             )
         };
@@ -828,17 +820,14 @@ impl QuicFactory {
         let mut server_transport = transport(server_cc);
         // The LAMP5G window split (Section V-C) must reach the sender: the server runs the
         // same path manager, which splits at the validation of each path the client adds.
-        let split_at_server =
-            p.path_manager.is_some() && q.path_manager.to_ascii_lowercase().starts_with("lamp5g");
-        if let Some(pm) = p.path_manager.as_ref().filter(|_| split_at_server) {
-            Arc::make_mut(&mut server_transport).path_manager = pm.clone();
+        let split_at_server = p.path_manager_at_server;
+        if split_at_server {
+            Arc::make_mut(&mut server_transport).path_manager = p.path_manager.clone();
         }
         server_config.transport = server_transport;
         let mut client_config = ClientConfig::new(client_tls);
         let mut client_transport = transport(client_cc);
-        if let Some(pm) = &p.path_manager {
-            Arc::make_mut(&mut client_transport).path_manager = pm.clone();
-        }
+        Arc::make_mut(&mut client_transport).path_manager = p.path_manager.clone();
         client_config.transport = client_transport;
         let mut client_ep = EndpointConfig::from_seed(p.seeds.0);
         let mut server_ep = EndpointConfig::from_seed(p.seeds.1);

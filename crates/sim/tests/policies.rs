@@ -596,3 +596,32 @@ fn make_before_break_handover_adds_validates_and_splits_before_removing() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// The aliases of the make-before-break path manager are the same policy wherever it runs:
+/// a download over the shortened `handover-mbb.toml` (the window split then happens at the
+/// server, the sender) gives byte-identical output with `lamp5g`, `mbb` and
+/// `make_before_break` (the simulator once ran the server's split for `lamp5g*` names only).
+#[test]
+fn make_before_break_aliases_give_identical_runs() {
+    let text = std::fs::read_to_string(repo().join("scenarios/handover-mbb.toml"))
+        .unwrap()
+        .replace(
+            "from = [0.0, 0.0], to = [400.0, 0.0], speed_mps = 8.3",
+            "from = [130.0, 0.0], to = [400.0, 0.0], speed_mps = 25.0",
+        )
+        .replace("bytes = \"1.5GB\"", "bytes = \"60MB\"");
+    let hash = |name: &str| {
+        let named = text.replace(
+            "path_manager = \"lamp5g\"",
+            &format!("path_manager = \"{name}\""),
+        );
+        let s = Scenario::parse(&named, &repo().join("scenarios/handover-mbb.toml")).unwrap();
+        let (r, o) = run_quic(&s, 1, None);
+        assert_complete(&o[0]);
+        assert_eq!(o[0].client_paths, 2, "{name}: {:?}", o[0]);
+        r.output_hash
+    };
+    let lamp5g = hash("lamp5g");
+    assert_eq!(hash("mbb"), lamp5g);
+    assert_eq!(hash("make_before_break"), lamp5g);
+}

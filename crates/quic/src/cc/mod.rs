@@ -69,31 +69,16 @@ pub use lia::{Lia, LiaFactory, lia_alpha};
 pub use new_reno::{NewReno, NewRenoConfig};
 pub use olia::{Olia, OliaFactory};
 
-/// A controller factory from a name, for command lines and scenario files.
-///
-/// Names are matched ignoring ASCII case: `"newreno"` (also `"new_reno"` and `"reno"`),
-/// `"cubic"`, `"bbr"` (BBRv1), `"lia"` and `"olia"`; anything else gives `None`. Every
-/// factory has default settings.
+/// The built-in controller factory that `name` selects in
+/// [`crate::registry::CONGESTION_CONTROLLERS`], with default settings; `None` for any other
+/// name.
 ///
 /// The `"lia"` and `"olia"` factories couple **every** controller they build, so a
 /// coupled factory must serve a single connection: call this function once per
 /// connection rather than sharing the result between connections. The other factories
 /// keep no state and may be shared freely.
 pub fn factory_by_name(name: &str) -> Option<Arc<dyn ControllerFactory>> {
-    let is = |n: &str| name.eq_ignore_ascii_case(n);
-    if is("newreno") || is("new_reno") || is("reno") {
-        Some(Arc::new(NewRenoConfig::default()))
-    } else if is("cubic") {
-        Some(Arc::new(CubicConfig::default()))
-    } else if is("bbr") {
-        Some(Arc::new(BbrConfig::default()))
-    } else if is("lia") {
-        Some(Arc::new(LiaFactory::new()))
-    } else if is("olia") {
-        Some(Arc::new(OliaFactory::new()))
-    } else {
-        None
-    }
+    crate::registry::find(crate::registry::CONGESTION_CONTROLLERS, name).map(|p| p.build())
 }
 
 /// A congestion event: in-flight packets declared lost, or an increase in the ECN-CE count

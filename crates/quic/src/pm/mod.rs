@@ -233,30 +233,11 @@ pub trait PathManagerFactory: Send + Sync {
     fn build(&self) -> Box<dyn PathManager>;
 }
 
-/// The built-in path manager factories by name, with their default parameters
-/// (case-insensitive):
-///
-/// | name | path manager |
-/// |---|---|
-/// | `none` (also `default`, `manual`) | [`Manual`] |
-/// | `fullmesh` (also `full_mesh`) | [`FullMesh`] without local addresses (set them with the `locals` parameter) |
-/// | `lamp5g` (also `make_before_break`, `mbb`) | [`MakeBeforeBreak`] with the RRC event trigger (A4 adds, A2 removes) |
-/// | `lamp5g_throughput` | [`MakeBeforeBreak`] with [`ThroughputTrigger::default`] |
-/// | `failover` (also `fast_failover`) | [`FastFailover`], [`FastFailoverParams::default`] |
-///
-/// Returns `None` for any other name.
+/// The built-in path manager factory that `name` selects in
+/// [`crate::registry::PATH_MANAGERS`] (the names, aliases, summaries and where each runs),
+/// with default parameters; `None` for any other name.
 pub fn path_manager_by_name(name: &str) -> Option<Arc<dyn PathManagerFactory>> {
-    let factory: Arc<dyn PathManagerFactory> = match name.to_ascii_lowercase().as_str() {
-        "none" | "default" | "manual" => Arc::new(ManualFactory),
-        "fullmesh" | "full_mesh" => Arc::new(FullMeshFactory::default()),
-        "lamp5g" | "make_before_break" | "mbb" => Arc::new(MakeBeforeBreakFactory::default()),
-        "lamp5g_throughput" => Arc::new(MakeBeforeBreakFactory::with_triggers(vec![Arc::new(
-            ThroughputTrigger::default(),
-        )])),
-        "failover" | "fast_failover" => Arc::new(FastFailoverFactory::default()),
-        _ => return None,
-    };
-    Some(factory)
+    crate::registry::find(crate::registry::PATH_MANAGERS, name).map(|p| p.build())
 }
 
 /// The paths not yet abandoned that send from `ip`.

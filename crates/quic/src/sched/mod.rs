@@ -439,34 +439,12 @@ pub fn preferred_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnap
     usable_paths(paths).filter(|p| p.can_send)
 }
 
-/// The built-in scheduler factories by name, with their default parameters (case-insensitive):
-///
-/// | name | scheduler |
-/// |---|---|
-/// | `minrtt` (also `min_rtt`, `default`) | [`MinRtt`] |
-/// | `roundrobin`, `rr` (also `round_robin`) | [`RoundRobin`] |
-/// | `redundant` | [`Redundant`] |
-/// | `wrr` (also `weighted_round_robin`) | [`WeightedRoundRobin`], all weights 1, true WRR |
-/// | `ecf` | [`Ecf`], beta 0.25 |
-/// | `blest` | [`Blest`], [`BlestParams::default`] |
-/// | `lamp5g` | [`Lamp5g`], [`Lamp5gThresholds::default`] |
-/// | `qos` | [`QosPolicy`], [`QosPolicyConfig::default`] (aggregation over all paths) |
-///
-/// Returns `None` for any other name. Parameters are then set per connection with
-/// [`Scheduler::configure`], or by building the factory directly.
+/// The built-in scheduler factory that `name` selects in [`crate::registry::SCHEDULERS`] (the
+/// names, aliases and summaries), with default parameters; `None` for any other name.
+/// Parameters are then set per connection with [`Scheduler::configure`], or by building the
+/// factory directly.
 pub fn scheduler_by_name(name: &str) -> Option<Arc<dyn SchedulerFactory>> {
-    let factory: Arc<dyn SchedulerFactory> = match name.to_ascii_lowercase().as_str() {
-        "minrtt" | "min_rtt" | "default" => Arc::new(MinRttFactory),
-        "roundrobin" | "round_robin" | "rr" => Arc::new(RoundRobinFactory),
-        "redundant" => Arc::new(RedundantFactory),
-        "wrr" | "weighted_round_robin" => Arc::new(WrrFactory::default()),
-        "ecf" => Arc::new(EcfFactory::default()),
-        "blest" => Arc::new(BlestFactory::default()),
-        "lamp5g" => Arc::new(Lamp5gFactory::default()),
-        "qos" => Arc::new(QosPolicyFactory::default()),
-        _ => return None,
-    };
-    Some(factory)
+    crate::registry::find(crate::registry::SCHEDULERS, name).map(|p| p.build())
 }
 
 /// Parses a boolean parameter value: `y`, `yes`, `true`, `1`, `on` or `n`, `no`, `false`, `0`,

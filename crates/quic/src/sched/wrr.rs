@@ -261,6 +261,19 @@ pub fn check_weight_count(value: &str, paths: usize) -> Result<(), String> {
     }
 }
 
+/// The weight table of a plain list: the weights of paths 0, 1, 2, ... (each at least 1).
+fn positional_weights(weights: &[u32]) -> Result<BTreeMap<PathId, u32>, String> {
+    let mut table = BTreeMap::new();
+    for (i, &w) in weights.iter().enumerate() {
+        let id = u32::try_from(i).map_err(|_| "weights: too many entries".to_string())?;
+        if w == 0 {
+            return Err(format!("weights: path {id} has weight 0 (at least 1)"));
+        }
+        table.insert(PathId(id), w);
+    }
+    Ok(table)
+}
+
 fn apply_weights(table: &mut BTreeMap<PathId, u32>, value: &str) -> Result<(), String> {
     let value = value.trim();
     if value.is_empty() {
@@ -278,12 +291,11 @@ fn apply_weights(table: &mut BTreeMap<PathId, u32>, value: &str) -> Result<(), S
     let items: Vec<&str> = value.split(',').map(str::trim).collect();
     let pairs = items.iter().filter(|i| i.contains('=')).count();
     if pairs == 0 {
-        let mut new = BTreeMap::new();
-        for (i, item) in items.iter().enumerate() {
-            let id = u32::try_from(i).map_err(|_| "weights: too many entries".to_string())?;
-            new.insert(PathId(id), parse_weight(item)?);
-        }
-        *table = new;
+        let list = items
+            .iter()
+            .map(|item| parse_weight(item))
+            .collect::<Result<Vec<u32>, String>>()?;
+        *table = positional_weights(&list)?;
         Ok(())
     } else if pairs == items.len() {
         let mut updates = BTreeMap::new();
@@ -317,6 +329,13 @@ impl WrrFactory {
     /// True WRR with all weights 1.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Presets the weights of paths 0, 1, 2, ... in path-ID order (unlisted paths weigh 1);
+    /// an error names a weight below 1.
+    pub fn with_weight_list(mut self, weights: &[u32]) -> Result<Self, String> {
+        self.weights = positional_weights(weights)?;
+        Ok(self)
     }
 
     /// Presets the weights, in the `weights` syntax of the module documentation.
