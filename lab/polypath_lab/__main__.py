@@ -55,14 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     done = []
+    took = {}
     try:
         for n in names:
+            began = time.monotonic()
             done.append(experiments[n].run(ctx))
+            took[n] = round(time.monotonic() - began, 1)
+            print(f"{n}: {took[n]} s", file=sys.stderr)
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     meta = {"seeds": seeds, "mode": "quick" if a.quick else ("full" if a.full else "default"),
-            "wall_s": round(time.monotonic() - start, 1)}
+            "wall_s": round(time.monotonic() - start, 1), "experiment_wall_s": took}
     index = write_report(done, a.out, meta, order=list(experiments))
     print_tables(done)
     print(f"\nreport: {index} ({meta['wall_s']} s)")

@@ -111,8 +111,10 @@ def write_report(experiments: list[Experiment], out: Path, meta: dict[str, Any],
 
 def _section(e: Experiment, meta: dict[str, Any]) -> str:
     """One experiment's part of ``index.md``."""
+    took = meta.get("experiment_wall_s", {}).get(e.name)
+    took_text = f", {took:.0f} s of wall time" if took is not None else ""
     md = [f"## {e.title}", "",
-          f"*Run with seeds {meta.get('seeds')}, mode {meta.get('mode')}.*", "",
+          f"*Run with seeds {meta.get('seeds')}, mode {meta.get('mode')}{took_text}.*", "",
           e.setup, ""]
     for t in e.tables:
         md += [t.markdown(), ""]
