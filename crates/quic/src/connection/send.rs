@@ -204,7 +204,7 @@ impl Connection {
     /// its probes carry PING only.
     pub(super) fn is_stalled(&self, id: PathId) -> bool {
         let failing = |p: &super::paths::Path| {
-            p.pto_count >= crate::sched::POTENTIALLY_FAILED_PTOS || p.link_unavailable()
+            crate::sched::potentially_failed(p.pto_count, p.link_unavailable())
         };
         self.paths.get(&id).is_some_and(failing)
             && self

@@ -45,6 +45,7 @@
 
 use super::{
     Decision, PathEvent, PathSnapshot, PendingData, Scheduler, SchedulerFactory, parse_fraction,
+    preferred_paths,
 };
 use crate::shared::PathId;
 use std::time::{Duration, Instant};
@@ -208,11 +209,12 @@ impl Scheduler for Lamp5g {
         //= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section IV-A
         //# However, our scheduling strategy restricts the amount of data transmitted on each
         //# path by its available congestion window.
-        let can_send = |id: PathId| paths.iter().any(|p| p.id == id && p.can_send);
-        let any_available = self.ranking.iter().any(|r| !r.backup && can_send(r.id));
+        //
+        // The backup rule is the one of [`preferred_paths`]: a backup path takes packets only
+        // when no available path is working, not because the available ones' windows are full.
         self.ranking
             .iter()
-            .find(|r| r.backup != any_available && can_send(r.id))
+            .find(|r| preferred_paths(paths).any(|p| p.id == r.id))
             .map_or(Decision::Wait, |r| Decision::Send(r.id))
     }
 
@@ -503,9 +505,17 @@ mod tests {
             decide(&mut s, &[backup.clone(), b.clone()]),
             Decision::Send(PathId(1))
         );
-        let mut full = b;
+        // A full available path is still working: the backup waits (the draft's backup rule).
+        let mut full = b.clone();
         full.can_send = false;
-        assert_eq!(decide(&mut s, &[backup, full]), Decision::Send(PathId(0)));
+        assert_eq!(decide(&mut s, &[backup.clone(), full]), Decision::Wait);
+        // A potentially failed one is not: the backup takes over.
+        let mut failing = b;
+        failing.pto_count = crate::sched::POTENTIALLY_FAILED_PTOS;
+        assert_eq!(
+            decide(&mut s, &[backup, failing]),
+            Decision::Send(PathId(0))
+        );
         assert_eq!(decide(&mut s, &[]), Decision::Wait);
     }
 

@@ -227,7 +227,7 @@ impl PathSnapshot {
     /// while its link is unavailable ([`PathSnapshot::link_unavailable`]): either way the
     /// path cannot be counted on now.
     pub fn is_potentially_failed(&self) -> bool {
-        self.pto_count >= POTENTIALLY_FAILED_PTOS || self.link_unavailable
+        potentially_failed(self.pto_count, self.link_unavailable)
     }
 
     /// True if either side marked the path as backup.
@@ -411,6 +411,14 @@ pub trait SchedulerFactory: Send + Sync {
 /// timeouts. Two, because one PTO is often only a tail loss.
 pub const POTENTIALLY_FAILED_PTOS: u32 = 2;
 
+/// The one definition of a potentially failed path, for schedulers
+/// ([`PathSnapshot::is_potentially_failed`]) and the connection (which keeps its own frames
+/// off such a path): [`POTENTIALLY_FAILED_PTOS`] probe timeouts in a row, or a link the
+/// link layer reports unavailable.
+pub(crate) fn potentially_failed(pto_count: u32, link_unavailable: bool) -> bool {
+    pto_count >= POTENTIALLY_FAILED_PTOS || link_unavailable
+}
+
 /// The paths a scheduler counts as its own whether or not their windows have room now,
 /// applying the backup rule: the usable paths not marked backup; or, when none of those is
 /// working (each is unusable or [potentially failed](PathSnapshot::is_potentially_failed)),
@@ -421,9 +429,17 @@ pub const POTENTIALLY_FAILED_PTOS: u32 = 2;
 //# PATH_STATUS_BACKUP suggests that a path should only be used as backup, i.e., that no traffic
 //# should be sent on that path if another path is available and usable.
 pub fn usable_paths(paths: &[PathSnapshot]) -> impl Iterator<Item = &PathSnapshot> {
+    usable_among(paths.iter())
+}
+
+/// [`usable_paths`] among some of the paths (for example those a traffic class may use).
+pub fn usable_among<'a, I>(paths: I) -> impl Iterator<Item = &'a PathSnapshot>
+where
+    I: Iterator<Item = &'a PathSnapshot> + Clone,
+{
     let working = |p: &PathSnapshot| p.is_usable() && !p.is_backup() && !p.is_potentially_failed();
-    let any_working = paths.iter().any(working);
-    paths.iter().filter(move |p| {
+    let any_working = paths.clone().any(working);
+    paths.filter(move |p| {
         if any_working {
             working(p)
         } else {
@@ -771,5 +787,68 @@ pub(crate) mod tests {
         assert!(parse_non_negative("k", "inf").is_err());
         assert!(parse_fraction("k", "1").is_err());
         assert_eq!(parse_fraction("k", "0"), Ok(0.0));
+    }
+
+    /// The paths a decision sends on.
+    fn sent_on(d: &Decision) -> Vec<PathId> {
+        match d {
+            Decision::Send(id) => vec![*id],
+            Decision::Duplicate(ids) => ids.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every built-in scheduler (the registry's) follows the draft's backup rule as
+    /// [`usable_paths`] defines it: a backup path gets nothing while an available path is
+    /// working, even one whose window is full; it takes packets once the available path is
+    /// potentially failed or not usable.
+    #[test]
+    fn every_scheduler_follows_the_backup_rule() {
+        let pending = PendingData {
+            new_stream_bytes: 1_000_000,
+            ..PendingData::default()
+        };
+        let mut backup = snapshot(1, 5, true);
+        backup.local_status = PathStatus::Backup;
+        let mut full = snapshot(0, 20, false);
+        full.cwnd = 12_000;
+        let mut failing = snapshot(0, 20, true);
+        failing.pto_count = POTENTIALLY_FAILED_PTOS;
+        let mut closing = snapshot(0, 20, true);
+        closing.state = PathState::Abandoned;
+        let now = Instant::now();
+        // Ten decisions, each packet reported sent; the paths each decision used.
+        let decisions = |policy: &crate::registry::Policy<dyn SchedulerFactory>,
+                         paths: &[PathSnapshot]| {
+            let mut s = policy.build().build();
+            (0..10u64)
+                .map(|i| {
+                    let t = now + Duration::from_millis(i);
+                    let d = s.schedule(t, paths, &pending);
+                    for id in sent_on(&d) {
+                        s.on_packet_sent(t, id, 1200);
+                    }
+                    d
+                })
+                .collect::<Vec<_>>()
+        };
+        for policy in crate::registry::SCHEDULERS {
+            let ds = decisions(policy, &[full.clone(), backup.clone()]);
+            assert!(
+                ds.iter().all(|d| !sent_on(d).contains(&PathId(1))),
+                "{}: {ds:?} uses the backup while the available path works",
+                policy.name
+            );
+            for working_not in [&failing, &closing] {
+                let ds = decisions(policy, &[working_not.clone(), backup.clone()]);
+                assert!(
+                    ds.iter().any(|d| sent_on(d).contains(&PathId(1))),
+                    "{}: {ds:?} leaves the backup idle with path 0 {:?}, {} PTOs",
+                    policy.name,
+                    working_not.state,
+                    working_not.pto_count
+                );
+            }
+        }
     }
 }

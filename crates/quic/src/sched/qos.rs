@@ -85,7 +85,7 @@
 
 use super::{
     Decision, PathSnapshot, PendingData, QosClass, Scheduler, SchedulerFactory, parse_fraction,
-    parse_non_negative,
+    parse_non_negative, usable_among,
 };
 use crate::shared::PathId;
 use serde::{Deserialize, Serialize};
@@ -712,15 +712,9 @@ impl Scheduler for QosPolicy {
             //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Throughput increase by aggregating capacity across multiple paths.
             QosMode::Aggregate => {
-                let sendable = || {
-                    cands
-                        .iter()
-                        .filter_map(|c| paths.get(c.3))
-                        .filter(|p| p.can_send)
-                };
-                let any_available = sendable().any(|p| !p.is_backup());
-                sendable()
-                    .filter(|p| p.is_backup() != any_available)
+                let allowed = cands.iter().filter_map(|c| paths.get(c.3));
+                usable_among(allowed)
+                    .filter(|p| p.can_send)
                     .min_by_key(|p| (p.srtt, p.id))
                     .map_or(Decision::Wait, |p| Decision::Send(p.id))
             }
@@ -1249,7 +1243,12 @@ mod tests {
         backup.local_status = crate::sched::PathStatus::Backup;
         let mut paths = [snapshot(0, 10, true), backup];
         assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(0)));
+        // A full window is no failure: the backup stays idle (the draft's backup rule).
         paths[0].can_send = false;
+        assert_eq!(s.schedule(now, &paths, &pending), Decision::Wait);
+        // A potentially failed path is: the backup carries the traffic.
+        paths[0].can_send = true;
+        paths[0].pto_count = crate::sched::POTENTIALLY_FAILED_PTOS;
         assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(1)));
     }
 
