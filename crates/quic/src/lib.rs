@@ -20,19 +20,37 @@
 #![warn(missing_docs)]
 
 pub mod cc;
+// The wire codecs are private unless the fuzz targets ask for them (`fuzzing`); some of
+// their functions serve only those targets and the codecs' own tests.
+#[cfg(feature = "fuzzing")]
 pub mod coding;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)]
+mod coding;
 pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod datagrams;
 pub mod endpoint;
 pub mod error;
+#[cfg(feature = "fuzzing")]
 pub mod frame;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)]
+mod frame;
 pub mod link_hints;
+#[cfg(feature = "fuzzing")]
 pub mod packet;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)]
+mod packet;
 pub mod pm;
 pub mod qlog;
+#[cfg(feature = "fuzzing")]
 pub mod range_set;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(dead_code)]
+mod range_set;
 pub mod recovery;
 pub mod registry;
 pub mod sched;

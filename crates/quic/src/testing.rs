@@ -5,6 +5,9 @@
 //!
 //! Time only moves when the pair steps: [`Pair::step`] jumps to the next delivery or timer.
 //! Everything is deterministic: the endpoints' randomness comes from fixed seeds.
+//!
+//! [`scheduler`] tests a scheduler alone, without a connection: path snapshots and a
+//! closed-loop simulation of paths that drives it packet by packet.
 
 use crate::config::TransportConfig;
 use crate::connection::Connection;
@@ -19,6 +22,11 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The scheduler test harness: [`scheduler::snapshot`] and [`scheduler::Sim`].
+pub mod scheduler {
+    pub use crate::sched::harness::{Sim, SimPath, snapshot};
+}
 
 /// The ALPN protocol both test endpoints speak.
 pub const ALPN: &[u8] = b"polypath-test";

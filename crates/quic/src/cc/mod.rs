@@ -128,8 +128,11 @@ impl CongestionState {
     }
 }
 
-/// A snapshot of a controller's state, for logs, metrics and schedulers.
+/// A snapshot of a controller's state, for logs, metrics and schedulers. New fields may be
+/// added: a controller outside this crate builds one with [`CongestionMetrics::new`] and
+/// sets the other fields it has.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CongestionMetrics {
     /// The congestion window, bytes.
     pub window: u64,
@@ -148,6 +151,23 @@ pub struct CongestionMetrics {
     pub spurious_undos: u64,
     /// Algorithm-specific values, by name (for example CUBIC's `w_max`).
     pub extra: Vec<(&'static str, f64)>,
+}
+
+impl CongestionMetrics {
+    /// Metrics with the given window, threshold and state; no pacing rate, no events, no
+    /// algorithm-specific values.
+    pub fn new(window: u64, ssthresh: Option<u64>, state: CongestionState) -> Self {
+        CongestionMetrics {
+            window,
+            ssthresh,
+            state,
+            pacing_rate: None,
+            congestion_events: 0,
+            persistent_congestion_events: 0,
+            spurious_undos: 0,
+            extra: Vec::new(),
+        }
+    }
 }
 
 /// A per-path congestion controller.

@@ -78,6 +78,8 @@
 
 mod blest;
 mod ecf;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod harness;
 mod lamp5g;
 mod min_rtt;
 mod qos;
@@ -130,8 +132,11 @@ pub enum PathState {
     Abandoned,
 }
 
-/// A read-only view of one path, rebuilt before every scheduling decision.
+/// A read-only view of one path, rebuilt before every scheduling decision. New fields may
+/// be added: build one outside this crate with [`PathSnapshot::new`] (or the test harness's
+/// `testing::scheduler::snapshot`) and set the fields that matter.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PathSnapshot {
     /// The path's identifier (0 for the path of the handshake).
     pub id: PathId,
@@ -213,6 +218,42 @@ pub struct PathSnapshot {
 }
 
 impl PathSnapshot {
+    /// A validated, available path between `local` and `remote` before any traffic: the
+    /// initial RTT of RFC 9002 (333 ms) and no sample yet, an empty window, a 1200-byte MTU,
+    /// no hints. Drivers and tests set the fields that matter.
+    pub fn new(id: PathId, local: SocketAddr, remote: SocketAddr) -> Self {
+        let initial_rtt = crate::recovery::K_INITIAL_RTT;
+        PathSnapshot {
+            id,
+            local,
+            remote,
+            state: PathState::Validated,
+            local_status: PathStatus::Available,
+            peer_status: None,
+            srtt: initial_rtt,
+            rttvar: initial_rtt / 2,
+            min_rtt: initial_rtt,
+            latest_rtt: initial_rtt,
+            has_rtt_sample: false,
+            cwnd: 0,
+            bytes_in_flight: 0,
+            mtu: 1200,
+            loss_rate: 0.0,
+            delivery_rate: None,
+            can_send: false,
+            pacing_release: None,
+            queued_bytes: 0,
+            packets_sent: 0,
+            packets_lost: 0,
+            bytes_sent: 0,
+            predicted_throughput: None,
+            pto_count: 0,
+            awaiting_ack_since: None,
+            link: LinkHints::default(),
+            link_unavailable: false,
+        }
+    }
+
     /// Bytes the congestion window still admits.
     pub fn window_room(&self) -> u64 {
         self.cwnd.saturating_sub(self.bytes_in_flight)
@@ -269,8 +310,10 @@ pub enum QosClass {
     Critical,
 }
 
-/// What is waiting to be sent, summarised for the scheduler.
+/// What is waiting to be sent, summarised for the scheduler. New fields may be added: build
+/// one outside this crate from [`PendingData::default`] and set the fields that matter.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PendingData {
     /// Bytes of stream data never sent yet.
     pub new_stream_bytes: u64,
@@ -496,202 +539,7 @@ pub(crate) fn parse_fraction(key: &str, value: &str) -> Result<f64, String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, SocketAddrV4};
-
-    /// A usable path with the given RTT and window room.
-    pub(crate) fn snapshot(id: u32, srtt_ms: u64, can_send: bool) -> PathSnapshot {
-        let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4433));
-        PathSnapshot {
-            id: PathId(id),
-            local: addr,
-            remote: addr,
-            state: PathState::Validated,
-            local_status: PathStatus::Available,
-            peer_status: None,
-            srtt: Duration::from_millis(srtt_ms),
-            rttvar: Duration::from_millis(srtt_ms / 2),
-            min_rtt: Duration::from_millis(srtt_ms),
-            latest_rtt: Duration::from_millis(srtt_ms),
-            has_rtt_sample: true,
-            cwnd: 12_000,
-            bytes_in_flight: if can_send { 0 } else { 12_000 },
-            mtu: 1200,
-            loss_rate: 0.0,
-            delivery_rate: None,
-            can_send,
-            pacing_release: None,
-            queued_bytes: 0,
-            packets_sent: 0,
-            packets_lost: 0,
-            bytes_sent: 0,
-            predicted_throughput: None,
-            pto_count: 0,
-            awaiting_ack_since: None,
-            link: LinkHints::default(),
-            link_unavailable: false,
-        }
-    }
-
-    /// One simulated path: a fixed RTT and a congestion window counted in packets.
-    pub(crate) struct SimPath {
-        /// The snapshot template: `srtt`, `cwnd`, `bytes_in_flight` and `can_send` are
-        /// overwritten from the simulation before every decision; other fields are kept.
-        pub(crate) snap: PathSnapshot,
-        /// Round-trip time of every packet.
-        pub(crate) rtt: Duration,
-        /// Congestion window, in full-sized packets.
-        pub(crate) cwnd_packets: u64,
-        /// Acknowledgment times of the packets in flight, oldest first.
-        in_flight: std::collections::VecDeque<Instant>,
-        /// Packets sent on the path so far.
-        pub(crate) sent: u64,
-    }
-
-    /// A tiny closed-loop simulation of paths driving a scheduler through the public trait:
-    /// each packet is full-sized (`mtu` bytes), a path can send while fewer than
-    /// `cwnd_packets` are in flight, and each packet is acknowledged exactly one RTT later.
-    pub(crate) struct Sim {
-        pub(crate) now: Instant,
-        pub(crate) start: Instant,
-        pub(crate) paths: Vec<SimPath>,
-        pub(crate) pending: PendingData,
-        /// Every path choice in order (each copy of a duplicated packet counts).
-        pub(crate) log: Vec<PathId>,
-    }
-
-    impl Sim {
-        /// Paths 0, 1, ... with the given (RTT in ms, window in packets), plenty of data.
-        pub(crate) fn new(specs: &[(u64, u64)]) -> Sim {
-            let now = Instant::now();
-            let paths = specs
-                .iter()
-                .enumerate()
-                .map(|(i, &(rtt_ms, cwnd_packets))| SimPath {
-                    snap: snapshot(i as u32, rtt_ms, true),
-                    rtt: Duration::from_millis(rtt_ms),
-                    cwnd_packets,
-                    in_flight: Default::default(),
-                    sent: 0,
-                })
-                .collect();
-            Sim {
-                now,
-                start: now,
-                paths,
-                pending: PendingData {
-                    new_stream_bytes: u64::MAX / 2,
-                    ..PendingData::default()
-                },
-                log: Vec::new(),
-            }
-        }
-
-        /// The snapshots the scheduler sees now.
-        pub(crate) fn snapshots(&self) -> Vec<PathSnapshot> {
-            self.paths
-                .iter()
-                .map(|p| {
-                    let mut s = p.snap.clone();
-                    let mtu = u64::from(s.mtu);
-                    s.srtt = p.rtt;
-                    s.min_rtt = p.rtt;
-                    s.latest_rtt = p.rtt;
-                    s.cwnd = p.cwnd_packets * mtu;
-                    s.bytes_in_flight = p.in_flight.len() as u64 * mtu;
-                    s.can_send = s.is_usable() && (p.in_flight.len() as u64) < p.cwnd_packets;
-                    s.packets_sent = p.sent;
-                    s
-                })
-                .collect()
-        }
-
-        fn acknowledge(&mut self) {
-            for p in &mut self.paths {
-                while p.in_flight.front().is_some_and(|t| *t <= self.now) {
-                    p.in_flight.pop_front();
-                }
-            }
-        }
-
-        /// Jumps to the next acknowledgment; false if nothing is in flight.
-        fn advance(&mut self) -> bool {
-            let next = self.paths.iter().filter_map(|p| p.in_flight.front()).min();
-            match next {
-                Some(t) => {
-                    self.now = *t;
-                    self.acknowledge();
-                    true
-                }
-                None => false,
-            }
-        }
-
-        fn send(&mut self, s: &mut dyn Scheduler, id: PathId) {
-            let now = self.now;
-            let Some(p) = self.paths.iter_mut().find(|p| p.snap.id == id) else {
-                panic!("scheduler picked unknown {id:?}");
-            };
-            p.in_flight.push_back(now + p.rtt);
-            p.sent += 1;
-            let mtu = u64::from(p.snap.mtu);
-            self.pending.new_stream_bytes = self.pending.new_stream_bytes.saturating_sub(mtu);
-            self.log.push(id);
-            s.on_packet_sent(now, id, mtu);
-        }
-
-        /// Asks the scheduler for one packet; sends it (and its copies) on the paths that can
-        /// take it. Returns how many copies left.
-        pub(crate) fn step(&mut self, s: &mut dyn Scheduler) -> usize {
-            let snaps = self.snapshots();
-            let can = |id: PathId| snaps.iter().any(|p| p.id == id && p.can_send);
-            match s.schedule(self.now, &snaps, &self.pending) {
-                Decision::Send(id) if can(id) => {
-                    self.send(s, id);
-                    1
-                }
-                Decision::Duplicate(ids) => {
-                    let ids: Vec<_> = ids.into_iter().filter(|id| can(*id)).collect();
-                    for id in &ids {
-                        self.send(s, *id);
-                    }
-                    ids.len()
-                }
-                _ => 0,
-            }
-        }
-
-        /// Runs until `packets` scheduling decisions sent something, or the scheduler waits
-        /// with nothing in flight. Returns the decisions that sent something.
-        pub(crate) fn run(&mut self, s: &mut dyn Scheduler, packets: u64) -> u64 {
-            let mut done = 0;
-            while done < packets {
-                if self.step(s) > 0 {
-                    done += 1;
-                } else if !self.advance() {
-                    break;
-                }
-            }
-            done
-        }
-
-        /// Sends `bytes` of new data and returns the time from the start until the last
-        /// packet is acknowledged.
-        pub(crate) fn transfer(&mut self, s: &mut dyn Scheduler, bytes: u64) -> Duration {
-            self.pending.new_stream_bytes = bytes;
-            while self.pending.new_stream_bytes > 0 {
-                if self.step(s) == 0 && !self.advance() {
-                    panic!("scheduler {} stalled with data waiting", s.name());
-                }
-            }
-            while self.advance() {}
-            self.now - self.start
-        }
-
-        /// Packets sent on path `i`.
-        pub(crate) fn sent(&self, i: usize) -> u64 {
-            self.paths[i].sent
-        }
-    }
+    pub(crate) use crate::sched::harness::{Sim, snapshot};
 
     #[test]
     fn backup_paths_only_when_no_available_path_works() {
