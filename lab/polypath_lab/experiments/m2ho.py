@@ -199,6 +199,9 @@ EMU_SECONDS = {"quick": 20, "reduced": 60, "full": 300}
 #: (`ue_share`) scales every rate down without moving any RSRP, so the handovers stay the
 #: scenario's.
 UE_SHARE = 0.15
+#: The model's per-UE cell buffer when a cell sets none (``buffer_bytes`` defaults in
+#: crates/ran/src/config.rs), by cell type.
+MODEL_BUFFER_BYTES = {"nr_fr1": 1_000_000, "nr_fr2": 4_000_000}
 #: The wired part of the path, each way: with the radio's own delays the round trip is
 #: about the 69.7 ms M2HO measured (Sec. 3.3, finding 1); the scenario's 10 ms would make
 #: bandwidth-delay products, and so CUBIC's recovery after a loss, three times shorter.
@@ -218,6 +221,14 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
     s["output"] = {"bin": "100ms", "rb_events": True}
     for c in s["radio"]["cells"]:
         c["ue_share"] = UE_SHARE
+        # Scaling the network down scales its buffers with it: a per-UE buffer is a number
+        # of bytes the cell holds at the UE's rate, so at x UE_SHARE the same bytes would
+        # hold 1/UE_SHARE times as long (seconds of standing queue, where M2HO measured a
+        # 69.7 ms mean RTT, Sec. 3.3 finding 1) and be several BDPs deep: no cut of CUBIC's
+        # window could then leave the link idle, which is what handovers cost it in the
+        # paper. Kept in proportion, the buffer is as many round trips deep as at full rate.
+        full_rate = c.get("buffer_bytes", MODEL_BUFFER_BYTES[c["type"]])
+        c["buffer_bytes"] = round(UE_SHARE * full_rate)
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
     s["radio"].pop("predictors", None)
@@ -351,7 +362,8 @@ def emulated(ctx: Context, e: Experiment) -> None:
                       + (f" / {fmt(cv['bbr'], 1)}" if "bbr" in cv else "")])
     e.tables.append(Table(
         f"Table 2: mean throughput (Mbit/s) in [-5, 5] s around handovers, emulated "
-        f"({mode}: {seconds} s of the driving loop, seed {seed}, rates x{UE_SHARE})",
+        f"({mode}: {seconds} s of the driving loop, seed {seed}, rates and cell buffers "
+        f"x{UE_SHARE})",
         ["type", "handovers", "M2HO paper", "M2HO polypath", "CUBIC paper", "CUBIC polypath",
          "BBR polypath", "ratio paper", "ratio polypath",
          "convergence s (M2HO / CUBIC" + (" / BBR)" if "bbr" in per else ")")],
