@@ -236,9 +236,6 @@ pub struct Controller {
     smoothing_cell: Option<CellId>,
     pre_handover_high: BTreeMap<ConnKey, u32>,
     handover_ra_ns: Option<u64>,
-    /// The window shrink in force when the last handover completed: under rate control it
-    /// holds until Eq. 2 has an estimate from the new cell.
-    rate_hold_bytes: Option<u64>,
     conns: ConnTable,
     bursts: BurstDetector,
     stats: Stats,
@@ -261,7 +258,6 @@ impl Controller {
             smoothing_cell: None,
             pre_handover_high: BTreeMap::new(),
             handover_ra_ns: None,
-            rate_hold_bytes: None,
             conns: ConnTable::new(cfg.max_connections, (cfg.idle_timeout_s * 1e9) as u64),
             bursts: BurstDetector::new(cfg.burst),
             stats: Stats {
@@ -693,12 +689,14 @@ impl Controller {
         //# As the sending rate in sub-6GHz cells is throttled by rwnd, it cannot be set
         //# arbitrarily but needs to faithfully reflect the channel capacity.
         // The bytes of the last round trip came from the source cell (a mmWave cell after
-        // a vertical handover): c_est starts again on the new cell, and until its first
-        // round trip is counted the window stays at the target's buffer estimate.
+        // a vertical handover): c_est starts again on the new cell. Until its first round
+        // trip there is counted, Eq. 2 has no estimate and the window is the kernel's (Sec.
+        // 4.3: "if packet loss indeed occurs, the sending rate after handover will be
+        // decided by cwnd"; a window held below the data in flight would leave a sender
+        // whose forwarded tail was lost with nothing to send and no ACK to wait for).
         for (_, c) in self.conns.iter_mut() {
             c.restart_rate_estimate();
         }
-        self.rate_hold_bytes = self.shrink_bytes;
         //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
         //# M2HO confirms handover execution completion by finding random access procedure
         //# messages at the link layer, and subsequently enters the smoothing state.
@@ -724,19 +722,10 @@ impl Controller {
         }
         if self.rate_control
             && let Some(c) = self.conns.get(key)
+            && let (Some(bytes), Some(min), Some(rtt)) = (c.bytes_last_rtt, c.rtt_min_ns, c.rtt_ns)
+            && let Some(w) = eq2_rwnd(self.cfg.lambda, bytes, min, rtt)
         {
-            match (c.bytes_last_rtt, c.rtt_min_ns, c.rtt_ns) {
-                (Some(bytes), Some(min), Some(rtt)) => {
-                    if let Some(w) = eq2_rwnd(self.cfg.lambda, bytes, min, rtt) {
-                        take(w);
-                    }
-                }
-                _ => {
-                    if let Some(b) = self.rate_hold_bytes {
-                        take(b / self.conns.active(now, 1_000_000_000) as u64);
-                    }
-                }
-            }
+            take(w);
         }
         target.map(|t| t.max(self.cfg.min_rwnd_bytes))
     }
