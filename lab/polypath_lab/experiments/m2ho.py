@@ -435,7 +435,7 @@ def _queue_drop_share(out: Path) -> float:
 
 
 def _explain(e: Experiment, causes: dict, st: dict | None, cubic_out: Path,
-             ho_per_min: float) -> None:
+             ho_per_min: float, m2ho_sub6_buffer_kb: float) -> None:
     """Notes that say, from this run's measurements, why the throughput ratio is what it
     is: which of the paper's causes the emulation produces, and what M2HO can act on."""
     c = lambda k, f: causes.get(k, {}).get(f, float("nan"))  # noqa: E731
@@ -488,9 +488,11 @@ def _explain(e: Experiment, causes: dict, st: dict | None, cubic_out: Path,
         if shr:
             e.notes.append(
                 f"Window shrinks of the daemon: {shr[0] / 1e3:.0f} to {shr[-1] / 1e3:.0f} kB "
-                f"(median {shr[len(shr) // 2] / 1e3:.0f} kB). For a mmWave target M2HO uses the "
-                "smallest sub-6 estimate it has (Sec. 4.3), and a sub-6 cell passed briefly "
-                "at low rate leaves a small lower bound, so some shrinks are only a few segments.")
+                f"(median {shr[len(shr) // 2] / 1e3:.0f} kB; the sub-6 cells' buffers are "
+                f"{m2ho_sub6_buffer_kb:.0f} kB here). For a mmWave target M2HO uses the smallest "
+                "sub-6 estimate it has (Sec. 4.3), a lower bound: a sub-6 cell passed briefly at "
+                "low rate can make it much smaller than any buffer. Estimates above the buffer "
+                "come from bursts that also carry what arrives while they drain.")
 
 
 def emulated(ctx: Context, e: Experiment) -> None:
@@ -632,7 +634,9 @@ def emulated(ctx: Context, e: Experiment) -> None:
     if tot and not ctx.quick:
         e.check("CUBIC+M2HO >= 1.4x CUBIC around handovers (paper 1.458x)",
                 tot["ratio"] >= 1.4, f"{tot['ratio']:.2f}x over {tot['handovers']} handovers")
-    _explain(e, causes, st, runs["cubic"]["out"], 60.0 * len(hos) / seconds)
+    sub6 = [buffers[c] for c, r in cell_rat.items() if r != "nr_fr2" and c in buffers]
+    _explain(e, causes, st, runs["cubic"]["out"], 60.0 * len(hos) / seconds,
+             min(sub6, default=float("nan")) / 1e3)
     late = [v for v, x in lat.items() if x["overloaded"]]
     e.notes.append(
         "The emulator's lateness is in the table above; "
