@@ -227,6 +227,22 @@ def test_quick_m2ho_prediction_tables(quick_experiment):
     assert t4["total"]["m2ho"]["precision"] > t4["total"]["naive"]["precision"] + 20
     assert t5["mmW-mmW"]["m2ho_ms"] > 2 * t5["mmW-mmW"]["command_ms"], t5
 
+def test_m2ho_emulated_cells_scale_buffers_with_rates():
+    """The emulated M2HO stretches scale the network down: every cell's per-UE buffer
+    shrinks with its rate (same share), so it stays as many round trips deep as at full
+    rate, and the scenario the prediction runs use keeps the model's buffers."""
+    from polypath_lab.experiments import m2ho
+    from polypath_lab.sim import load_scenario
+
+    base = load_scenario("driving-m2ho")
+    s = m2ho.emu_scenario(base, 20, "cubic", False)
+    for before, after in zip(base["radio"]["cells"], s["radio"]["cells"]):
+        full = before.get("buffer_bytes", m2ho.MODEL_BUFFER_BYTES[before["type"]])
+        assert after["ue_share"] == m2ho.UE_SHARE
+        assert after["buffer_bytes"] == round(m2ho.UE_SHARE * full), after
+    assert all("buffer_bytes" not in c for c in base["radio"]["cells"]), "base not modified"
+
+
 def test_jain_index_by_hand():
     from polypath_lab.netmetrics import jain
 

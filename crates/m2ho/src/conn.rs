@@ -292,6 +292,14 @@ impl Conn {
         closed
     }
 
+    /// Forgets the bytes counted so far for c_est: the next estimate counts only what
+    /// arrives from now on (from the cell the device has just handed over to).
+    pub fn restart_rate_estimate(&mut self) {
+        self.window_start = None;
+        self.window_bytes = 0;
+        self.bytes_last_rtt = None;
+    }
+
     fn count_bytes(&mut self, bytes: u64, now: u64) {
         let Some(rtt) = self.rtt_ns else {
             return;

@@ -685,6 +685,18 @@ impl Controller {
             }
         }
         self.handover_ra_ns = Some(now);
+        //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.5
+        //# As the sending rate in sub-6GHz cells is throttled by rwnd, it cannot be set
+        //# arbitrarily but needs to faithfully reflect the channel capacity.
+        // The bytes of the last round trip came from the source cell (a mmWave cell after
+        // a vertical handover): c_est starts again on the new cell. Until its first round
+        // trip there is counted, Eq. 2 has no estimate and the window is the kernel's (Sec.
+        // 4.3: "if packet loss indeed occurs, the sending rate after handover will be
+        // decided by cwnd"; a window held below the data in flight would leave a sender
+        // whose forwarded tail was lost with nothing to send and no ACK to wait for).
+        for (_, c) in self.conns.iter_mut() {
+            c.restart_rate_estimate();
+        }
         //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
         //# M2HO confirms handover execution completion by finding random access procedure
         //# messages at the link layer, and subsequently enters the smoothing state.

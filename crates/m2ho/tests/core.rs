@@ -775,7 +775,9 @@ fn duplicate_ack_events_are_classified_by_timestamps() {
     }
 }
 
-/// Sec. 4.5: after mmWave -> sub-6, windows follow Eq. 2; back on mmWave, they are free.
+/// Sec. 4.5: after mmWave -> sub-6, windows follow Eq. 2 with c_est counted on the new
+/// cell (until its first round trip there, the kernel's window stands); back on mmWave,
+/// they are free.
 #[test]
 fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     let mut m = Controller::new(Config {
@@ -835,8 +837,29 @@ fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     ho(&mut m, t, mmw(5), sub6(1));
     assert!(m.rate_control_active());
     t += 100 * MS;
-    // c_est: the 30 000 bytes of the last full round trip; RTT 60 ms, minimum 40 ms:
-    // 2 · 30 000 · 40/60 = 40 000 bytes = 312.5 -> 313 units of 128.
+    // The mmWave cell's bytes are forgotten; until a round trip on the sub-6 cell is
+    // counted, Eq. 2 has no estimate and the kernel's window passes.
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!(c.bytes_last_rtt, None);
+    assert_eq!(send_ack(&mut m, t, tsval, seq), Verdict::Pass);
+    for _ in 0..2 {
+        send_ack(&mut m, t, tsval, seq);
+        t += 60 * MS;
+        for _ in 0..30 {
+            let mut d = Seg::new(false)
+                .seq(seq)
+                .ack(101)
+                .win(500)
+                .data(1000)
+                .ts(7, tsval)
+                .build();
+            m.on_packet(t, Direction::Inbound, &mut d);
+            seq += 1000;
+        }
+        tsval += 1;
+    }
+    // c_est: the 30 000 bytes of the first full round trip on the sub-6 cell; RTT 60 ms,
+    // minimum 40 ms: 2 · 30 000 · 40/60 = 40 000 bytes = 312.5 -> 313 units of 128.
     let c = m.connections().iter().next().unwrap().1;
     assert_eq!((c.rtt_min_ns, c.rtt_ns), (Some(40 * MS), Some(60 * MS)));
     assert_eq!(c.bytes_last_rtt, Some(30_000));
