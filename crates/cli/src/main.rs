@@ -15,6 +15,12 @@
 //!                   [--json] [--csv FILE]
 //! polypath tcp send --connect ADDR:PORT [--bind ADDR] [--bytes N | --time DURATION]
 //!                   [--mptcp] [--cc NAME] [--interval 1s] [--json] [--csv FILE]
+//! polypath gw server --config FILE [--cert FILE --key FILE | --cert-out FILE] [--status ADDR]
+//! polypath gw client --server ADDR --interface NAME=IP[@IP]... --name NAME
+//!                    (--token T | --token-file F) (--pin FILE | --ca FILE | --insecure)
+//!                    [--tun gw0] [--status ADDR] [--decision-log FILE]
+//! polypath udp send --to ADDR:PORT --count N [--rate PPS] [--size BYTES]
+//! polypath udp recv --listen ADDR:PORT --expect N [--idle 2s]
 //! ```
 //!
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
@@ -36,12 +42,14 @@ mod bench_server;
 mod client;
 mod emu;
 mod feed;
+mod gw;
 mod relay;
 mod server;
 mod setup;
 mod sim;
 mod tcp;
 mod transfer;
+mod udp;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -75,6 +83,13 @@ enum Command {
     /// Kernel TCP / MPTCP bulk transfers, iperf3-like: goodput, RTT, cwnd, retransmissions.
     #[command(subcommand)]
     Tcp(tcp::TcpCommand),
+    /// The QoS-aware multipath gateway (CHYMP / MPF-Gateway): `gw server`, `gw client`.
+    #[command(subcommand)]
+    Gw(gw::GwCommand),
+    /// A numbered UDP stream at a fixed rate and its receiver: loss, duplicates, the
+    /// longest gap between deliveries, one-way delays.
+    #[command(subcommand)]
+    Udp(udp::UdpCommand),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +109,8 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Relay(args) => relay::run(args),
         Command::Tcp(cmd) => tcp::run(cmd),
+        Command::Gw(cmd) => gw::run(cmd),
+        Command::Udp(cmd) => udp::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -120,6 +137,9 @@ mod tests {
             &["polypath", "tcp", "send", "--help"],
             &["polypath", "client", "--help"],
             &["polypath", "server", "--help"],
+            &["polypath", "gw", "server", "--help"],
+            &["polypath", "gw", "client", "--help"],
+            &["polypath", "udp", "recv", "--help"],
         ] {
             let e = Cli::try_parse_from(args).unwrap_err();
             assert_eq!(

@@ -321,6 +321,16 @@ pub fn server_tls(
     key: Option<&Path>,
     listen: SocketAddr,
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
+    server_tls_for(cert, key, listen, crate::transfer::ALPN)
+}
+
+/// [`server_tls`] for the application protocol `alpn`.
+pub fn server_tls_for(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    listen: SocketAddr,
+    alpn: &[u8],
+) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
     let (chain, key, generated) = match (cert, key) {
         (Some(cert), Some(key)) => (
             load_certificate_chain(cert).map_err(|e| e.to_string())?,
@@ -338,13 +348,8 @@ pub fn server_tls(
         }
         _ => return Err("--cert and --key go together".into()),
     };
-    let config = server_config(
-        chain,
-        key,
-        vec![crate::transfer::ALPN.to_vec()],
-        keylog_enabled(),
-    )
-    .map_err(|e| e.to_string())?;
+    let config = server_config(chain, key, vec![alpn.to_vec()], keylog_enabled())
+        .map_err(|e| e.to_string())?;
     Ok((config, generated))
 }
 
@@ -372,6 +377,14 @@ pub struct VerifyArgs {
 
 /// The client's TLS configuration.
 pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, String> {
+    client_tls_for(verify, crate::transfer::ALPN)
+}
+
+/// [`client_tls`] for the application protocol `alpn`.
+pub fn client_tls_for(
+    verify: &VerifyArgs,
+    alpn: &[u8],
+) -> Result<Arc<rustls::ClientConfig>, String> {
     let verification = if let Some(pin) = &verify.pin {
         let chain = load_certificate_chain(pin).map_err(|e| e.to_string())?;
         ServerVerification::Pinned(chain[0].clone())
@@ -392,10 +405,5 @@ pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, Stri
                 .into(),
         );
     };
-    client_config(
-        vec![crate::transfer::ALPN.to_vec()],
-        verification,
-        keylog_enabled(),
-    )
-    .map_err(|e| e.to_string())
+    client_config(vec![alpn.to_vec()], verification, keylog_enabled()).map_err(|e| e.to_string())
 }

@@ -244,6 +244,9 @@ pub struct Report {
     pub mptcp_info: Option<MptcpInfo>,
     /// Per-interval records.
     pub intervals: Vec<Interval>,
+    /// Receiver only: bytes that differ from the sender's pattern (byte `n` of the stream
+    /// is `n % 251`); zero for a byte-exact transfer.
+    pub mismatched_bytes: Option<u64>,
 }
 
 /// A listening socket of the receiver.
@@ -569,6 +572,7 @@ pub fn send_with(
         tcp_info: info,
         mptcp_info: watch.last,
         intervals: meter.intervals,
+        mismatched_bytes: None,
     })
 }
 
@@ -641,12 +645,27 @@ pub fn recv_one_with(
     watch.sample(&socket, listener.mptcp);
 
     let mut buf = vec![0u8; READ_CHUNK];
+    let expected = pattern();
+    let mut mismatched: u64 = 0;
     let mut meter = Meter::new(start, config.interval);
     let mut received: u64 = 0;
     loop {
         match (&socket).read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => received += n as u64,
+            Ok(n) => {
+                // Any window of up to WRITE_CHUNK bytes starts inside the pattern buffer.
+                for (chunk_start, chunk) in (0..n)
+                    .step_by(WRITE_CHUNK)
+                    .map(|i| (i, &buf[i..n.min(i + WRITE_CHUNK)]))
+                {
+                    let phase = ((received + chunk_start as u64) % PATTERN_PERIOD as u64) as usize;
+                    let want = &expected[phase..phase + chunk.len()];
+                    if want != chunk {
+                        mismatched += want.iter().zip(chunk).filter(|(a, b)| a != b).count() as u64;
+                    }
+                }
+                received += n as u64;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -689,6 +708,7 @@ pub fn recv_one_with(
         tcp_info,
         mptcp_info: watch.last,
         intervals: meter.intervals,
+        mismatched_bytes: Some(mismatched),
     })
 }
 

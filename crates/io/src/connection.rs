@@ -5,7 +5,7 @@ use crate::state::{ConnWaiters, PathTimes, Shared, State, dir_index, register};
 use bytes::Bytes;
 use polypath_link::LinkEvent;
 use polypath_quic::connection::OpenPathError;
-use polypath_quic::sched::{PathEvent, PathStatus};
+use polypath_quic::sched::{PathEvent, PathStatus, QosClass};
 use polypath_quic::streams::{ReadError as CoreReadError, WriteError as CoreWriteError};
 use polypath_quic::{
     ConnectionError, ConnectionHandle, ConnectionStats, Dir, PathId, PathInfo, StreamId,
@@ -221,17 +221,77 @@ impl Connection {
         }
     }
 
-    /// Queues an unreliable datagram (RFC 9221).
+    /// Queues an unreliable datagram (RFC 9221) of class [`QosClass::BestEffort`].
     pub fn send_datagram(&self, data: Bytes) -> Result<(), DatagramError> {
+        self.send_datagram_with_class(data, QosClass::BestEffort)
+    }
+
+    /// Queues an unreliable datagram (RFC 9221) of QoS class `class`, which the
+    /// connection's scheduler schedules under that class's policy.
+    pub fn send_datagram_with_class(
+        &self,
+        data: Bytes,
+        class: QosClass,
+    ) -> Result<(), DatagramError> {
         self.with(|(conn, w, driver)| {
             if let Some(e) = &w.lost {
                 return Err(DatagramError::ConnectionLost(e.clone()));
             }
-            conn.send_datagram(data).map_err(DatagramError::Refused)?;
+            conn.send_datagram_with_class(data, class)
+                .map_err(DatagramError::Refused)?;
             wake(driver);
             Ok(())
         })
         .map_err(DatagramError::ConnectionLost)?
+    }
+
+    /// Bytes of datagrams queued in the connection and not yet sent.
+    pub fn datagram_queued_bytes(&self) -> usize {
+        self.with(|(conn, _, _)| conn.datagram_queued_bytes())
+            .unwrap_or(0)
+    }
+
+    /// Outgoing datagrams the connection dropped so far (its send buffer was full).
+    pub fn datagrams_dropped(&self) -> u64 {
+        self.with(|(conn, _, _)| conn.datagrams_dropped())
+            .unwrap_or(0)
+    }
+
+    /// Waits until fewer than `limit` bytes of datagrams (of `class` only, when given) are
+    /// queued in the connection, so that an application keeping its own queues
+    /// (priorities, rate limits) hands the connection only what it is about to send.
+    /// Fails with the reason the connection ended if it has.
+    pub async fn datagram_room(
+        &self,
+        class: Option<QosClass>,
+        limit: usize,
+    ) -> Result<(), ConnectionError> {
+        poll_fn(|cx| {
+            self.poll_with(
+                |e| e,
+                |(conn, w, _)| {
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(e.clone()));
+                    }
+                    let queued = match class {
+                        Some(c) => conn.datagram_queued_bytes_of(c),
+                        None => conn.datagram_queued_bytes(),
+                    };
+                    if queued < limit {
+                        return Poll::Ready(Ok(()));
+                    }
+                    register(&mut w.datagram_senders, cx);
+                    Poll::Pending
+                },
+            )
+        })
+        .await
+    }
+
+    /// Bytes of datagrams of `class` queued in the connection and not yet sent.
+    pub fn datagram_queued_bytes_of(&self, class: QosClass) -> usize {
+        self.with(|(conn, _, _)| conn.datagram_queued_bytes_of(class))
+            .unwrap_or(0)
     }
 
     /// Largest datagram payload the peer accepts on every path now, if it accepts any.
@@ -533,6 +593,17 @@ fn write_error(e: CoreWriteError) -> WriteError {
 }
 
 impl SendStream {
+    /// Sets the QoS class of the stream's data from its next frame on (every stream starts
+    /// as [`QosClass::BestEffort`]): the scheduler schedules it under that class's policy.
+    pub fn set_class(&self, class: QosClass) -> Result<(), WriteError> {
+        self.conn
+            .with(|(conn, _, driver)| {
+                conn.set_stream_class(self.id, class);
+                wake(driver);
+            })
+            .map_err(WriteError::ConnectionLost)
+    }
+
     /// The stream's ID.
     pub fn id(&self) -> StreamId {
         self.id

@@ -5,7 +5,7 @@
 //! | mode | behaviour |
 //! |---|---|
 //! | `select` | single path: the highest-priority usable allowed path, or with `metric` set the best allowed path by that metric (switching only when another path is better by the hysteresis margin) |
-//! | `failover` | primary/backup: the highest-priority allowed path until it fails (abandoned, not usable, or `failure_ptos` probe timeouts in a row), then the next; back to a higher-priority path once it has been healthy for `hold_time_ms` |
+//! | `failover` | primary/backup: the highest-priority allowed path until it fails (abandoned, not usable, `failure_ptos` probe timeouts in a row, or its link reported down by a link-layer hint), then the next; back to a higher-priority path once it has been healthy for `hold_time_ms` |
 //! | `fallback` | QoS-compliant fallback: like `failover`, but the active path is also left when it violates the traffic requirements (delay, throughput, loss); a higher-priority path is taken back only once it meets them with the `hysteresis` margin continuously for `hold_time_ms` |
 //! | `duplicate` | every packet on every allowed path that can send (highest priority first) |
 //! | `aggregate` | all allowed paths, minimum-RTT first with spill to the others as windows fill (the backup rule applies) |
@@ -362,30 +362,21 @@ impl ClassPolicy {
             .map(|(i, a)| (a.priority.unwrap_or(u32::MAX), i))
     }
 
+    /// Usable, fewer than `failure_ptos` probe timeouts in a row, and its link not reported
+    /// unavailable ([`PathSnapshot::link_unavailable`]: a link-down hint, or a link that
+    /// came back and is not yet acknowledged).
     fn healthy(&self, p: &PathSnapshot) -> bool {
-        p.is_usable() && p.pto_count < self.failure_ptos
+        p.is_usable() && p.pto_count < self.failure_ptos && !p.link_unavailable
     }
 }
 
-/// The classes, in the order of the per-class state.
+/// The classes, in the order of the per-class state ([`QosClass::index`]).
 const CLASSES: [QosClass; 4] = [
     QosClass::BestEffort,
     QosClass::Bulk,
     QosClass::LowLatency,
     QosClass::Critical,
 ];
-
-/// Class names, in [`CLASSES`] order, as configuration keys.
-const CLASS_NAMES: [&str; 4] = ["best_effort", "bulk", "low_latency", "critical"];
-
-fn class_index(class: QosClass) -> usize {
-    match class {
-        QosClass::BestEffort => 0,
-        QosClass::Bulk => 1,
-        QosClass::LowLatency => 2,
-        QosClass::Critical => 3,
-    }
-}
 
 /// The policies of all classes.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -423,7 +414,7 @@ impl QosPolicyConfig {
         self.default
             .validate()
             .map_err(|e| format!("default.{e}"))?;
-        for (name, policy) in CLASS_NAMES.iter().zip(self.classes()) {
+        for (name, policy) in CLASSES.iter().map(|c| c.name()).zip(self.classes()) {
             if let Some(p) = policy {
                 p.validate().map_err(|e| format!("{name}.{e}"))?;
             }
@@ -433,7 +424,7 @@ impl QosPolicyConfig {
 
     /// The policy that applies to `class`.
     pub fn policy(&self, class: QosClass) -> &ClassPolicy {
-        self.classes()[class_index(class)].unwrap_or(&self.default)
+        self.classes()[class.index()].unwrap_or(&self.default)
     }
 
     fn classes(&self) -> [Option<&ClassPolicy>; 4] {
@@ -498,7 +489,7 @@ impl QosPolicy {
 
     /// The path a single-path mode currently uses for `class`.
     pub fn active_path(&self, class: QosClass) -> Option<PathId> {
-        self.states[class_index(class)].active
+        self.states[class.index()].active
     }
 
     fn set_config(&mut self, config: QosPolicyConfig) -> Result<(), String> {
@@ -640,7 +631,7 @@ impl Scheduler for QosPolicy {
         pending: &PendingData,
     ) -> Decision {
         let policy = self.config.policy(pending.class);
-        let state = &mut self.states[class_index(pending.class)];
+        let state = &mut self.states[pending.class.index()];
         candidates(policy, paths, &mut self.scratch);
         let cands = self.scratch.as_slice();
         let can_send = |id: PathId| paths.iter().any(|p| p.id == id && p.can_send);
