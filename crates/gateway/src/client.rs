@@ -420,7 +420,36 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
     let mut seq = 0u64;
     let mut was_up = vec![false; opts.interfaces.len()];
     let ended: Result<(), String> = loop {
+        // When an interface that is up will have been silent for the detection time: the
+        // manager looks then, not at the next probe tick.
+        let detect_at = {
+            let s = lock(&state);
+            let now_ns = pmf::wall_ns();
+            let detection = s.policy.detection.as_nanos() as u64;
+            s.stats
+                .iter()
+                .zip(&was_up)
+                .filter(|(_, up)| **up)
+                .filter_map(|(st, _)| st.last_answer_ns)
+                .map(|t| t + detection + 1)
+                .min()
+                .map(|due| {
+                    tokio::time::Instant::now() + Duration::from_nanos(due.saturating_sub(now_ns))
+                })
+        };
+        let detection_timer = async {
+            match detect_at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            _ = detection_timer => {
+                let trains = qos_step(&conn, &state, &mut ctl_send, &mut decision_log, &opts.interfaces, &mut was_up).await;
+                for k in trains {
+                    send_train(&probes[k], session_key, k as u8, seq, &state);
+                }
+            }
             _ = tick.tick() => {
                 seq += 1;
                 let now_ns = pmf::wall_ns();

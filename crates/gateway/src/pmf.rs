@@ -48,8 +48,9 @@ pub const TRAIN_PACKETS: u32 = 64;
 pub const TRAIN_PACKET_SIZE: usize = 1200;
 /// Probes the loss estimate looks back over.
 pub const LOSS_WINDOW: usize = 200;
-/// Samples the delay estimates (median) look back over.
-pub const DELAY_WINDOW: usize = 15;
+/// Samples the delay estimates (median) look back over: a delay change shows in the median
+/// after three probes.
+pub const DELAY_WINDOW: usize = 5;
 /// How long a probe may wait for its answer before it counts as lost.
 pub const ANSWER_WAIT: Duration = Duration::from_millis(500);
 

@@ -1148,6 +1148,13 @@ mod tests {
             s.schedule(t0 + ms(510), &paths, &pending),
             Decision::Send(PathId(0))
         );
+        // A link-down hint fails over at once, before any probe timeout.
+        paths[0].link_unavailable = true;
+        assert_eq!(
+            s.schedule(t0 + ms(520), &paths, &pending),
+            Decision::Send(PathId(1))
+        );
+        paths[0].link_unavailable = false;
         // Abandoning the primary fails over at once.
         paths[0].state = PathState::Abandoned;
         assert_eq!(
