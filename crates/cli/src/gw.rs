@@ -39,8 +39,12 @@ pub struct ServerArgs {
     /// Serve Prometheus metrics (/metrics) and the JSON status (/status) on this address.
     #[arg(long, value_name = "ADDR")]
     status: Option<SocketAddr>,
-    /// Congestion controller of each path: cubic, newreno, bbr, lia, olia.
-    #[arg(long, default_value = "cubic")]
+    /// Congestion controller of each path: bbr (the default), cubic, newreno, lia, olia.
+    /// The tunnel carries congestion-controlled traffic: a loss-based controller grows its
+    /// window into the link's queue, so the minimum-RTT-first aggregation never spills to
+    /// the second path and queueing delay grows; BBR keeps the window near the path's
+    /// bandwidth-delay product.
+    #[arg(long, default_value = "bbr")]
     cc: String,
 }
 
@@ -51,8 +55,9 @@ pub struct ClientArgs {
     #[arg(long, value_name = "ADDR")]
     server: SocketAddr,
     /// An interface, `NAME=LOCAL_IP` or `NAME=LOCAL_IP@SERVER_IP` (the server's address to
-    /// use over it); repeatable, one QUIC path each; the first carries the handshake.
-    #[arg(long = "interface", value_name = "NAME=IP[@IP]", required = true)]
+    /// use over it); `NAME` or `NAME@SERVER_IP` take the address of network device NAME;
+    /// repeatable, one QUIC path each; the first carries the handshake.
+    #[arg(long = "interface", value_name = "NAME[=IP][@IP]", required = true)]
     interfaces: Vec<InterfaceArg>,
     /// The client's name, as the server's configuration lists it.
     #[arg(long)]
@@ -84,8 +89,12 @@ pub struct ClientArgs {
     /// each probe exchange (symmetric paths assumed).
     #[arg(long, default_value = "synchronised", value_parser = parse_clock)]
     clock: ClockMode,
-    /// Congestion controller of each path: cubic, newreno, bbr, lia, olia.
-    #[arg(long, default_value = "cubic")]
+    /// Congestion controller of each path: bbr (the default), cubic, newreno, lia, olia.
+    /// The tunnel carries congestion-controlled traffic: a loss-based controller grows its
+    /// window into the link's queue, so the minimum-RTT-first aggregation never spills to
+    /// the second path and queueing delay grows; BBR keeps the window near the path's
+    /// bandwidth-delay product.
+    #[arg(long, default_value = "bbr")]
     cc: String,
 }
 

@@ -353,6 +353,7 @@ fn gw_control_seeds() -> Vec<Vec<u8>> {
         routes: vec!["10.99.0.0/24".into()],
         mtu: 1380,
         pmf_port: 4434,
+        relay_port: 4435,
         policy: r#"{"policy_num":"UC03","allowed_interfaces":[{"name":"eth0","priority":2},{"name":"wlan0","priority":1}],"traffic_requirements":{"delay":1},"classes":[{"name":"voice","match":{"protocol":["udp"],"dst_ports":["5000-5010"],"dscp":[46]},"mode":"duplicate"}]}"#.into(),
         policy_name: "c.json".into(),
     };

@@ -27,16 +27,17 @@ use tracing::{info, warn};
 use crate::control::{self, Control, Decoder, InterfaceInfo};
 use crate::framing::{self, DedupWindow, Tunneled};
 use crate::pmf::{self, ClockMode, IfaceStats, Kind, Probe};
-use crate::policy::Policy;
+use crate::policy::{Policy, Transport};
 use crate::qos::{Decision, QosManager};
 use crate::queue::SendBuffer;
 use crate::status::{ClassCounters, IfaceStatus, PathStatus, SessionStatus, Status};
 use crate::tun::Tun;
 
-/// One interface of the client gateway (`--interface NAME=LOCAL[@REMOTE]`).
+/// One interface of the client gateway (`--interface NAME[=LOCAL][@REMOTE]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterfaceArg {
-    /// Its name, as the policies name it.
+    /// Its name, as the policies name it (and, without `=LOCAL`, the network device whose
+    /// address is used).
     pub name: String,
     /// Its address: the local address of its QUIC path and of its probes.
     pub local: IpAddr,
@@ -48,22 +49,27 @@ pub struct InterfaceArg {
 impl std::str::FromStr for InterfaceArg {
     type Err = String;
 
+    /// `NAME=LOCAL_IP`, `NAME=LOCAL_IP@SERVER_IP`, or `NAME` / `NAME@SERVER_IP` for the
+    /// address of the network device NAME.
     fn from_str(s: &str) -> Result<Self, String> {
-        let (name, rest) = s
-            .split_once('=')
-            .ok_or_else(|| format!("{s:?}: expected NAME=LOCAL_IP[@SERVER_IP]"))?;
-        let (local, remote) = match rest.split_once('@') {
+        let (spec, remote) = match s.split_once('@') {
             Some((l, r)) => (l, Some(r)),
-            None => (rest, None),
+            None => (s, None),
+        };
+        let (name, local) = match spec.split_once('=') {
+            Some((n, l)) => (
+                n,
+                l.parse()
+                    .map_err(|_| format!("{s:?}: `{l}` is not an IP address"))?,
+            ),
+            None => (spec, device_address(spec)?),
         };
         if name.is_empty() {
             return Err(format!("{s:?}: the interface needs a name"));
         }
         Ok(InterfaceArg {
             name: name.to_string(),
-            local: local
-                .parse()
-                .map_err(|_| format!("{s:?}: `{local}` is not an IP address"))?,
+            local,
             remote: remote
                 .map(|r| {
                     r.parse()
@@ -72,6 +78,52 @@ impl std::str::FromStr for InterfaceArg {
                 .transpose()?,
         })
     }
+}
+
+/// The address of network device `dev` (its first IPv4 address, else its first IPv6 one).
+pub fn device_address(dev: &str) -> Result<IpAddr, String> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(format!(
+            "cannot list the interfaces: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let mut found: Vec<IpAddr> = Vec::new();
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_name.is_null() || ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: a NUL-terminated name from getifaddrs.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+        if name.to_bytes() != dev.as_bytes() {
+            continue;
+        }
+        // SAFETY: `ifa_addr` points to a sockaddr of the family it announces.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        if family == libc::AF_INET {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            found.push(IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()));
+        } else if family == libc::AF_INET6 {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6.
+            let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+            found.push(IpAddr::from(a.sin6_addr.s6_addr));
+        }
+    }
+    // SAFETY: the list from getifaddrs above.
+    unsafe { libc::freeifaddrs(list) };
+    found
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| found.first())
+        .copied()
+        .ok_or_else(|| format!("network device `{dev}` has no address (give NAME=ADDRESS)"))
 }
 
 /// What `polypath gw client` was asked to do.
@@ -259,31 +311,34 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
     })
     .await
     .map_err(|_| "no answer to hello within 10 s".to_string())??;
-    let (session, tunnel_ip, routes, mtu, pmf_port, policy_text, policy_name) = match reply {
-        Control::Welcome {
-            session,
-            tunnel_ip,
-            routes,
-            mtu,
-            pmf_port,
-            policy,
-            policy_name,
-            ..
-        } => (
-            session,
-            tunnel_ip,
-            routes,
-            mtu,
-            pmf_port,
-            policy,
-            policy_name,
-        ),
-        Control::Refused { reason } => return Err(format!("refused by the server: {reason}")),
-        other => {
-            conn.close(control::CLOSE_PROTOCOL, b"expected welcome");
-            return Err(format!("expected welcome, got {}", other.kind()));
-        }
-    };
+    let (session, tunnel_ip, routes, mtu, pmf_port, relay_port, policy_text, policy_name) =
+        match reply {
+            Control::Welcome {
+                session,
+                tunnel_ip,
+                routes,
+                mtu,
+                pmf_port,
+                relay_port,
+                policy,
+                policy_name,
+                ..
+            } => (
+                session,
+                tunnel_ip,
+                routes,
+                mtu,
+                pmf_port,
+                relay_port,
+                policy,
+                policy_name,
+            ),
+            Control::Refused { reason } => return Err(format!("refused by the server: {reason}")),
+            other => {
+                conn.close(control::CLOSE_PROTOCOL, b"expected welcome");
+                return Err(format!("expected welcome, got {}", other.kind()));
+            }
+        };
     let session_key = u64::from_str_radix(&session, 16)
         .map_err(|_| format!("the server's session id {session:?} is not hex"))?;
     let policy = Arc::new(Policy::parse(&policy_text, &policy_name).map_err(|e| {
@@ -332,6 +387,55 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
 
     let status = Status::new("client");
     let mut tasks = Vec::new();
+    // Classes whose TCP is terminated here and carried on QUIC streams or kernel MPTCP.
+    let mut _redirect = None;
+    {
+        let policy = lock(&state).policy.clone();
+        let mut rules = Vec::new();
+        for (c, rule) in policy.all_classes().enumerate() {
+            if rule.transport == Transport::Datagram {
+                continue;
+            }
+            if rule.transport == Transport::Mptcp {
+                if relay_port == 0 {
+                    return Err(format!(
+                        "class `{}` wants kernel MPTCP but the server has no relay",
+                        rule.name
+                    ));
+                }
+                let ifaces: Vec<(String, IpAddr)> = opts
+                    .interfaces
+                    .iter()
+                    .map(|i| (i.name.clone(), i.local))
+                    .collect();
+                crate::proxy::add_mptcp_endpoints(&ifaces);
+            }
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| format!("proxy listener: {e}"))?;
+            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            rules.push((rule.matcher.clone(), port));
+            tasks.push(tokio::spawn(proxy_accept(
+                listener,
+                Proxied {
+                    transport: rule.transport,
+                    conn: conn.clone(),
+                    class: c,
+                    qos_class: rule.qos_class,
+                    session: session_key,
+                    relay: SocketAddr::new(opts.server.ip(), relay_port),
+                    state: state.clone(),
+                },
+            )));
+            info!(class = %rule.name, transport = ?rule.transport, port, "TCP of the class is proxied");
+        }
+        if !rules.is_empty() {
+            let mut exempt: Vec<IpAddr> = vec![opts.server.ip()];
+            exempt.extend(opts.interfaces.iter().filter_map(|i| i.remote));
+            _redirect =
+                Some(crate::proxy::Redirect::install(&rules, &exempt).map_err(|e| e.to_string())?);
+        }
+    }
     if let Some(addr) = opts.status {
         let (bound, task) = status
             .serve(addr)
@@ -425,13 +529,15 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
         let detect_at = {
             let s = lock(&state);
             let now_ns = pmf::wall_ns();
-            let detection = s.policy.detection.as_nanos() as u64;
+            let (detection, interval) = (s.policy.detection, s.policy.probe_interval);
             s.stats
                 .iter()
                 .zip(&was_up)
                 .filter(|(_, up)| **up)
-                .filter_map(|(st, _)| st.last_answer_ns)
-                .map(|t| t + detection + 1)
+                .filter_map(|(st, _)| {
+                    let limit = st.silence_limit(detection, interval).as_nanos() as u64;
+                    st.last_answer_ns.map(|t| t + limit + 1)
+                })
                 .min()
                 .map(|due| {
                     tokio::time::Instant::now() + Duration::from_nanos(due.saturating_sub(now_ns))
@@ -512,10 +618,10 @@ async fn qos_step(
     let now_ns = pmf::wall_ns();
     let (decisions, config, transitions) = {
         let mut s = lock(state);
-        let detection = s.policy.detection;
+        let (detection, interval) = (s.policy.detection, s.policy.probe_interval);
         let per_client: Vec<_> = (0..s.stats.len())
             .map(|k| {
-                let mut m = s.stats[k].metrics(now_ns, detection);
+                let mut m = s.stats[k].metrics(now_ns, detection, interval);
                 m.up &= !s.link_down[k];
                 m
             })
@@ -534,7 +640,10 @@ async fn qos_step(
                 }
             }
         }
-        let decisions = s.manager.evaluate(now, &metrics);
+        let mut decisions = s.manager.evaluate(now, &metrics);
+        for d in &mut decisions {
+            d.unix_s = now_ns as f64 / 1e9;
+        }
         let config = (!decisions.is_empty()).then(|| s.manager.stack_config(&s.path_of));
         for d in &decisions {
             let names = d.classes.clone();
@@ -856,7 +965,7 @@ fn refresh_status(
     let paths = path_status(conn);
     let now_ns = pmf::wall_ns();
     let mut s = lock(state);
-    let detection = s.policy.detection;
+    let (detection, interval) = (s.policy.detection, s.policy.probe_interval);
     let interfaces = ifaces
         .iter()
         .enumerate()
@@ -868,7 +977,7 @@ fn refresh_status(
                 .iter()
                 .position(|x| *x == Some(k))
                 .and_then(|p| s.path_of[p]),
-            metrics: s.stats[k].metrics(now_ns, detection),
+            metrics: s.stats[k].metrics(now_ns, detection, interval),
         })
         .collect();
     let mut counters = s.counters.clone();
@@ -890,7 +999,79 @@ fn refresh_status(
         interfaces,
         decisions: s.decisions.iter().cloned().collect(),
         bad_datagrams: s.bad_datagrams,
+        stack_datagrams_dropped: conn.datagrams_dropped(),
     };
     drop(s);
     status.lock().sessions.insert(session.to_string(), sess);
+}
+
+/// What a proxy listener needs.
+#[derive(Clone)]
+struct Proxied {
+    transport: Transport,
+    conn: Connection,
+    class: usize,
+    qos_class: QosClass,
+    session: u64,
+    relay: SocketAddr,
+    state: Shared,
+}
+
+/// Accepts the redirected TCP connections of one class and carries each on a QUIC stream or
+/// an MPTCP connection to the server gateway.
+async fn proxy_accept(listener: tokio::net::TcpListener, p: Proxied) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    while let Ok((mut app, _)) = listener.accept().await {
+        let p = p.clone();
+        tokio::spawn(async move {
+            let Ok(dst) = crate::proxy::original_destination(&app) else {
+                return;
+            };
+            let _ = app.set_nodelay(true);
+            let header = crate::proxy::Header {
+                session: p.session,
+                dst,
+            }
+            .encode();
+            let relayed = match p.transport {
+                Transport::Stream => {
+                    let Ok((send, recv)) = p.conn.open_bi().await else {
+                        return;
+                    };
+                    let _ = send.set_class(p.qos_class);
+                    let mut s = crate::proxy::quic_stream(send, recv);
+                    let mut answer = [0u8; 1];
+                    if s.write_all(&header).await.is_err()
+                        || s.read_exact(&mut answer).await.is_err()
+                        || answer[0] != crate::proxy::OK
+                    {
+                        return;
+                    }
+                    crate::proxy::relay(&mut app, &mut s).await
+                }
+                Transport::Mptcp => {
+                    let Ok(mut s) = crate::proxy::mptcp_connect(p.relay).await else {
+                        warn!(relay = %p.relay, "cannot reach the server's MPTCP relay");
+                        return;
+                    };
+                    let mut answer = [0u8; 1];
+                    if s.write_all(&header).await.is_err()
+                        || s.read_exact(&mut answer).await.is_err()
+                        || answer[0] != crate::proxy::OK
+                    {
+                        return;
+                    }
+                    crate::proxy::relay(&mut app, &mut s).await
+                }
+                Transport::Datagram => return,
+            };
+            if let Ok((up, down)) = relayed {
+                let mut s = lock(&p.state);
+                if let Some(c) = s.counters.get_mut(p.class) {
+                    c.bytes_up += up;
+                    c.bytes_down += down;
+                }
+            }
+        });
+    }
 }

@@ -16,8 +16,10 @@
 //! its interfaces); the server answers [`Control::Welcome`] (the session's tunnel
 //! addresses, routes, tunnel MTU and the client's policy) or [`Control::Refused`] and closes
 //! the connection. Then either side may send: the server [`Control::Policy`] after a policy
-//! reload, the client [`Control::Steer`] when its QoS manager changes which paths a class
-//! uses (the server's scheduler follows it for the downlink). A message that does not
+//! reload (on a unidirectional stream of its own), the client [`Control::Steer`] when its
+//! QoS manager changes which paths a class uses (the server's scheduler follows it for the
+//! downlink). Further bidirectional streams the client opens carry proxied TCP connections
+//! ([`crate::proxy`]). A message that does not
 //! decode, a message of the wrong type for the moment, or a length beyond
 //! [`MAX_MESSAGE`] ends the session, with the reason logged and sent in the
 //! CONNECTION_CLOSE (application error [`CLOSE_PROTOCOL`]).
@@ -87,6 +89,10 @@ pub enum Control {
         mtu: u16,
         /// The server's measurement (PMF) UDP port.
         pmf_port: u16,
+        /// The server's kernel MPTCP relay port (0: none), for classes with
+        /// `"transport": "mptcp"`.
+        #[serde(default)]
+        relay_port: u16,
         /// The client's policy file, as text (the client parses it with the same rules).
         policy: String,
         /// The policy file's name, for error messages.

@@ -18,7 +18,8 @@
 //!   path selection, failover, QoS-compliant fallback, duplication or aggregation. The
 //!   server writes the packets to its TUN device and routes (and, with `nat`, masquerades)
 //!   them; replies come back the same way. Packets too big for the tunnel get an ICMP
-//!   "packet too big" ([`icmp`]).
+//!   "packet too big" ([`icmp`]). TCP classes can instead be terminated at the client and
+//!   carried on QUIC streams or kernel MPTCP ([`proxy`]).
 //! * **Measurement** ([`pmf`]): probes per interface for one-way delay (timestamps),
 //!   round-trip time, loss and a bounded capacity test; passive figures from the stack.
 //! * **QoS manager** ([`qos`]): checks each class's requirements against the measurements,
@@ -39,6 +40,7 @@ pub mod framing;
 pub mod icmp;
 pub mod pmf;
 pub mod policy;
+pub mod proxy;
 pub mod qos;
 pub mod queue;
 pub mod server;

@@ -25,7 +25,8 @@
 //! of [`TRAIN_PACKETS`] back-to-back packets sent at start-up and whenever an interface
 //! comes (back) up: the server times the train's arrivals and reports the rate of the
 //! train's bytes over its arrival spread. An interface without an answer for the policy's
-//! detection time counts as down.
+//! detection time counts as down ([`IfaceStats::silence_limit`]: longer while probes are
+//! being lost at random).
 //!
 //! Passive metrics (smoothed RTT, loss rate, delivery rate of each QUIC path) come from the
 //! stack; see [`crate::status`].
@@ -306,10 +307,32 @@ impl IfaceStats {
         self.offset_ms.clear();
     }
 
-    /// The summary at `now_ns`, with `detection` as the silence that means down.
-    pub fn metrics(&mut self, now_ns: u64, detection: Duration) -> Metrics {
+    /// How long a silence means down: the policy's `detection`, or, while probes are lost
+    /// at random (the share of unanswered probes among the settled ones, once there are
+    /// 20, taken as at most one in two), as many probe `interval`s as make a run of that
+    /// many losses less likely than one in a million (at most 20), so random loss alone
+    /// does not fail an interface.
+    pub fn silence_limit(&self, detection: Duration, interval: Duration) -> Duration {
+        let n = self.settled.len();
+        if n < 20 {
+            return detection;
+        }
+        // Capped at one probe in two: beyond that the probes are not being lost at random,
+        // the interface is failing (and a long silence would otherwise raise the loss
+        // figure, and with it the limit, until the interface never counted as down).
+        let lost = (self.settled.iter().filter(|a| !**a).count() as f64 / n as f64).min(0.5);
+        if lost <= 0.0 {
+            return detection;
+        }
+        let runs = (1e-6f64.ln() / lost.ln()).ceil();
+        detection.max(interval.mul_f64(runs))
+    }
+
+    /// The summary at `now_ns`, with [`IfaceStats::silence_limit`] of `detection` and the
+    /// probe `interval` as the silence that means down.
+    pub fn metrics(&mut self, now_ns: u64, detection: Duration, interval: Duration) -> Metrics {
         self.settle(now_ns);
-        let det = detection.as_nanos() as u64;
+        let det = self.silence_limit(detection, interval).as_nanos() as u64;
         let heard = self.last_answer_ns.or(self.since_ns);
         let up = heard.is_some_and(|t| now_ns.saturating_sub(t) <= det);
         let answered = self.settled.iter().filter(|a| **a).count();
@@ -422,7 +445,7 @@ mod tests {
             s.on_answer(&p, t1 + 4 * ms + ms / 10, ClockMode::Synchronised);
         }
         let now = 1_000 * ms + 60 * 20 * ms + 600 * ms;
-        let m = s.metrics(now, Duration::from_secs(1));
+        let m = s.metrics(now, Duration::from_secs(1), Duration::from_millis(20));
         assert!((m.owd_up_ms.unwrap() - 6.0).abs() < 1e-9, "{m:?}");
         assert!((m.owd_down_ms.unwrap() + 2.0).abs() < 1e-9);
         assert!((m.rtt_ms.unwrap() - 4.0).abs() < 1e-9);
@@ -438,12 +461,29 @@ mod tests {
             4 * ms,
             ClockMode::Estimated,
         );
-        let m = e.metrics(4 * ms, Duration::from_secs(1));
+        let m = e.metrics(4 * ms, Duration::from_secs(1), Duration::from_millis(20));
         assert_eq!(m.owd_up_ms, Some(2.0));
         assert_eq!(m.owd_down_ms, Some(2.0));
         assert_eq!(m.loss_pct, None, "too few probes for a loss figure");
         // Silence beyond the detection time: down.
-        assert!(!e.metrics(4 * ms + 101 * ms, Duration::from_millis(100)).up);
+        assert!(
+            !e.metrics(
+                4 * ms + 101 * ms,
+                Duration::from_millis(100),
+                Duration::from_millis(20)
+            )
+            .up
+        );
+        // With one probe in ten lost, six lost in a row is a one-in-a-million run: 120 ms
+        // of silence at 20 ms probes; a clean interface keeps the detection time.
+        assert_eq!(
+            s.silence_limit(Duration::from_millis(100), Duration::from_millis(20)),
+            Duration::from_millis(120)
+        );
+        assert_eq!(
+            e.silence_limit(Duration::from_millis(100), Duration::from_millis(20)),
+            Duration::from_millis(100)
+        );
     }
 
     #[test]
@@ -459,7 +499,7 @@ mod tests {
         assert!(done);
         let mut s = IfaceStats::default();
         s.on_train_report(&r.report(7, 1));
-        let m = s.metrics(0, Duration::from_secs(1));
+        let m = s.metrics(0, Duration::from_secs(1), Duration::from_millis(20));
         assert!((m.capacity_mbps.unwrap() - 10.0).abs() < 1e-6, "{m:?}");
     }
 }

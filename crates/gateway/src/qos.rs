@@ -38,6 +38,9 @@ use crate::policy::{ClassRule, Policy};
 pub struct Decision {
     /// Seconds since the manager started.
     pub t_s: f64,
+    /// When, on the system clock (seconds since the Unix epoch; set by the gateway that
+    /// logs the decision, 0 until then).
+    pub unix_s: f64,
     /// The stack class (and so every gateway class sent as it).
     pub qos_class: &'static str,
     /// The gateway classes concerned.
@@ -127,6 +130,7 @@ impl QosManager {
             if let Some(reason) = evaluate_class(s, now, detection, &up, metrics, &labels) {
                 out.push(Decision {
                     t_s,
+                    unix_s: 0.0,
                     qos_class: s.qos_class.name(),
                     classes: s.names.clone(),
                     from: reason.0.map(|i| labels[i].clone()),
@@ -265,10 +269,15 @@ fn evaluate_class(
                         if due && let Some(next) = order.iter().copied().find(|&i| i != a && ok(i))
                         {
                             let why = if a_up {
-                                a_violation.unwrap_or_default()
+                                format!(
+                                    "{} on {} for {} ms",
+                                    a_violation.unwrap_or_default(),
+                                    labels[a],
+                                    now.saturating_duration_since(since).as_millis()
+                                )
                             } else {
                                 format!(
-                                    "{} is down (no probe answer within {} ms)",
+                                    "{} is down (no probe answer for {} ms)",
                                     labels[a],
                                     detection.as_millis()
                                 )
@@ -277,9 +286,7 @@ fn evaluate_class(
                             s.violating_since = None;
                             s.candidate = None;
                             reason = Some(format!(
-                                "{why} on {} for {} ms; {} {}",
-                                labels[a],
-                                now.saturating_duration_since(since).as_millis(),
+                                "{why}; {} {}",
                                 labels[next],
                                 if qos {
                                     "is up and meets the requirements"

@@ -9,6 +9,7 @@
 //! {
 //!   "listen": "0.0.0.0:4433",
 //!   "pmf_port": 4434,
+//!   "mptcp_port": 4435,
 //!   "tun": "gw0",
 //!   "gateway_ip": "10.200.0.1",
 //!   "routes": ["10.99.0.0/24"],
@@ -23,7 +24,8 @@
 //!
 //! `token_sha256` is the SHA-256 of the client's token in hex (or `token`, the token
 //! itself); `policy` is relative to the configuration file; `routes` are the prefixes the
-//! clients send into the tunnel; `pool`s must not overlap. `SIGHUP` reloads the file: new
+//! clients send into the tunnel; `pool`s must not overlap; `mptcp_port` is the kernel MPTCP
+//! relay of classes with `"transport": "mptcp"` (0 turns it off). `SIGHUP` reloads the file: new
 //! and removed clients, new tokens and changed policies take effect at once (a changed
 //! policy is sent to that client's live sessions; a file that does not load is logged and
 //! the old configuration kept).
@@ -77,6 +79,8 @@ struct RawConfig {
     listen: SocketAddr,
     #[serde(default = "default_pmf_port")]
     pmf_port: u16,
+    #[serde(default = "default_mptcp_port")]
+    mptcp_port: u16,
     #[serde(default = "default_tun")]
     tun: String,
     gateway_ip: IpAddr,
@@ -94,6 +98,9 @@ fn default_listen() -> SocketAddr {
 }
 fn default_pmf_port() -> u16 {
     4434
+}
+fn default_mptcp_port() -> u16 {
+    4435
 }
 fn default_tun() -> String {
     "gw0".into()
@@ -120,6 +127,8 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// The measurement port.
     pub pmf_port: u16,
+    /// The kernel MPTCP relay's port (0: none).
+    pub mptcp_port: u16,
     /// The TUN device's name.
     pub tun: String,
     /// The server's tunnel address.
@@ -235,6 +244,7 @@ impl ServerConfig {
         Ok(ServerConfig {
             listen: raw.listen,
             pmf_port: raw.pmf_port,
+            mptcp_port: raw.mptcp_port,
             tun: raw.tun,
             gateway_ip: raw.gateway_ip,
             routes,
@@ -324,6 +334,12 @@ pub async fn run(opts: ServerOptions) -> Result<(), String> {
             .await
             .map_err(|e| format!("measurement port {pmf_addr}: {e}"))?,
     );
+    let relay = if config.mptcp_port != 0 {
+        let addr = SocketAddr::new(config.listen.ip(), config.mptcp_port);
+        Some(crate::proxy::mptcp_listen(addr).map_err(|e| format!("MPTCP relay {addr}: {e}"))?)
+    } else {
+        None
+    };
     let status = Status::new("server");
     let mut _status_task = None;
     if let Some(addr) = opts.status {
@@ -356,6 +372,7 @@ pub async fn run(opts: ServerOptions) -> Result<(), String> {
     let downlink = tokio::spawn(downlink(tun.clone(), shared.clone(), status.clone()));
     let prober = tokio::spawn(answer_probes(pmf.clone(), shared.clone()));
     let publisher = tokio::spawn(publish(shared.clone(), status.clone()));
+    let relayer = relay.map(|l| tokio::spawn(mptcp_relay(l, shared.clone())));
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| e.to_string())?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -377,6 +394,9 @@ pub async fn run(opts: ServerOptions) -> Result<(), String> {
     downlink.abort();
     prober.abort();
     publisher.abort();
+    if let Some(r) = relayer {
+        r.abort();
+    }
     drop(nats);
     Ok(())
 }
@@ -602,6 +622,7 @@ async fn session(conn: Connection, shared: Shared, tun: Arc<Tun>, status: Status
         routes: config.routes.iter().map(ToString::to_string).collect(),
         mtu: config.mtu,
         pmf_port: config.pmf_port,
+        relay_port: config.mptcp_port,
         policy: known.policy_text.clone(),
         policy_name: known.policy_name.clone(),
     };
@@ -633,9 +654,11 @@ async fn session(conn: Connection, shared: Shared, tun: Arc<Tun>, status: Status
                 }
             }
         };
+        let proxies = proxy_streams(conn.clone(), shared.clone(), tunnel_ip);
         tokio::select! {
             r = control => r,
             r = uplink => r,
+            r = proxies => r,
             e = conn.closed() => Err(format!("connection ended: {e}")),
         }
     }
@@ -648,9 +671,38 @@ async fn session(conn: Connection, shared: Shared, tun: Arc<Tun>, status: Status
         }
         Err(reason) => info!(session = %id, %reason, "session ended"),
     }
-    let mut reg = lock(&shared);
-    if let Some(s) = reg.sessions.remove(&tunnel_ip) {
-        reg.by_key.remove(&s.session_key);
+    let ended = {
+        let mut reg = lock(&shared);
+        let s = reg.sessions.remove(&tunnel_ip);
+        if let Some(s) = &s {
+            reg.by_key.remove(&s.session_key);
+        }
+        s
+    };
+    if let Some(s) = ended {
+        let mut st = status.lock();
+        st.sessions.remove(&s.id);
+        while st.ended.len() >= crate::status::ENDED_KEPT {
+            let Some(oldest) = st.ended.keys().next().cloned() else {
+                break;
+            };
+            st.ended.remove(&oldest);
+        }
+        st.ended.insert(s.id.clone(), session_status(&s));
+    }
+}
+
+/// A session's status, as `/status` shows it.
+fn session_status(s: &Session) -> SessionStatus {
+    SessionStatus {
+        client: s.client.clone(),
+        tunnel_ip: s.tunnel_ip.to_string(),
+        policy: s.policy.file.clone(),
+        classes: s.policy.all_classes().map(|c| c.name.clone()).collect(),
+        counters: s.counters.clone(),
+        paths: crate::client::path_status(&s.conn),
+        stack_datagrams_dropped: s.conn.datagrams_dropped(),
+        ..SessionStatus::default()
     }
 }
 
@@ -821,22 +873,113 @@ async fn publish(shared: Shared, status: Status) {
             let reg = lock(&shared);
             reg.sessions
                 .values()
-                .map(|s| {
-                    (
-                        s.id.clone(),
-                        SessionStatus {
-                            client: s.client.clone(),
-                            tunnel_ip: s.tunnel_ip.to_string(),
-                            policy: s.policy.file.clone(),
-                            classes: s.policy.all_classes().map(|c| c.name.clone()).collect(),
-                            counters: s.counters.clone(),
-                            paths: crate::client::path_status(&s.conn),
-                            ..SessionStatus::default()
-                        },
-                    )
-                })
+                .map(|s| (s.id.clone(), session_status(s)))
                 .collect()
         };
         status.lock().sessions = sessions;
+    }
+}
+
+/// The class counters a proxied connection to `dst` of session `tunnel_ip` counts into.
+fn proxy_class(shared: &Shared, tunnel_ip: IpAddr, dst: SocketAddr) -> Option<usize> {
+    let reg = lock(shared);
+    let s = reg.sessions.get(&tunnel_ip)?;
+    let info = crate::classify::PacketInfo {
+        src: tunnel_ip,
+        dst: dst.ip(),
+        protocol: crate::classify::proto::TCP,
+        dscp: 0,
+        ports: Some((0, dst.port())),
+        len: 0,
+    };
+    Some(s.policy.classify(Some(&info)))
+}
+
+/// Adds a finished proxied connection's bytes to its class.
+fn count_proxied(shared: &Shared, tunnel_ip: IpAddr, class: Option<usize>, up: u64, down: u64) {
+    let mut reg = lock(shared);
+    if let (Some(s), Some(c)) = (reg.sessions.get_mut(&tunnel_ip), class)
+        && let Some(c) = s.counters.get_mut(c)
+    {
+        c.bytes_up += up;
+        c.bytes_down += down;
+    }
+}
+
+/// The TCP connections the client carries on QUIC streams: each further bidirectional
+/// stream opens with a proxy header; the server connects to its destination and relays.
+async fn proxy_streams(conn: Connection, shared: Shared, tunnel_ip: IpAddr) -> Result<(), String> {
+    loop {
+        let (send, recv) = conn
+            .accept_bi()
+            .await
+            .map_err(|e| format!("connection ended: {e}"))?;
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut stream = crate::proxy::quic_stream(send, recv);
+            let header =
+                match tokio::time::timeout(HELLO_TIMEOUT, crate::proxy::Header::read(&mut stream))
+                    .await
+                {
+                    Ok(Ok(h)) => h,
+                    _ => return,
+                };
+            let class = proxy_class(&shared, tunnel_ip, header.dst);
+            let tcp =
+                tokio::time::timeout(HELLO_TIMEOUT, tokio::net::TcpStream::connect(header.dst))
+                    .await;
+            let Ok(Ok(mut tcp)) = tcp else {
+                let _ = crate::proxy::answer(&mut stream, false).await;
+                return;
+            };
+            let _ = tcp.set_nodelay(true);
+            if crate::proxy::answer(&mut stream, true).await.is_err() {
+                return;
+            }
+            if let Ok((up, down)) = crate::proxy::relay(&mut stream, &mut tcp).await {
+                count_proxied(&shared, tunnel_ip, class, up, down);
+            }
+        });
+    }
+}
+
+/// The kernel MPTCP relay: each connection opens with a proxy header naming a live session
+/// (anything else is closed at once); the server connects to the destination and relays.
+async fn mptcp_relay(listener: tokio::net::TcpListener, shared: Shared) {
+    while let Ok((mut sock, peer)) = listener.accept().await {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _ = sock.set_nodelay(true);
+            let header =
+                match tokio::time::timeout(HELLO_TIMEOUT, crate::proxy::Header::read(&mut sock))
+                    .await
+                {
+                    Ok(Ok(h)) => h,
+                    _ => {
+                        warn!(%peer, "MPTCP relay: no valid header; closed");
+                        return;
+                    }
+                };
+            let tunnel_ip = lock(&shared).by_key.get(&header.session).copied();
+            let Some(tunnel_ip) = tunnel_ip else {
+                warn!(%peer, "MPTCP relay: unknown session; closed");
+                return;
+            };
+            let class = proxy_class(&shared, tunnel_ip, header.dst);
+            let tcp =
+                tokio::time::timeout(HELLO_TIMEOUT, tokio::net::TcpStream::connect(header.dst))
+                    .await;
+            let Ok(Ok(mut tcp)) = tcp else {
+                let _ = crate::proxy::answer(&mut sock, false).await;
+                return;
+            };
+            let _ = tcp.set_nodelay(true);
+            if crate::proxy::answer(&mut sock, true).await.is_err() {
+                return;
+            }
+            if let Ok((up, down)) = crate::proxy::relay(&mut sock, &mut tcp).await {
+                count_proxied(&shared, tunnel_ip, class, up, down);
+            }
+        });
     }
 }

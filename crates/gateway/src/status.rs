@@ -116,6 +116,9 @@ pub struct SessionStatus {
     pub decisions: Vec<Decision>,
     /// Datagrams received that did not decode (unknown context, not IP).
     pub bad_datagrams: u64,
+    /// Outgoing datagrams the stack dropped (its queue full, or a path holding duplicated
+    /// copies could not keep up).
+    pub stack_datagrams_dropped: u64,
 }
 
 /// Everything the endpoints show.
@@ -125,12 +128,17 @@ pub struct Snapshot {
     pub role: String,
     /// Live sessions, by a key (the session ID).
     pub sessions: BTreeMap<String, SessionStatus>,
+    /// Sessions that ended, with their final counters (the latest [`ENDED_KEPT`]).
+    pub ended: BTreeMap<String, SessionStatus>,
     /// Sessions refused, by reason.
     pub refused: BTreeMap<String, u64>,
 }
 
 /// Labelled figures of one interface's measurements.
 type IfaceFigures = dyn Fn(&Metrics) -> Vec<(&'static str, Option<f64>)>;
+
+/// Ended sessions kept for `/status` and `/metrics`.
+pub const ENDED_KEPT: usize = 100;
 
 /// Decisions kept per session for `/status`.
 pub const DECISIONS_KEPT: usize = 100;
@@ -177,7 +185,7 @@ impl Status {
         let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
         let per_class = |f: &dyn Fn(&ClassCounters) -> Vec<(&'static str, u64)>| {
             let mut rows = Vec::new();
-            for (id, sess) in &s.sessions {
+            for (id, sess) in s.sessions.iter().chain(&s.ended) {
                 for (name, c) in sess.classes.iter().zip(&sess.counters) {
                     for (extra, v) in f(c) {
                         rows.push((
@@ -232,7 +240,7 @@ impl Status {
         );
         let per_path = |f: &dyn Fn(&PathStatus) -> Option<f64>| {
             let mut rows = Vec::new();
-            for (id, sess) in &s.sessions {
+            for (id, sess) in s.sessions.iter().chain(&s.ended) {
                 for p in &sess.paths {
                     if let Some(v) = f(p) {
                         rows.push((format!("session=\"{}\",path=\"{}\"", esc(id), p.id), v));
@@ -267,7 +275,7 @@ impl Status {
         );
         let per_iface = |f: &IfaceFigures| {
             let mut rows = Vec::new();
-            for (id, sess) in &s.sessions {
+            for (id, sess) in s.sessions.iter().chain(&s.ended) {
                 for i in &sess.interfaces {
                     for (extra, v) in f(&i.metrics) {
                         if let Some(v) = v {

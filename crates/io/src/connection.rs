@@ -612,26 +612,31 @@ impl SendStream {
     /// Writes a prefix of `data`, waiting until flow control admits at least one byte;
     /// returns how many bytes were taken.
     pub async fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
-        poll_fn(|cx| {
-            self.conn
-                .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
-                    if let Some(e) = &w.lost {
-                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+        poll_fn(|cx| self.poll_write_some(cx, data)).await
+    }
+
+    fn poll_write_some(
+        &self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<Result<usize, WriteError>> {
+        self.conn
+            .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
+                if let Some(e) = &w.lost {
+                    return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+                }
+                match conn.write(self.id, data) {
+                    Ok(n) => {
+                        wake(driver);
+                        Poll::Ready(Ok(n))
                     }
-                    match conn.write(self.id, data) {
-                        Ok(n) => {
-                            wake(driver);
-                            Poll::Ready(Ok(n))
-                        }
-                        Err(CoreWriteError::Blocked) => {
-                            w.writers.insert(self.id, cx.waker().clone());
-                            Poll::Pending
-                        }
-                        Err(e) => Poll::Ready(Err(write_error(e))),
+                    Err(CoreWriteError::Blocked) => {
+                        w.writers.insert(self.id, cx.waker().clone());
+                        Poll::Pending
                     }
-                })
-        })
-        .await
+                    Err(e) => Poll::Ready(Err(write_error(e))),
+                }
+            })
     }
 
     /// Writes all of `data`.
@@ -743,30 +748,35 @@ impl RecvStream {
     /// Reads the next in-order bytes (at most `max`), waiting until some arrive;
     /// `Ok(None)` at the end of the stream.
     pub async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, ReadError> {
-        poll_fn(|cx| {
-            self.conn
-                .poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
-                    match conn.read(self.id, max) {
-                        Ok(chunk) => {
-                            // Reading may open flow-control windows (MAX_STREAM_DATA).
-                            wake(driver);
-                            Poll::Ready(Ok(chunk))
-                        }
-                        Err(CoreReadError::Blocked) => {
-                            if let Some(e) = &w.lost {
-                                return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
-                            }
-                            w.readers.insert(self.id, cx.waker().clone());
-                            Poll::Pending
-                        }
-                        Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
-                        Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
-                            Poll::Ready(Err(ReadError::ClosedStream))
-                        }
+        poll_fn(|cx| self.poll_read_chunk(cx, max)).await
+    }
+
+    fn poll_read_chunk(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<Result<Option<Bytes>, ReadError>> {
+        self.conn
+            .poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
+                match conn.read(self.id, max) {
+                    Ok(chunk) => {
+                        // Reading may open flow-control windows (MAX_STREAM_DATA).
+                        wake(driver);
+                        Poll::Ready(Ok(chunk))
                     }
-                })
-        })
-        .await
+                    Err(CoreReadError::Blocked) => {
+                        if let Some(e) = &w.lost {
+                            return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
+                        }
+                        w.readers.insert(self.id, cx.waker().clone());
+                        Poll::Pending
+                    }
+                    Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
+                    Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
+                        Poll::Ready(Err(ReadError::ClosedStream))
+                    }
+                }
+            })
     }
 
     /// Reads into `buf`, waiting until some bytes arrive; returns how many, or `Ok(None)`
@@ -811,5 +821,64 @@ impl Drop for RecvStream {
         let _ = self.conn.with(|(_, w, _)| {
             w.readers.remove(&self.id);
         });
+    }
+}
+
+/// Tokio's byte-stream interface on a stream's sending half: `poll_write` takes what flow
+/// control admits, `poll_flush` has nothing to do (written bytes are the connection's to
+/// send), `poll_shutdown` finishes the stream (FIN).
+impl tokio::io::AsyncWrite for SendStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.poll_write_some(cx, buf)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::BrokenPipe, e.to_string()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Ready(match self.finish() {
+            Ok(()) | Err(WriteError::ClosedStream) => Ok(()),
+            Err(e) => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                e.to_string(),
+            )),
+        })
+    }
+}
+
+/// Tokio's byte-stream interface on a stream's receiving half (end of stream reads as 0).
+impl tokio::io::AsyncRead for RecvStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        match self.poll_read_chunk(cx, buf.remaining()) {
+            Poll::Ready(Ok(Some(chunk))) => {
+                buf.put_slice(&chunk);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(None)) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                e.to_string(),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }

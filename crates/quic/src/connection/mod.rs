@@ -693,8 +693,7 @@ impl Connection {
             + self
                 .paths
                 .values()
-                .flat_map(|p| p.datagram_queue.iter())
-                .map(Bytes::len)
+                .map(|p| p.datagram_queue_bytes)
                 .sum::<usize>()
     }
 

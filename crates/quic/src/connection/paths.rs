@@ -132,6 +132,8 @@ pub(crate) struct Path {
     /// leave on it, before any other data, when its window and pacer allow, and are dropped
     /// if it stops taking data (datagrams are never retransmitted).
     pub datagram_queue: std::collections::VecDeque<bytes::Bytes>,
+    /// Bytes of the copies in [`Self::datagram_queue`].
+    pub datagram_queue_bytes: usize,
     /// The QoS class of the data last queued on the path; the packets that carry the queued
     /// data are filled up with data of that class only.
     pub queue_class: Option<crate::sched::QosClass>,
@@ -204,6 +206,7 @@ impl Path {
             pacing_release: None,
             queue: Default::default(),
             datagram_queue: Default::default(),
+            datagram_queue_bytes: 0,
             queue_class: None,
             queued_bytes: 0,
             stats: PathStats::default(),

@@ -29,6 +29,9 @@ const TAG_LEN: usize = 16;
 /// Smallest room worth starting a packet in.
 const MIN_PACKET_ROOM: usize = 48;
 
+/// Bytes of duplicated datagram copies a path holds before the duplicated class waits.
+const DATAGRAM_COPIES_BYTES: usize = 64 * 1024;
+
 /// What kind of packet to build.
 #[derive(Debug, Clone, Copy, Default)]
 struct BuildOptions {
@@ -475,6 +478,17 @@ impl Connection {
                 Decision::Wait => return None,
             };
             if duplicate && self.datagrams.queued(class) > 0 {
+                // While a listed path holds its share of copies already, the datagrams wait
+                // in the class's queue (and the application's): every copy is sent, at the
+                // pace of the slowest listed path, rather than one path dropping its copies.
+                let full = targets.iter().any(|id| {
+                    self.paths
+                        .get(id)
+                        .is_some_and(|p| p.datagram_queue_bytes >= DATAGRAM_COPIES_BYTES)
+                });
+                if full {
+                    return None;
+                }
                 // Datagrams go before stream data in a packet, so the class's next datagram
                 // is what gets duplicated.
                 let data = self
@@ -483,6 +497,7 @@ impl Connection {
                 let len = data.len() as u64;
                 for id in targets {
                     if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
+                        path.datagram_queue_bytes += data.len();
                         path.queued_bytes += len;
                         path.datagram_queue.push_back(data.clone());
                         path.queue_class = Some(class);
@@ -518,15 +533,28 @@ impl Connection {
     /// with nothing queued (this poll sets those it waits for).
     fn trim_queues(&mut self) {
         let held_back = self.held_back_paths();
-        let dropped: Vec<PathId> = self
+        let dropped: Vec<(PathId, bool)> = self
             .paths
             .values()
             .filter(|p| p.has_queued_data())
             .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
-            .map(|p| p.id)
+            .map(|p| (p.id, !p.is_usable() || held_back.contains(&p.id)))
             .collect();
-        for id in dropped {
-            self.return_queued_data(id);
+        for (id, gone) in dropped {
+            if gone {
+                self.return_queued_data(id);
+            } else if let Some(path) = self.paths.get_mut(&id) {
+                // A stalled path keeps its datagram copies (another path carries the
+                // other copy; this one may still arrive); its stream data goes back.
+                let copies = path.datagram_queue_bytes as u64;
+                let chunks = std::mem::take(&mut path.queue);
+                path.queued_bytes = copies;
+                for chunk in chunks {
+                    let len = chunk.data.len() as u64;
+                    self.streams
+                        .on_stream_lost(chunk.id, chunk.offset, len, chunk.fin);
+                }
+            }
         }
         for path in self.paths.values_mut() {
             if !path.has_queued_data() {
@@ -546,6 +574,7 @@ impl Connection {
         path.queued_bytes = 0;
         self.datagrams.dropped_outgoing += path.datagram_queue.len() as u64;
         path.datagram_queue.clear();
+        path.datagram_queue_bytes = 0;
         for chunk in std::mem::take(&mut path.queue) {
             let len = chunk.data.len() as u64;
             self.streams
@@ -1199,6 +1228,7 @@ impl Connection {
                     break;
                 };
                 path.queued_bytes -= data.len() as u64;
+                path.datagram_queue_bytes -= data.len();
                 sent.datagram_bytes += data.len() as u64;
                 frame::Datagram { data }.encode(true, buf);
                 wrote = true;
@@ -1230,12 +1260,14 @@ impl Connection {
             }
         }
         // A packet carrying duplicated datagrams takes nothing else new: what it would take
-        // would leave on this path alone.
+        // would leave on this path alone. A packet of no class (a probe) takes datagrams of
+        // the default class only: any other class's datagrams wait for a packet whose path
+        // that class's policy chose.
         if !copies {
-            while let Some(data) = self
-                .datagrams
-                .pop_outgoing_if_fits(end.saturating_sub(buf.len()), class)
-            {
+            while let Some(data) = self.datagrams.pop_outgoing_if_fits(
+                end.saturating_sub(buf.len()),
+                Some(class.unwrap_or(QosClass::BestEffort)),
+            ) {
                 sent.datagram_bytes += data.len() as u64;
                 frame::Datagram { data }.encode(true, buf);
                 wrote = true;

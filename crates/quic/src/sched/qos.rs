@@ -7,7 +7,7 @@
 //! | `select` | single path: the highest-priority usable allowed path, or with `metric` set the best allowed path by that metric (switching only when another path is better by the hysteresis margin) |
 //! | `failover` | primary/backup: the highest-priority allowed path until it fails (abandoned, not usable, `failure_ptos` probe timeouts in a row, or its link reported down by a link-layer hint), then the next; back to a higher-priority path once it has been healthy for `hold_time_ms` |
 //! | `fallback` | QoS-compliant fallback: like `failover`, but the active path is also left when it violates the traffic requirements (delay, throughput, loss); a higher-priority path is taken back only once it meets them with the `hysteresis` margin continuously for `hold_time_ms` |
-//! | `duplicate` | every packet on every allowed path that can send (highest priority first) |
+//! | `duplicate` | every packet on every healthy allowed path (highest priority first), a copy waiting on a path whose window is full |
 //! | `aggregate` | all allowed paths, minimum-RTT first with spill to the others as windows fill (the backup rule applies) |
 //!
 //! In the single-path modes and in `duplicate`, the policy's priorities decide which paths
@@ -689,15 +689,24 @@ impl Scheduler for QosPolicy {
             //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
             //# - Reliable transfer through packet duplication to enhance reliability.
             QosMode::Duplicate => {
-                let mut ids = cands.iter().map(|c| c.2).filter(|id| can_send(*id));
-                match (ids.next(), ids.next()) {
-                    (None, _) => Decision::Wait,
-                    (Some(only), None) => Decision::Send(only),
-                    (Some(a), Some(b)) => {
-                        let mut all = vec![a, b];
-                        all.extend(ids);
-                        Decision::Duplicate(all)
-                    }
+                // Every healthy allowed path gets a copy, whether its window has room now
+                // or not (the copy waits on the path, the contract of
+                // `Decision::Duplicate`): skipping a path whose window is full for a moment
+                // would send that packet once only. A failed path gets none.
+                let healthy: Vec<PathId> = cands
+                    .iter()
+                    .filter(|c| paths.get(c.3).is_some_and(|p| policy.healthy(p)))
+                    .map(|c| c.2)
+                    .collect();
+                let ids = if healthy.is_empty() {
+                    cands.iter().map(|c| c.2).collect()
+                } else {
+                    healthy
+                };
+                match ids.as_slice() {
+                    _ if !ids.iter().any(|id| can_send(*id)) => Decision::Wait,
+                    [only] => Decision::Send(*only),
+                    _ => Decision::Duplicate(ids),
                 }
             }
             //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
@@ -1223,11 +1232,19 @@ mod tests {
             s.schedule(now, &paths, &PendingData::default()),
             Decision::Send(PathId(2))
         );
+        // A full window keeps a path's copy waiting on it: still both paths.
         paths[1].can_send = false;
+        assert_eq!(
+            s.schedule(now, &paths, &critical),
+            Decision::Duplicate(vec![PathId(1), PathId(0)])
+        );
+        // A failed path gets no copy.
+        paths[1].pto_count = 2;
         assert_eq!(
             s.schedule(now, &paths, &critical),
             Decision::Send(PathId(0))
         );
+        paths[1].pto_count = 0;
         paths[0].can_send = false;
         assert_eq!(s.schedule(now, &paths, &critical), Decision::Wait);
         // In a loop, critical data goes out on both allowed paths.
