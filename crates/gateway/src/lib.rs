@@ -75,6 +75,9 @@ pub fn transport_config(cc: &str) -> Result<Arc<TransportConfig>, String> {
         congestion_controller,
         initial_max_path_id: Some(MAX_PATH_ID),
         keep_alive_interval: Some(Duration::from_secs(1)),
+        // An idle path's RTT estimate stays current, so minimum-RTT-first aggregation does
+        // not keep avoiding a path for a queueing delay it had long ago.
+        idle_path_probe_interval: Some(Duration::from_millis(50)),
         max_idle_timeout: Some(Duration::from_secs(30)),
         datagram_send_buffer: 1024 * 1024,
         datagram_receive_buffer: 4 * 1024 * 1024,

@@ -316,6 +316,8 @@ pub struct Connection {
     /// (idle-timer restart rule of RFC 9000 section 10.1).
     sent_ack_eliciting_since_receive: bool,
     keep_alive_deadline: Option<Instant>,
+    /// When idle paths are probed next ([`TransportConfig::idle_path_probe_interval`]).
+    idle_path_probe_deadline: Option<Instant>,
     packets_since_key_update: u64,
 
     events: VecDeque<Event>,
@@ -500,6 +502,7 @@ impl Connection {
             idle_deadline: idle_timeout.map(|t| p.now + t),
             sent_ack_eliciting_since_receive: false,
             keep_alive_deadline: None,
+            idle_path_probe_deadline: None,
             packets_since_key_update: 0,
             events: VecDeque::new(),
             endpoint_events: VecDeque::new(),

@@ -8,7 +8,7 @@
 //! | `failover` | primary/backup: the highest-priority allowed path until it fails (abandoned, not usable, `failure_ptos` probe timeouts in a row, or its link reported down by a link-layer hint), then the next; back to a higher-priority path once it has been healthy for `hold_time_ms` |
 //! | `fallback` | QoS-compliant fallback: like `failover`, but the active path is also left when it violates the traffic requirements (delay, throughput, loss); a higher-priority path is taken back only once it meets them with the `hysteresis` margin continuously for `hold_time_ms` |
 //! | `duplicate` | every packet on every healthy allowed path (highest priority first), a copy waiting on a path whose window is full |
-//! | `aggregate` | all allowed paths, minimum-RTT first with spill to the others as windows fill (the backup rule applies) |
+//! | `aggregate` | all allowed paths: each packet on the path that would deliver it first (minimum RTT plus the bytes ahead of it over the path's delivery rate), so data spreads over the paths in proportion to their rates (the backup rule applies) |
 //!
 //! In the single-path modes and in `duplicate`, the policy's priorities decide which paths
 //! are used, whatever the paths' PATH_STATUS; `aggregate` applies the backup rule. In the
@@ -106,7 +106,7 @@ pub enum QosMode {
     Fallback,
     /// Every packet on every allowed path.
     Duplicate,
-    /// All allowed paths together (minimum RTT first).
+    /// All allowed paths together (earliest expected delivery first).
     #[default]
     Aggregate,
 }
@@ -583,6 +583,26 @@ fn single_path(
     state.active
 }
 
+/// When a packet given to `p` now would be delivered, in seconds from now: the path's
+/// minimum RTT (its propagation and processing time, a round trip, as every path is
+/// measured alike) plus the time its rate needs for the bytes ahead of the packet and the
+/// packet itself. The rate is the path's delivery-rate estimate, or its window over its
+/// smoothed RTT before there is one. Choosing the smallest spreads data over the paths in
+/// proportion to their rates once the fastest path has a backlog, whether or not its window
+/// is full: a path's window bounds the data in flight but not the queue at its bottleneck,
+/// so a sender whose window stays open (a tunnel carrying congestion-controlled traffic)
+/// would otherwise keep every packet on the path with the smallest RTT.
+fn expected_delivery(p: &PathSnapshot) -> f64 {
+    let rate = p
+        .delivery_rate
+        .filter(|r| *r > 0)
+        .map(|r| r as f64)
+        .unwrap_or_else(|| p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6))
+        .max(1.0);
+    let ahead = (p.bytes_in_flight + p.queued_bytes + u64::from(p.mtu)) as f64;
+    p.min_rtt.as_secs_f64() + ahead / rate
+}
+
 /// `select` with a metric: the best candidate, switching only past the hysteresis margin.
 fn select_by_metric(
     state: &mut ClassState,
@@ -721,7 +741,11 @@ impl Scheduler for QosPolicy {
                 let any_available = sendable().any(|p| !p.is_backup());
                 sendable()
                     .filter(|p| p.is_backup() != any_available)
-                    .min_by_key(|p| (p.srtt, p.id))
+                    .min_by(|a, b| {
+                        expected_delivery(a)
+                            .total_cmp(&expected_delivery(b))
+                            .then(a.id.cmp(&b.id))
+                    })
                     .map_or(Decision::Wait, |p| Decision::Send(p.id))
             }
         }

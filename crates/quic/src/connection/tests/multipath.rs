@@ -819,3 +819,36 @@ fn a_duplicated_class_sends_each_datagram_on_both_paths() {
     // Copies are dropped, not kept, when a path stops taking data: none waits now.
     assert_eq!(pair.client().datagrams_dropped(), 0);
 }
+
+#[test]
+fn idle_paths_are_probed_when_asked() {
+    let transport = |probe: Option<Duration>| TransportConfig {
+        idle_path_probe_interval: probe,
+        ..mp_transport(Arc::new(crate::sched::MinRttFactory))
+    };
+    for probe in [None, Some(Duration::from_millis(50))] {
+        let mut pair = Pair::new(transport(probe), transport(probe));
+        pair.handshake();
+        pair.run_until(Duration::from_millis(100), |_| false);
+        let now = pair.now;
+        let id = pair
+            .client()
+            .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+            .unwrap();
+        pair.run_until(Duration::from_millis(500), |_| false);
+        let sent = |pair: &mut Pair| {
+            pair.client()
+                .paths()
+                .iter()
+                .find(|p| p.snapshot.id == id)
+                .map_or(0, |p| p.stats.packets_sent)
+        };
+        let before = sent(&mut pair);
+        pair.run_until(Duration::from_secs(1), |_| false);
+        let probes = sent(&mut pair) - before;
+        match probe {
+            None => assert!(probes <= 1, "{probes} packets on an idle path"),
+            Some(_) => assert!(probes >= 15, "only {probes} probes in 1 s at 50 ms"),
+        }
+    }
+}
