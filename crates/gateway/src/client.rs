@@ -172,6 +172,8 @@ struct State {
     bad_datagrams: u64,
     /// Interfaces (client index) reported down by the link-event feed.
     link_down: Vec<bool>,
+    /// Interfaces (client index) the stack was told are down (a link-down hint).
+    hinted_down: Vec<bool>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -361,6 +363,7 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
         decisions: VecDeque::new(),
         bad_datagrams: 0,
         link_down: vec![false; opts.interfaces.len()],
+        hinted_down: vec![false; opts.interfaces.len()],
         policy,
     }));
 
@@ -633,7 +636,10 @@ async fn qos_step(
         let mut transitions = Vec::new();
         for (k, m) in per_client.iter().enumerate() {
             if m.up != was_up[k] {
-                transitions.push((k, m.up));
+                // The stack hears of an interface coming up only after it heard it go down
+                // (a link-up hint makes it probe the path before using it again).
+                transitions.push((k, m.up, !m.up || s.hinted_down[k]));
+                s.hinted_down[k] = !m.up;
                 was_up[k] = m.up;
                 if !m.up {
                     s.stats[k].reset_delays();
@@ -661,7 +667,7 @@ async fn qos_step(
         (decisions, config, transitions)
     };
     let mut trains = Vec::new();
-    for (k, up) in transitions {
+    for (k, up, hint) in transitions {
         let event = if up {
             trains.push(k);
             LinkEventKind::LinkUp {
@@ -674,10 +680,12 @@ async fn qos_step(
             }
         };
         info!(iface = %ifaces[k].name, up, "interface {}", if up { "up" } else { "down" });
-        let _ = conn.handle_link_event(
-            &LinkEvent::new(now_ns, 0, k as u16, event),
-            Some(ifaces[k].local),
-        );
+        if hint {
+            let _ = conn.handle_link_event(
+                &LinkEvent::new(now_ns, 0, k as u16, event),
+                Some(ifaces[k].local),
+            );
+        }
     }
     if let Some(config) = config {
         let json = serde_json::to_value(&config).unwrap_or_default();
