@@ -43,3 +43,26 @@ CLARITY_LATENCY = {
 #: 5G-CLARITY (seed 002), Section 6.4 and Fig. 8 (right): mean time from an interface
 #: coming back after a 5 s interruption until MPTCP used it again, ms.
 CLARITY_RECOVERY_MS = {"5g": 517.2, "wifi": 393.3, "lifi": 504.8}
+
+#: CHYMP / MPF-Gateway (seed 004), Table I: the PMF's interface measurements (throughput in
+#: Mbit/s, average delay in ms, packet loss in percent).
+CHYMP_TABLE_I = {
+    "eth": {"throughput": 93.61, "delay": 0.15, "loss": 0.25},
+    "wifi": {"throughput": 74.45, "delay": 0.19, "loss": 0.00},
+}
+
+#: CHYMP (seed 004), Figs. 6-7: the policy's delay requirement and Wi-Fi's raised delay, ms.
+CHYMP_QOS_DELAY_LIMIT_MS = 1.0
+CHYMP_QOS_RAISED_DELAY_MS = 1.5
+
+#: CHYMP (seed 004), Section VI-C and Fig. 10: CHYMP's effective throughput over MPTCP's in
+#: stable conditions ("5.5% higher").
+CHYMP_STABLE_GAIN = 0.055
+
+#: CHYMP (seed 004), Section VI-C and Fig. 11: CHYMP completes the transfer under an
+#: interface failure "8.2% faster" than MPTCP.
+CHYMP_FAILURE_SPEEDUP = 0.082
+
+#: CHYMP (seed 004), Section VI-B and Fig. 9: MPTCP halts transmission on every link for
+#: about 80 ms when the Wi-Fi interface fails.
+CHYMP_MPTCP_HALT_MS = 80.0

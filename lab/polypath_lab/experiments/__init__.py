@@ -26,6 +26,6 @@ class Context:
 
 def registry() -> dict:
     """Experiment modules by name, in report order."""
-    from . import clarity, lamp5g_handover, lamp5g_table1
+    from . import chymp, clarity, lamp5g_handover, lamp5g_table1
 
-    return {m.NAME: m for m in (lamp5g_table1, lamp5g_handover, clarity)}
+    return {m.NAME: m for m in (lamp5g_table1, lamp5g_handover, clarity, chymp)}
