@@ -10,6 +10,7 @@
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! polypath bench emu [--seconds N] [--json]
 //! polypath bench server [--clients N] [--size BYTES] [--preload LIB] [--json]
+//! polypath bench gateway [--clients 50] [--scenarios scenarios/gateway] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
@@ -38,6 +39,7 @@
 
 mod bench;
 mod bench_emu;
+mod bench_gateway;
 mod bench_server;
 mod client;
 mod emu;
@@ -125,6 +127,27 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// The example systemd units start the gateway with options this binary takes.
+    #[test]
+    fn the_example_systemd_units_parse() {
+        for unit in [
+            include_str!("../../gateway/dist/polypath-gw-server.service"),
+            include_str!("../../gateway/dist/polypath-gw-client.service"),
+        ] {
+            let exec = unit.split("ExecStart=").nth(1).expect("an ExecStart line");
+            let mut line = String::new();
+            for l in exec.lines() {
+                line += l.trim_end_matches('\\');
+                if !l.ends_with('\\') {
+                    break;
+                }
+            }
+            let mut args: Vec<&str> = line.split_whitespace().collect();
+            args[0] = "polypath";
+            Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
 
     #[test]
     fn the_command_line_is_consistent() {

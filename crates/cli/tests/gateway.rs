@@ -391,8 +391,11 @@ fn the_qos_switch_follows_the_delay_with_hysteresis() {
         "the paper's Fig. 7 requirement"
     );
     // The defaults of fig7.json: detection 100 ms, probes every 20 ms (a change shows in the
-    // median after three), hold time 1 s.
-    let window = 0.100 + 3.0 * 0.020;
+    // median after three, and the manager looks at each probe), hold time 1 s. On top, what
+    // the emulator measured of its own lateness and 10 ms for the processes' scheduling.
+    let rt = &report.summary.realtime;
+    let window = 0.100 + 4.0 * 0.020;
+    let slack = rt.lateness.p99_us / 1e6 + 0.010;
     let d = decisions(&report, &out, "qos");
     let moves: Vec<(f64, String, String)> = d
         .iter()
@@ -425,8 +428,8 @@ fn the_qos_switch_follows_the_delay_with_hysteresis() {
         window * 1e3
     );
     assert!(
-        late > 0.0 && late <= window + 0.05,
-        "moved {late:.3} s after the step"
+        late > 0.0 && late <= window + slack,
+        "moved {late:.3} s after the step (window {window:.3} s, slack {slack:.3} s)"
     );
     // 0.9 ms from 8 s is inside the limit but not the 20 % margin: no return before 11 s.
     let back = moves
@@ -444,8 +447,8 @@ fn the_qos_switch_follows_the_delay_with_hysteresis() {
         back.0
     );
     assert!(
-        after <= 1.0 + window + 0.05,
-        "returned {after:.3} s after the delay fell"
+        after <= 1.0 + window + slack,
+        "returned {after:.3} s after the delay fell (slack {slack:.3} s)"
     );
     // The stream followed: on Ethernet while Wi-Fi was slow, on Wi-Fi before and after.
     let eth = link_series(&out, "eth", "up");

@@ -33,14 +33,15 @@ use crate::queue::SendBuffer;
 use crate::status::{ClassCounters, IfaceStatus, PathStatus, SessionStatus, Status};
 use crate::tun::Tun;
 
-/// One interface of the client gateway (`--interface NAME[=LOCAL][@REMOTE]`).
+/// One interface of the client gateway as given (`--interface NAME[=LOCAL][@REMOTE]`);
+/// [`InterfaceArg::resolve`] finds a device's address when none is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterfaceArg {
     /// Its name, as the policies name it (and, without `=LOCAL`, the network device whose
     /// address is used).
     pub name: String,
-    /// Its address: the local address of its QUIC path and of its probes.
-    pub local: IpAddr,
+    /// Its address, if given.
+    pub local: Option<IpAddr>,
     /// The server's address to reach over it (the server address of `--server` if
     /// absent).
     pub remote: Option<IpAddr>,
@@ -50,7 +51,7 @@ impl std::str::FromStr for InterfaceArg {
     type Err = String;
 
     /// `NAME=LOCAL_IP`, `NAME=LOCAL_IP@SERVER_IP`, or `NAME` / `NAME@SERVER_IP` for the
-    /// address of the network device NAME.
+    /// address of the network device NAME (looked up when the gateway starts).
     fn from_str(s: &str) -> Result<Self, String> {
         let (spec, remote) = match s.split_once('@') {
             Some((l, r)) => (l, Some(r)),
@@ -59,10 +60,12 @@ impl std::str::FromStr for InterfaceArg {
         let (name, local) = match spec.split_once('=') {
             Some((n, l)) => (
                 n,
-                l.parse()
-                    .map_err(|_| format!("{s:?}: `{l}` is not an IP address"))?,
+                Some(
+                    l.parse()
+                        .map_err(|_| format!("{s:?}: `{l}` is not an IP address"))?,
+                ),
             ),
-            None => (spec, device_address(spec)?),
+            None => (spec, None),
         };
         if name.is_empty() {
             return Err(format!("{s:?}: the interface needs a name"));
@@ -78,6 +81,32 @@ impl std::str::FromStr for InterfaceArg {
                 .transpose()?,
         })
     }
+}
+
+impl InterfaceArg {
+    /// The interface with its address: the one given, or network device NAME's.
+    pub fn resolve(&self) -> Result<Interface, String> {
+        Ok(Interface {
+            name: self.name.clone(),
+            local: match self.local {
+                Some(a) => a,
+                None => device_address(&self.name)?,
+            },
+            remote: self.remote,
+        })
+    }
+}
+
+/// One interface of the client gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Its name, as the policies name it.
+    pub name: String,
+    /// Its address: the local address of its QUIC path and of its probes.
+    pub local: IpAddr,
+    /// The server's address to reach over it (the server address of `--server` if
+    /// absent).
+    pub remote: Option<IpAddr>,
 }
 
 /// The address of network device `dev` (its first IPv4 address, else its first IPv6 one).
@@ -153,6 +182,21 @@ pub struct ClientOptions {
     pub cc: String,
 }
 
+/// [`ClientOptions`] with every interface's address known.
+struct ResolvedOptions {
+    server: SocketAddr,
+    interfaces: Vec<Interface>,
+    name: String,
+    token: String,
+    tls: Arc<rustls::ClientConfig>,
+    tun: String,
+    status: Option<SocketAddr>,
+    decision_log: Option<PathBuf>,
+    link_events: Option<PathBuf>,
+    clock: ClockMode,
+    cc: String,
+}
+
 /// The client's session state, shared by its tasks.
 struct State {
     policy: Arc<Policy>,
@@ -204,7 +248,7 @@ pub fn path_status(conn: &Connection) -> Vec<PathStatus> {
 /// Maps the policy's interfaces to the client's (by name, else by address).
 fn map_interfaces(
     policy: &Policy,
-    ifaces: &[InterfaceArg],
+    ifaces: &[Interface],
     paths: &[Option<u32>],
 ) -> (Vec<Option<usize>>, Vec<Option<u32>>) {
     let iface_of: Vec<Option<usize>> = policy
@@ -239,6 +283,24 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
     if opts.interfaces.is_empty() {
         return Err("at least one --interface is needed".into());
     }
+    let resolved = opts
+        .interfaces
+        .iter()
+        .map(InterfaceArg::resolve)
+        .collect::<Result<Vec<Interface>, String>>()?;
+    let opts = ResolvedOptions {
+        interfaces: resolved,
+        server: opts.server,
+        name: opts.name,
+        token: opts.token,
+        tls: opts.tls,
+        tun: opts.tun,
+        status: opts.status,
+        decision_log: opts.decision_log,
+        link_events: opts.link_events,
+        clock: opts.clock,
+        cc: opts.cc,
+    };
     let locals: Vec<SocketAddr> = opts
         .interfaces
         .iter()
@@ -477,6 +539,8 @@ pub async fn run(opts: ClientOptions) -> Result<(), String> {
         conn.clone(),
         state.clone(),
         notify.clone(),
+        tun.clone(),
+        tunnel_ip,
     )));
     tasks.push(tokio::spawn(downlink(
         conn.clone(),
@@ -614,7 +678,7 @@ async fn qos_step(
     state: &Shared,
     ctl: &mut SendStream,
     log: &mut Option<std::fs::File>,
-    ifaces: &[InterfaceArg],
+    ifaces: &[Interface],
     was_up: &mut [bool],
 ) -> Vec<usize> {
     let now = Instant::now();
@@ -794,8 +858,15 @@ async fn uplink(tun: Arc<Tun>, state: Shared, notify: Arc<Notify>) {
 }
 
 /// The sending buffer to the connection, as fast as the stack takes each class.
-async fn dispatch(conn: Connection, state: Shared, notify: Arc<Notify>) {
+async fn dispatch(
+    conn: Connection,
+    state: Shared,
+    notify: Arc<Notify>,
+    tun: Arc<Tun>,
+    tunnel_ip: IpAddr,
+) {
     loop {
+        let mut too_big = Vec::new();
         let (blocked, release) = {
             let mut s = lock(&state);
             let policy = s.policy.clone();
@@ -826,11 +897,21 @@ async fn dispatch(conn: Connection, state: Shared, notify: Arc<Notify>) {
                 if seq.is_some() {
                     counters.duplicates_sent += copies;
                 }
-                if conn
-                    .send_datagram_with_class(framed, rule.qos_class)
-                    .is_err()
-                {
-                    s.counters[c].dropped += 1;
+                match conn.send_datagram_with_class(framed, rule.qos_class) {
+                    Ok(()) => {}
+                    Err(polypath_io::DatagramError::Refused(
+                        polypath_quic::datagrams::SendDatagramError::TooLarge { max, .. },
+                    )) => {
+                        // The paths carry less than the TUN device's MTU now: the sender
+                        // hears the size that fits.
+                        s.counters[c].dropped += 1;
+                        let mtu = u16::try_from(max.saturating_sub(framing::MAX_OVERHEAD))
+                            .unwrap_or(u16::MAX);
+                        if let Some(icmp) = crate::icmp::packet_too_big(&packet, mtu, tunnel_ip) {
+                            too_big.push(icmp);
+                        }
+                    }
+                    Err(_) => s.counters[c].dropped += 1,
                 }
             }
             // Which class is waiting for the stack (the first queued one), if any.
@@ -842,6 +923,9 @@ async fn dispatch(conn: Connection, state: Shared, notify: Arc<Notify>) {
             }
             (blocked, s.buffer.next_release(Instant::now()))
         };
+        for icmp in too_big {
+            let _ = tun.send(&icmp);
+        }
         let room = async {
             match blocked {
                 Some(q) => conn.datagram_room(Some(q), crate::STACK_QUEUE_BYTES).await,
@@ -895,7 +979,7 @@ async fn downlink(conn: Connection, tun: Arc<Tun>, state: Shared) {
 async fn policy_updates(
     conn: Connection,
     state: Shared,
-    ifaces: Vec<InterfaceArg>,
+    ifaces: Vec<Interface>,
     paths: Vec<Option<u32>>,
 ) {
     while let Ok(mut recv) = conn.accept_uni().await {
@@ -943,7 +1027,7 @@ async fn policy_updates(
 
 /// Applies the host's link-event feed: to the connection (link hints) and to the QoS
 /// manager (an interface whose link is down is down).
-async fn link_feed(path: PathBuf, conn: Connection, state: Shared, ifaces: Vec<InterfaceArg>) {
+async fn link_feed(path: PathBuf, conn: Connection, state: Shared, ifaces: Vec<Interface>) {
     let Ok(mut feed) = polypath_io::link_feed::LinkFeed::connect(&path).await else {
         warn!(feed = %path.display(), "cannot read the link-event feed");
         return;
@@ -966,7 +1050,7 @@ fn refresh_status(
     status: &Status,
     conn: &Connection,
     state: &Shared,
-    ifaces: &[InterfaceArg],
+    ifaces: &[Interface],
     session: &str,
     tunnel_ip: IpAddr,
 ) {
