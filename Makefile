@@ -5,30 +5,32 @@
 #   make fuzz   run every cargo-fuzz target for FUZZ_SECONDS each (default 600), one at a
 #               time (FUZZ_TARGETS="a b" picks some); needs the nightly toolchain
 #   make bench-server   1000 clients x 8 MB uploads to one server: memory with glibc and jemalloc
+#   make bench-sweep    jobs per minute of the lab's sweep backends (local pool, local Ray)
 CARGO ?= cargo
 PYTHON ?= python3
 VENV := lab/.venv
 LAB_PY := $(VENV)/bin/python
 
-.PHONY: build demo test lint lab-deps system-deps fuzz bench-server
+.PHONY: build demo test lint lab-deps system-deps fuzz bench-server bench-sweep
 
 build:
 	$(CARGO) build --release -p polypath
 
-# The lab's Python environment (matplotlib, tomli-w, pytest from PyPI).
+# The lab's Python environment (matplotlib, tomli-w, pyarrow, Ray, pytest from PyPI).
 $(VENV)/.installed: lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e 'lab[test]'
+	$(VENV)/bin/pip install --quiet -e 'lab[test,ray]'
 	touch $@
 
 lab-deps: $(VENV)/.installed
 
 # Debian packages the emulator and its tests use: iproute2 (namespaces, routes, MPTCP
-# endpoints), procps (sysctl inside a namespace), iputils-ping, python3, curl and nftables
-# (the gateway's NAT and its tests' HTTP client). Installed when missing and running as root
-# (CI is root); otherwise the emulator tests say why they skip.
-EMU_DEBS := iproute2:ip procps:sysctl iputils-ping:ping python3:python3 curl:curl nftables:nft
+# endpoints), procps (sysctl inside a namespace), iputils-ping, python3, iptables (the
+# M2HO daemon's NFQUEUE rules), curl and nftables (the gateway's NAT and its tests' HTTP
+# client). Installed when missing and running as root (CI is root); otherwise the emulator
+# tests say why they skip.
+EMU_DEBS := iproute2:ip procps:sysctl iputils-ping:ping python3:python3 iptables:iptables curl:curl nftables:nft
 system-deps:
 	@missing=""; for d in $(EMU_DEBS); do command -v $${d#*:} >/dev/null 2>&1 || missing="$$missing $${d%%:*}"; done; \
 	if [ -n "$$missing" ]; then \
@@ -41,18 +43,21 @@ system-deps:
 demo: build lab-deps
 	POLYPATH_BIN=target/release/polypath $(LAB_PY) -m polypath_lab run all --out report
 
+# One feature set for lint and tests: the simulator's noq peer (test-only) is on, so one
+# build serves clippy's every target, every test and the binary the lab tests run.
+FEATURES := --features polypath-sim/noq
+
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p polypath-sim --features noq --all-targets -- -D warnings
+	$(PYTHON) tools/spec_quotes.py
+	$(CARGO) clippy --workspace --all-targets $(FEATURES) -- -D warnings
 
 test: lint lab-deps system-deps
-	$(CARGO) test --workspace
-	$(CARGO) test -p polypath-sim --features noq --test quic
+	$(CARGO) test --workspace $(FEATURES)
 	# The lab's tests use the polypath binary the workspace tests built (for the CLI's
 	# integration tests): building it again alone would recompile a dozen crates.
 	test -x target/debug/polypath
-	POLYPATH_BIN=target/debug/polypath $(LAB_PY) -m pytest -q lab/tests
+	POLYPATH_BIN=target/debug/polypath $(LAB_PY) -m pytest -q lab/tests tools
 
 # The server under 1000 concurrent 8 MB uploads, with glibc malloc and then with jemalloc
 # (Debian's libjemalloc2, installed when missing and running as root): peak and after-load
@@ -64,6 +69,11 @@ bench-server: build
 	target/release/polypath bench server --clients 1000 --size 8MB
 	@if test -e $(JEMALLOC); then target/release/polypath bench server --clients 1000 --size 8MB --preload $(JEMALLOC); \
 	  else echo "no $(JEMALLOC): the jemalloc run is skipped"; fi
+
+# The same small campaign (24 NR-DC downloads) with the sweep's local backend and on a
+# local Ray instance: each backend's jobs per minute, and whether their tables are identical.
+bench-sweep: build lab-deps
+	POLYPATH_BIN=target/release/polypath $(LAB_PY) -m polypath_lab.sweep.bench
 
 # Coverage-guided fuzzing (cargo-fuzz, nightly). Each target's body is a function of
 # crates/fuzz (polypath-fuzz), whose tests run it briefly in `make test`. The corpus starts

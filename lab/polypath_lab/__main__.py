@@ -1,12 +1,14 @@
-"""``python -m polypath_lab run EXPERIMENT|all [--seeds 1,2,3] [--quick] [--out report]``."""
+"""``python -m polypath_lab run EXPERIMENT|all [--seeds 1,2,3] [--quick | --full] [--out report]``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from pathlib import Path
 
+from . import sweep
 from .experiments import Context, registry
 from .report import print_tables, write_report
 from .sim import REPO, LabError
@@ -22,13 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("experiment", nargs="+", help=f"all, or of: {', '.join(experiments)}")
     r.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated seeds")
     r.add_argument("--quick", action="store_true", help="reduced versions (seconds)")
+    r.add_argument("--full", action="store_true",
+                   help="full sets where an experiment runs a reduced one by default (m2ho: "
+                        "300 s emulated stretches per variant instead of 60; coexistence: "
+                        "every case, pairing and configuration; chymp: 100 000 duplicated "
+                        "packets per loss pair and a third pair)")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sweep.add_arguments(sub.add_parser("sweep", help="run a parameter sweep (lab/sweeps)"))
     a = p.parse_args(argv)
+    if a.cmd == "sweep":
+        return sweep.main(a)
     if a.cmd == "list":
         for name, m in experiments.items():
-            print(f"{name}: {(m.__doc__ or '').strip().splitlines()[0]}")
+            print(f"{name}\n{describe(m)}\n")
         return 0
     names = list(experiments) if "all" in a.experiment else a.experiment
     unknown = [n for n in names if n not in experiments]
@@ -40,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--seeds: {a.seeds!r} is not a comma-separated list of integers")
     if not seeds:
         p.error("--seeds: give at least one seed")
-    ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress)
+    if a.quick and a.full:
+        p.error("--quick and --full exclude each other")
+    ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress, a.full)
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     done = []
@@ -50,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    meta = {"seeds": seeds, "mode": "quick" if a.quick else "full",
+    meta = {"seeds": seeds, "mode": "quick" if a.quick else ("full" if a.full else "default"),
             "wall_s": round(time.monotonic() - start, 1)}
-    index = write_report(done, a.out, meta)
+    index = write_report(done, a.out, meta, order=list(experiments))
     print_tables(done)
     print(f"\nreport: {index} ({meta['wall_s']} s)")
     failed = [c.name for e in done for c in e.checks if not c.ok]
@@ -60,6 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(failed)} check(s) failed: {'; '.join(failed)}", file=sys.stderr)
         return 2
     return 0
+
+
+def describe(module) -> str:
+    """An experiment's summary for ``list``: the first paragraph of its module docstring,
+    whole, wrapped and indented."""
+    first = (module.__doc__ or "").strip().split("\n\n", 1)[0]
+    return textwrap.fill(" ".join(first.split()), width=88, initial_indent="    ",
+                         subsequent_indent="    ")
 
 
 if __name__ == "__main__":

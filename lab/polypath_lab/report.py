@@ -3,8 +3,10 @@
 An experiment returns an :class:`Experiment`: tables whose columns put the paper's figure
 next to polypath's reproduction and polypath's best configuration, plots (PNG files in the
 report directory), shape checks (the claims the issue asks the lab to show, each with the
-measured value) and notes. :func:`write_report` renders ``report/index.md``, prints the
-tables to the terminal and writes every number of every table to ``report/summary.json``.
+measured value) and notes. :func:`write_report` keeps each experiment's section (Markdown,
+and its numbers as JSON) in ``report/sections/``, and renders ``report/index.md`` and
+``report/summary.json`` from every section there: running one experiment replaces its own
+section and keeps the others.
 """
 
 from __future__ import annotations
@@ -74,36 +76,55 @@ class Experiment:
         self.checks.append(Check(name, bool(ok), measured))
 
 
-def write_report(experiments: list[Experiment], out: Path, meta: dict[str, Any]) -> Path:
-    """Writes ``index.md`` and ``summary.json`` under ``out``; returns the index path."""
-    out.mkdir(parents=True, exist_ok=True)
+def write_report(experiments: list[Experiment], out: Path, meta: dict[str, Any],
+                 order: list[str] | None = None) -> Path:
+    """Writes the sections of ``experiments`` under ``out/sections`` (replacing earlier
+    runs of the same experiments), then ``index.md`` and ``summary.json`` from every
+    section in ``out``, in ``order`` (experiment names; others after them, by name);
+    returns the index path. ``meta`` (seeds, mode, wall time) is recorded per section."""
+    sections = out / "sections"
+    sections.mkdir(parents=True, exist_ok=True)
+    for e in experiments:
+        (sections / f"{e.name}.md").write_text(_section(e, meta))
+        data = {"title": e.title, "meta": meta,
+                "tables": {t.title: t.data for t in e.tables},
+                "plots": [p for p, _ in e.plots],
+                "checks": [c.__dict__ for c in e.checks]}
+        (sections / f"{e.name}.json").write_text(
+            json.dumps(_clean(data), indent=2, allow_nan=False))
+    rank = {name: i for i, name in enumerate(order or [])}
+    names = sorted((p.stem for p in sections.glob("*.json")),
+                   key=lambda n: (rank.get(n, len(rank)), n))
     md = ["# polypath lab report", "",
           "Reproductions of the papers' experiments on the polypath simulator (the real "
           "polypath-quic stack over simulated links), side by side with the papers' figures. "
-          f"Seeds: {meta.get('seeds')}; mode: {meta.get('mode')}.", ""]
-    summary: dict[str, Any] = {"meta": meta, "experiments": {}}
-    for e in experiments:
-        md += [f"## {e.title}", "", e.setup, ""]
-        for t in e.tables:
-            md += [t.markdown(), ""]
-        for png, caption in e.plots:
-            md += [f"![{caption}]({png})", "", f"*{caption}*", ""]
-        if e.checks:
-            md += ["Checks:", ""]
-            md += [f"- {'✅' if c.ok else '❌'} {c.name}: {c.measured}" for c in e.checks]
-            md.append("")
-        if e.notes:
-            md += ["Notes:", ""] + [f"- {n}" for n in e.notes] + [""]
-        summary["experiments"][e.name] = {
-            "title": e.title,
-            "tables": {t.title: t.data for t in e.tables},
-            "plots": [p for p, _ in e.plots],
-            "checks": [c.__dict__ for c in e.checks],
-        }
+          "Each section says which seeds and mode it ran with.", ""]
+    summary: dict[str, Any] = {"experiments": {}}
+    for name in names:
+        md += [(sections / f"{name}.md").read_text(), ""]
+        summary["experiments"][name] = json.loads((sections / f"{name}.json").read_text())
     index = out / "index.md"
     index.write_text("\n".join(md))
-    (out / "summary.json").write_text(json.dumps(_clean(summary), indent=2, allow_nan=False))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False))
     return index
+
+
+def _section(e: Experiment, meta: dict[str, Any]) -> str:
+    """One experiment's part of ``index.md``."""
+    md = [f"## {e.title}", "",
+          f"*Run with seeds {meta.get('seeds')}, mode {meta.get('mode')}.*", "",
+          e.setup, ""]
+    for t in e.tables:
+        md += [t.markdown(), ""]
+    for png, caption in e.plots:
+        md += [f"![{caption}]({png})", "", f"*{caption}*", ""]
+    if e.checks:
+        md += ["Checks:", ""]
+        md += [f"- {'✅' if c.ok else '❌'} {c.name}: {c.measured}" for c in e.checks]
+        md.append("")
+    if e.notes:
+        md += ["Notes:", ""] + [f"- {n}" for n in e.notes] + [""]
+    return "\n".join(md)
 
 
 def _clean(x: Any) -> Any:

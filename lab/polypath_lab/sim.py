@@ -49,11 +49,12 @@ def polypath_binary() -> Path:
     )
 
 
-def load_scenario(name: str) -> dict[str, Any]:
-    """Reads ``scenarios/NAME.toml`` into a dict (the base the experiments vary). The links'
-    trace and prediction files are made absolute (they are relative to ``scenarios/``, and
-    the variants are written elsewhere)."""
-    path = REPO / "scenarios" / f"{name}.toml"
+def load_scenario(name: str | Path) -> dict[str, Any]:
+    """Reads ``scenarios/NAME.toml`` (or the file at a :class:`~pathlib.Path`) into a dict
+    (the base the experiments vary). The links' trace and prediction files are made
+    absolute (they are relative to the scenario's folder, and the variants are written
+    elsewhere)."""
+    path = name if isinstance(name, Path) else REPO / "scenarios" / f"{name}.toml"
     try:
         with path.open("rb") as f:
             scenario = tomllib.load(f)
@@ -91,6 +92,8 @@ class Run:
     seed: int
     #: Free-form labels the experiment groups results by (scheduler, cc, ...).
     labels: dict[str, Any] = field(default_factory=dict)
+    #: Also write the link-event stream (``events.jsonl`` in the output directory).
+    events: bool = False
 
 
 @dataclass
@@ -124,6 +127,32 @@ class RunResult:
         return max(ends)
 
 
+def run_one(run: Run, work: Path, binary: Path) -> RunResult:
+    """Runs one run with ``binary`` under ``work/NAME`` (its scenario written there as
+    ``scenario.toml``) and returns its result. A failed run raises :class:`LabError` with
+    the simulator's message."""
+    out = work / run.name
+    out.mkdir(parents=True, exist_ok=True)
+    scenario_path = out / "scenario.toml"
+    with scenario_path.open("wb") as f:
+        tomli_w.dump(run.scenario, f)
+    cmd = [str(binary), "sim", "run", str(scenario_path), "--seed", str(run.seed),
+           "--out", str(out), "--json", "--quiet"]
+    if run.events:
+        cmd += ["--events", str(out / "events.jsonl")]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise LabError(f"run {run.name}: cannot start {binary}: {e}") from e
+    if proc.returncode != 0:
+        raise LabError(f"run {run.name} failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        raise LabError(f"run {run.name}: the simulator's JSON did not parse: {e}") from e
+    return RunResult(run, out, report)
+
+
 def run_all(runs: list[Run], work: Path, label: str, jobs: int = 2,
             progress: bool = True) -> list[RunResult]:
     """Runs every run (``jobs`` at a time) under ``work/NAME`` and returns their results in
@@ -131,27 +160,9 @@ def run_all(runs: list[Run], work: Path, label: str, jobs: int = 2,
     binary = polypath_binary()
     work.mkdir(parents=True, exist_ok=True)
     bar = Progress(len(runs), label, progress)
-
-    def one(run: Run) -> RunResult:
-        out = work / run.name
-        out.mkdir(parents=True, exist_ok=True)
-        scenario_path = out / "scenario.toml"
-        with scenario_path.open("wb") as f:
-            tomli_w.dump(run.scenario, f)
-        cmd = [str(binary), "sim", "run", str(scenario_path), "--seed", str(run.seed),
-               "--out", str(out), "--json", "--quiet"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise LabError(f"run {run.name} failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
-        try:
-            report = json.loads(proc.stdout)
-        except json.JSONDecodeError as e:
-            raise LabError(f"run {run.name}: the simulator's JSON did not parse: {e}") from e
-        return RunResult(run, out, report)
-
     results: list[RunResult | None] = [None] * len(runs)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        futures = {pool.submit(one, r): i for i, r in enumerate(runs)}
+        futures = {pool.submit(run_one, r, work, binary): i for i, r in enumerate(runs)}
         for fut in concurrent.futures.as_completed(futures):
             i = futures[fut]
             results[i] = fut.result()

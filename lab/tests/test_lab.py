@@ -33,6 +33,38 @@ def test_report_writes_markdown_and_json_without_nan(tmp_path):
     assert summary["experiments"]["x"]["tables"]["t"] == {"v": None, "w": 2.0}
 
 
+def test_one_experiment_run_keeps_the_others_in_the_report(tmp_path):
+    def experiment(name, value):
+        e = Experiment(name, name.upper(), "setup")
+        e.tables.append(Table("t", ["a"], [[str(value)]], {"v": value}))
+        e.plots.append((f"{name}.png", f"plot of {name}"))
+        return e
+
+    write_report([experiment("x", 1), experiment("y", 2)], tmp_path,
+                 {"seeds": [1, 2], "mode": "full"}, order=["y", "x"])
+    # Running x again alone replaces x's section and keeps y's, plot links included.
+    index = write_report([experiment("x", 3)], tmp_path, {"seeds": [7], "mode": "quick"},
+                         order=["y", "x"])
+    text = index.read_text()
+    assert text.index("## Y") < text.index("## X")
+    assert "y.png" in text and "x.png" in text
+    assert "| 3 |" in text and "| 1 |" not in text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["experiments"]["x"]["tables"]["t"] == {"v": 3}
+    assert summary["experiments"]["x"]["meta"]["seeds"] == [7]
+    assert summary["experiments"]["y"]["meta"] == {"seeds": [1, 2], "mode": "full"}
+
+
+def test_list_gives_each_experiment_its_whole_summary(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name, module in registry().items():
+        first = " ".join((module.__doc__ or "").strip().split("\n\n", 1)[0].split())
+        # Every word of the first paragraph, ending where its sentence ends.
+        assert name in out and " ".join(out.split()).count(first) == 1, (name, out)
+        assert first.endswith("."), first
+
+
 def test_unknown_experiment_and_bad_seeds_are_errors(capsys):
     with pytest.raises(SystemExit):
         main(["run", "no-such-experiment"])
@@ -61,8 +93,10 @@ def quick_experiment(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(registry()))
 def test_quick_experiment_shapes(name, quick_experiment):
-    if name == "chymp" and os.geteuid() != 0:
-        pytest.skip("chymp runs the emulator, which needs root")
+    from polypath_lab import emu
+
+    if name in ("coexistence", "chymp") and emu.unavailable():
+        pytest.skip(f"{name} runs in the emulator: {emu.unavailable()}")
     e, out = quick_experiment(name)
     for c in e.checks:
         print(f"{name}: [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.measured}")
@@ -178,3 +212,168 @@ def test_quick_clarity_linux_like_headline(quick_experiment):
     assert linux["wrr_30_100_1"] >= 3 * linux["default"], (linux, paper.CLARITY_THROUGHPUT)
     lo, hi = clarity.RR_N_BAND
     assert lo * linux["lifi"] <= linux["rr_n"] <= hi * linux["lifi"], linux
+
+
+def test_quick_m2ho_prediction_tables(quick_experiment):
+    """M2HO's predictor against HO-Naive on the same event streams: a handful of handovers
+    of every kind the driving loop has, M2HO predicting fewer times (only Algorithm 1's
+    events) and far more precisely, and its earliness above the command's."""
+    e, _ = quick_experiment("m2ho")
+    t4, t5 = e.tables[0].data, e.tables[1].data
+    for row in e.tables[0].rows + e.tables[1].rows:
+        print(" | ".join(row))
+    assert t4["total"]["handovers"] >= 30, t4["total"]
+    for k in ("sub6-sub6", "sub6-mmW", "mmW-mmW", "mmW-sub6"):
+        assert t4[k]["handovers"] > 0, k
+    assert t4["total"]["m2ho"]["precision"] > t4["total"]["naive"]["precision"] + 20
+    assert t5["mmW-mmW"]["m2ho_ms"] > 2 * t5["mmW-mmW"]["command_ms"], t5
+
+def test_jain_index_by_hand():
+    from polypath_lab.netmetrics import jain
+
+    assert jain([5.0, 5.0]) == 1.0
+    assert jain([1.0, 0.0]) == 0.5
+    assert jain([3.0, 1.0]) == 16 / 20
+    assert math.isnan(jain([])) and math.isnan(jain([0.0, 0.0]))
+    # The paper's Table 2 from its Tables 4 and 5 (symmetric BBR-BBR): TN1 from the two
+    # protocols' means on TN1, total from their sums over both links.
+    assert round(jain([289.89, 206.83]), 4) == 0.9728
+    assert round(jain([289.89 + 300.76, 206.83 + 195.97]), 4) == 0.9655
+
+
+def test_rfc3550_jitter_by_hand():
+    from polypath_lab.netmetrics import rfc3550_jitter
+
+    # Transits 10, 12, 11, 11 ms: |D| = 2, 1, 0; J += (|D| - J) / 16.
+    j = rfc3550_jitter([10.0, 12.0, 11.0, 11.0])
+    assert j == [0.0, 0.125, 0.125 + (1 - 0.125) / 16, (0.125 + (1 - 0.125) / 16) * 15 / 16]
+    assert rfc3550_jitter([]) == []
+    # A constant transit time (however large) has no jitter.
+    assert rfc3550_jitter([40.0] * 5) == [0.0] * 5
+
+
+def test_bins_and_loss_by_hand():
+    from polypath_lab.netmetrics import binned_rate_mbps, loss_percent
+
+    events = [(0.05, 1250.0), (0.15, 2500.0), (0.16, 1250.0), (0.31, 99.0), (-0.01, 99.0)]
+    assert binned_rate_mbps(events, 0.0, 0.3, 0.1) == pytest.approx([0.1, 0.3, 0.0])
+    assert loss_percent([99, 0, 50], [1, 0, 50]) == [1.0, 50.0]
+
+
+def test_coexistence_scenario_scales_rates_and_sets_the_pairing():
+    from polypath_lab.experiments import coexistence as cx
+    from polypath_lab.sim import load_scenario
+
+    base = load_scenario(cx.SCENARIOS["asymmetric"])
+    s = cx.scenario_for(base, cx.Config("reno", "olia", "rr"), 10.0, 0.125)
+    assert [link["rate"] for link in s["link"]] == ["62.7175Mbit/s", "54.5538Mbit/s"]
+    assert [link["queue"] for link in s["link"]] == ["15.92ms", "17.50ms"]
+    flows = {f["name"]: f for f in s["flow"]}
+    assert (flows["mptcp"]["cc"], flows["mptcp"]["rate"], flows["mptcp"]["mptcp"]) == (
+        "reno", "12.5Mbit/s", True)
+    assert (flows["mpquic"]["cc"], flows["mpquic"]["scheduler"], flows["mpquic"]["rate"]) == (
+        "olia", "rr", "12.5Mbit/s")
+    send_s = cx.WARMUP_S + 10.0
+    assert flows["mpquic"]["bytes"] == int(12.5e6 / 8 * send_s)
+    assert flows["mpquic"]["stop"] == flows["mptcp"]["stop"] == f"{cx.START_S + send_s}s"
+    assert s["output"]["packet_log"] is True
+    assert base["link"][0]["rate"] == "501.74Mbit/s", "the base is not modified"
+    ue = cx.address_links(s)
+    assert (ue["10.1.0.15"], ue["10.2.1.10"], len(ue)) == ("tn1", "tn2", 24)
+
+
+def test_coexistence_metrics_of_a_synthetic_run(tmp_path):
+    """The whole analysis on hand-made outputs: per link and protocol 1250-byte packets
+    every 10 ms (1 Mbit/s; MPQUIC twice as often on TN1), a transit time alternating
+    between 10 and 12 ms on one MPTCP connection, drops in one bin."""
+    from polypath_lab.experiments import coexistence as cx
+    from polypath_lab.sim import Run, RunResult, load_scenario
+
+    scenario = cx.scenario_for(load_scenario(cx.SCENARIOS["symmetric"]), cx.Config("bbr", "bbr"),
+                               1.0, 1.0)
+    t0 = cx.START_S + cx.WARMUP_S
+    rows = ["recv_s,send_s,flow,instance,src,dst,bytes,owd_ms,jitter_ms"]
+    drops = ["time_s,flow,instance,agent,path,local,remote,delivered_mbps,dropped_pkts,"
+             "srtt_ms,cwnd,bytes_in_flight,lost_packets,sent_packets"]
+    for k in range(100):
+        t = t0 + k * 0.01 + 0.001
+        owd = 10.0 if k % 2 == 0 else 12.0
+        rows.append(f"{t:.6f},{t - owd / 1e3:.6f},mptcp,0,10.1.0.10:1000,10.1.200.1:5201,"
+                    f"1250,{owd},0")
+        rows.append(f"{t:.6f},{t - 0.01:.6f},mptcp,1,10.2.0.11:1000,10.2.200.1:5202,1250,10,0")
+        for dt in (0.0, 0.005):
+            rows.append(f"{t + dt:.6f},{t:.6f},mpquic,0,10.1.1.10:1000,10.1.200.1:4433,1250,10,0")
+        rows.append(f"{t:.6f},{t - 0.01:.6f},mpquic,0,10.2.1.10:1000,10.2.200.1:4433,1250,10,0")
+        # An acknowledgement on the way back: not uplink, not counted.
+        rows.append(f"{t:.6f},{t:.6f},mptcp,0,10.1.200.1:5201,10.1.0.10:1000,52,10,0")
+    (tmp_path / "packets.csv").write_text("\n".join(rows) + "\n")
+    for b in range(10):
+        t = t0 + (b + 1) * 0.1
+        drops.append(f"{t:.6f},mptcp,0,0,s0,10.1.0.10:1000,10.1.200.1:5201,0,"
+                     f"{10 if b == 3 else 0},,,,,")
+    (tmp_path / "paths.csv").write_text("\n".join(drops) + "\n")
+    report = {"realtime": {"lateness": {"p50_us": 1.0, "p99_us": 2.0, "max_us": 3.0},
+                           "engine_cpu_share": 0.1, "overloaded": False}}
+    m = cx.analyse(RunResult(Run("x", scenario, 1), tmp_path, report), 1.0, 1.0)
+    assert not (tmp_path / "packets.csv").exists()
+    tput = m["throughput"]
+    assert tput["tn1/mptcp"]["mean"] == pytest.approx(1.0)
+    assert tput["tn1/mpquic"]["mean"] == pytest.approx(2.0)
+    assert tput["tn2/mptcp"]["mean"] == tput["tn2/mpquic"]["mean"] == pytest.approx(1.0)
+    assert (tput["tn1/mptcp"]["min"], tput["tn1/mptcp"]["std"]) == (pytest.approx(1.0), 0.0)
+    assert m["jain"]["tn1"] == pytest.approx(9 / 10)
+    assert m["jain"]["tn2"] == pytest.approx(1.0)
+    assert m["jain"]["total"] == pytest.approx(25 / 26)
+    # The alternating connection: |D| = 2 ms each packet, its jitter approaches 2 ms.
+    assert 1.0 < m["jitter"]["tn1/mptcp"] < 2.0
+    assert m["jitter"]["tn2/mptcp"] == m["jitter"]["tn2/mpquic"] == 0.0
+    # 20 MPTCP packets a bin (two connections of 10), 10 drops in one of ten bins: a
+    # third of what arrived there.
+    assert m["loss"]["mptcp"]["max"] == pytest.approx(100 / 3)
+    assert m["loss"]["mptcp"]["mean"] == pytest.approx(10 / 3)
+    assert m["loss"]["mpquic"]["max"] == 0.0
+
+
+def test_quick_coexistence_carries_the_emulators_figures(quick_experiment):
+    """Every quick coexistence result sits beside the emulator's lateness figures, and the
+    tables hold the paper's figures beside polypath's for every pairing run."""
+    from polypath_lab import emu
+    from polypath_lab.experiments import coexistence as cx
+
+    if emu.unavailable():
+        pytest.skip(f"coexistence runs in the emulator: {emu.unavailable()}")
+    e, _ = quick_experiment("coexistence")
+    jain = next(t for t in e.tables if t.title.startswith("Table 2"))
+    assert set(jain.data) == {cx.Config(a, b).key for a, b in cx.QUICK_PAIRINGS}
+    for key, row in jain.data.items():
+        rt = row["realtime"]
+        print(key, row["paper"], row["polypath"], rt)
+        assert rt["late_p99_us"] is not None and rt["late_max_us"] >= rt["late_p99_us"]
+        assert row["paper"][2] is not None and 0.5 <= row["polypath"]["total"] <= 1.0
+    for title in ("Table 3", "Table 4", "Table 5", "Table 6"):
+        assert any(t.title.startswith(title) for t in e.tables), title
+
+
+def test_coexistence_refuses_a_run_that_did_not_apply_its_configuration(tmp_path):
+    """The lab checks the command lines the emulator ran and what the kernel reported, so
+    a configuration that changed nothing cannot pass for one that did."""
+    from polypath_lab.experiments import coexistence as cx
+    from polypath_lab.sim import LabError, Run, RunResult
+
+    sender_out = tmp_path / "send.stdout"
+    procs = [{"role": "tcp_sender", "flow": "mptcp", "stdout": str(sender_out),
+              "command": "polypath tcp send --connect 10.1.200.1:5201 --mptcp --cc cubic"},
+             {"role": "quic_client", "flow": "mpquic", "stdout": str(tmp_path / "c"),
+              "command": "polypath client --scheduler rr --cc bbr --path-manager manual"}]
+    run = RunResult(Run("x", {}, 1), tmp_path, {"processes": procs})
+    cx.check_applied(run, cx.Config("cubic", "bbr", "rr"))
+    for wrong in (cx.Config("reno", "bbr", "rr"), cx.Config("cubic", "bbr"),
+                  cx.Config("cubic", "bbr2", "rr")):
+        with pytest.raises(LabError):
+            cx.check_applied(run, wrong)
+    sender_out.write_text('{"cc": "reno", "mptcp": true}')
+    with pytest.raises(LabError, match="reports cc 'reno'"):
+        cx.check_applied(run, cx.Config("cubic", "bbr", "rr"))
+    with pytest.raises(LabError, match="no"):
+        cx.check_applied(RunResult(Run("y", {}, 1), tmp_path, {"processes": procs[:1]}),
+                         cx.Config("cubic", "bbr", "rr"))

@@ -2,11 +2,13 @@
 //! reference peer of the benchmark, never by polypath itself) moving
 //! the same object over real loopback UDP in one process, one after the other, with the
 //! same application code on top: one stream, 1 MB chunks written without copying, the
-//! receiver counting bytes. The figures are measured on every run; the ratio compares
-//! the two stacks within that run.
+//! receiver counting bytes. The two stacks take turns (`--repeat` rounds of polypath
+//! then noq), so that a burst of load from elsewhere on the machine hits both; the report
+//! gives every run, each stack's median and range, and the ratio of the medians with the
+//! range of the per-round ratios.
 
 use crate::client::open_paths;
-use crate::transfer::{ALPN, SenderReport, parse_size};
+use crate::transfer::{ALPN, ConnectionReport, parse_size};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use polypath_io::Endpoint;
@@ -45,8 +47,11 @@ pub enum BenchCommand {
 #[derive(Debug, Args)]
 pub struct LoopbackArgs {
     /// Bytes per transfer (e.g. 100MB).
-    #[arg(long, alias = "bytes", default_value = "100MB", value_parser = parse_size)]
+    #[arg(long, alias = "bytes", default_value = "200MB", value_parser = parse_size)]
     size: u64,
+    /// Rounds: each runs every stack once, in turn.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     /// 2 adds a polypath run over two paths (127.0.0.1 and 127.0.0.2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     paths: u8,
@@ -77,10 +82,83 @@ impl Measurement {
     fn new(size: u64, seconds: f64, packets_sent: u64, packets_lost: u64) -> Self {
         Measurement {
             seconds,
-            goodput_mbps: size as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+            goodput_mbps: crate::transfer::goodput_mbps(size, seconds),
             packets_sent,
             packets_lost,
             path_bytes: Vec::new(),
+        }
+    }
+}
+
+/// The runs of one stack with their median and range.
+#[derive(Debug, Serialize)]
+struct Runs {
+    median_mbps: f64,
+    min_mbps: f64,
+    max_mbps: f64,
+    runs: Vec<Measurement>,
+}
+
+impl Runs {
+    fn new(runs: Vec<Measurement>) -> Self {
+        let goodputs: Vec<f64> = runs.iter().map(|m| m.goodput_mbps).collect();
+        let spread = Spread::of(&goodputs);
+        Runs {
+            median_mbps: spread.median,
+            min_mbps: spread.min,
+            max_mbps: spread.max,
+            runs,
+        }
+    }
+}
+
+/// Median and range of some figures.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Self {
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => v[n / 2],
+            _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        Spread {
+            median,
+            min: v.first().copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+}
+
+/// A ratio of goodputs: of the two medians, with the range of the per-round ratios.
+#[derive(Debug, Serialize)]
+struct Ratio {
+    of_medians: f64,
+    round_min: f64,
+    round_max: f64,
+}
+
+impl Ratio {
+    fn new(a: &Runs, b: &Runs) -> Self {
+        let rounds: Vec<f64> = a
+            .runs
+            .iter()
+            .zip(&b.runs)
+            .map(|(x, y)| x.goodput_mbps / y.goodput_mbps.max(1e-9))
+            .collect();
+        let spread = Spread::of(&rounds);
+        Ratio {
+            of_medians: a.median_mbps / b.median_mbps.max(1e-9),
+            round_min: spread.min,
+            round_max: spread.max,
         }
     }
 }
@@ -89,17 +167,18 @@ impl Measurement {
 #[derive(Debug, Serialize)]
 struct LoopbackReport {
     size_bytes: u64,
+    rounds: u32,
     scheduler: String,
     cc: String,
-    polypath: Measurement,
-    noq: Measurement,
+    polypath: Runs,
+    noq: Runs,
     /// polypath goodput / noq goodput.
-    ratio: f64,
+    ratio: Ratio,
     #[serde(skip_serializing_if = "Option::is_none")]
-    polypath_two_paths: Option<Measurement>,
+    polypath_two_paths: Option<Runs>,
     /// polypath two-path goodput / noq goodput.
     #[serde(skip_serializing_if = "Option::is_none")]
-    two_path_ratio: Option<f64>,
+    two_path_ratio: Option<Ratio>,
 }
 
 /// Runs a benchmark command.
@@ -127,32 +206,41 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
 }
 
 fn print_human(r: &LoopbackReport) {
-    println!("{} bytes over loopback UDP", r.size_bytes);
     println!(
-        "polypath 1 path : {:8.1} Mbit/s ({:.3} s, {} packets, {} lost)",
-        r.polypath.goodput_mbps,
-        r.polypath.seconds,
-        r.polypath.packets_sent,
-        r.polypath.packets_lost
+        "{} bytes over loopback UDP, {} rounds (median, and range, of goodput)",
+        r.size_bytes, r.rounds
     );
-    println!(
-        "noq             : {:8.1} Mbit/s ({:.3} s, {} packets, {} lost)",
-        r.noq.goodput_mbps, r.noq.seconds, r.noq.packets_sent, r.noq.packets_lost
-    );
-    println!("ratio polypath/noq: {:.3}", r.ratio);
-    if let (Some(m), Some(ratio)) = (&r.polypath_two_paths, r.two_path_ratio) {
+    let line = |name: &str, runs: &Runs| {
+        let lost: u64 = runs.runs.iter().map(|m| m.packets_lost).sum();
+        let sent: u64 = runs.runs.iter().map(|m| m.packets_sent).sum();
         println!(
-            "polypath 2 paths: {:8.1} Mbit/s ({:.3} s, bytes per path {:?}); ratio to noq {:.3}",
-            m.goodput_mbps, m.seconds, m.path_bytes, ratio
+            "{name:<16}: {:8.1} Mbit/s ({:.1} to {:.1}; {sent} packets, {lost} lost)",
+            runs.median_mbps, runs.min_mbps, runs.max_mbps
+        );
+    };
+    line("polypath 1 path", &r.polypath);
+    line("noq", &r.noq);
+    println!(
+        "ratio polypath/noq: {:.3} (rounds {:.3} to {:.3})",
+        r.ratio.of_medians, r.ratio.round_min, r.ratio.round_max
+    );
+    if let (Some(m), Some(ratio)) = (&r.polypath_two_paths, &r.two_path_ratio) {
+        line("polypath 2 paths", m);
+        println!(
+            "ratio polypath 2 paths/noq: {:.3} (rounds {:.3} to {:.3})",
+            ratio.of_medians, ratio.round_min, ratio.round_max
         );
     }
 }
 
 async fn loopback(args: &LoopbackArgs) -> Result<LoopbackReport, String> {
-    let runs = if args.paths == 2 { 3 } else { 2 };
-    let label = |i: usize, what: &str| {
+    let stacks = if args.paths == 2 { 3 } else { 2 };
+    let total = stacks * args.repeat;
+    let mut n = 0;
+    let mut label = |what: &str| {
+        n += 1;
         eprint!(
-            "bench loopback [{i}/{runs}] {what}, {} bytes ... ",
+            "bench loopback [{n}/{total}] {what}, {} bytes ... ",
             args.size
         );
     };
@@ -160,34 +248,36 @@ async fn loopback(args: &LoopbackArgs) -> Result<LoopbackReport, String> {
         eprintln!("{:.1} Mbit/s in {:.3} s", m.goodput_mbps, m.seconds);
     };
     let block = random_block();
-    label(1, "polypath -> polypath, 1 path");
     let local = addr("127.0.0.1:0");
-    let polypath = polypath_run(args, &block, &[local]).await?;
-    done(&polypath);
-    label(2, "noq -> noq");
-    let noq = noq_run(args.size, &block).await?;
-    done(&noq);
-    let polypath_two_paths = if args.paths == 2 {
-        label(3, "polypath -> polypath, 2 paths (127.0.0.1, 127.0.0.2)");
-        let m = polypath_run(args, &block, &[local, addr("127.0.0.2:0")]).await?;
+    let (mut polypath, mut noq, mut two) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..args.repeat {
+        label("polypath -> polypath, 1 path");
+        let m = polypath_run(args, &block, &[local]).await?;
         done(&m);
-        Some(m)
-    } else {
-        None
-    };
-    let ratio = polypath.goodput_mbps / noq.goodput_mbps.max(1e-9);
-    let two_path_ratio = polypath_two_paths
-        .as_ref()
-        .map(|m| m.goodput_mbps / noq.goodput_mbps.max(1e-9));
+        polypath.push(m);
+        label("noq -> noq");
+        let m = noq_run(args.size, &block).await?;
+        done(&m);
+        noq.push(m);
+        if args.paths == 2 {
+            label("polypath -> polypath, 2 paths (127.0.0.1, 127.0.0.2)");
+            let m = polypath_run(args, &block, &[local, addr("127.0.0.2:0")]).await?;
+            done(&m);
+            two.push(m);
+        }
+    }
+    let (polypath, noq) = (Runs::new(polypath), Runs::new(noq));
+    let polypath_two_paths = (args.paths == 2).then(|| Runs::new(two));
     Ok(LoopbackReport {
         size_bytes: args.size,
+        rounds: args.repeat,
         scheduler: args.scheduler.clone(),
         cc: args.cc.clone(),
+        ratio: Ratio::new(&polypath, &noq),
+        two_path_ratio: polypath_two_paths.as_ref().map(|t| Ratio::new(t, &noq)),
         polypath,
         noq,
-        ratio,
         polypath_two_paths,
-        two_path_ratio,
     })
 }
 
@@ -244,6 +334,8 @@ async fn polypath_run(
         qlog: None,
         receive_window: None,
         stream_receive_window: None,
+        rate: None,
+        message_size: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.
@@ -294,7 +386,7 @@ async fn polypath_run(
             args.size
         ));
     }
-    let report = SenderReport::of(&conn);
+    let report = ConnectionReport::of(&conn, "client");
     conn.close(0, b"done");
     drop((send, _recv, conn));
     let _ = tokio::time::timeout(CLOSE_WAIT, server_conn.closed()).await;

@@ -340,7 +340,7 @@ async fn load(
         first_error,
         server_errors: server.errors.lock().map(|e| e.clone()).unwrap_or_default(),
         seconds,
-        aggregate_mbps: (completed * args.size) as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        aggregate_mbps: crate::transfer::goodput_mbps(completed * args.size, seconds),
         rss_idle_mib,
         rss_peak_mib: mib(Some(rss_peak_kib)),
         rss_after_mib: mib(status_kib(pid, "VmRSS")),
@@ -369,7 +369,7 @@ async fn upload(
     send.write_all(&request.encode())
         .await
         .map_err(crate::transfer::write_failed)?;
-    let digest = send_generated(&mut send, size).await?;
+    let digest = send_generated(&mut send, size, None).await?;
     confirm_upload(&mut send, &mut recv, &digest).await?;
     conn.close(0, b"done");
     Ok(())

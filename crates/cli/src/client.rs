@@ -2,10 +2,11 @@
 //! both ends, summarised as JSON on stdout.
 
 use crate::feed::{FeedArgs, FeedCounts, LinkEvents};
-use crate::setup::{End, TransportArgs, VerifyArgs, client_tls};
+use crate::setup::{End, TransportArgs, VerifyArgs, WeightChangeReport, client_tls};
 use crate::transfer::{
-    CHUNK, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK, SenderReport, confirm_upload,
-    parse_size, read_exact, receive_object, send_generated, write_failed,
+    CHUNK, ConnectionReport, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK,
+    confirm_upload, goodput_mbps, parse_size, read_exact, receive_object, send_generated,
+    write_failed,
 };
 use clap::{Args, ValueEnum};
 use polypath_io::{Connection, Endpoint, PathStatus, SendStream};
@@ -29,9 +30,10 @@ const DEFAULT_SIZE: u64 = 100_000_000;
 /// `polypath client`.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// The server's address.
-    #[arg(long, value_name = "ADDR")]
-    connect: SocketAddr,
+    /// The server: `HOST:PORT`, HOST an IP address or a name to resolve (`[::1]:4433` for
+    /// IPv6).
+    #[arg(long, value_name = "HOST:PORT")]
+    connect: String,
     /// Local address to send from, repeatable: one path per address, Multipath QUIC when
     /// more than one; the first carries the handshake. Default: any address, free port.
     #[arg(long = "local", value_name = "ADDR")]
@@ -51,9 +53,15 @@ pub struct ClientArgs {
     /// Have the server send the object.
     #[arg(long)]
     download: bool,
-    /// Server name for TLS (SNI and, with --ca, certificate verification).
-    #[arg(long, default_value = "localhost")]
-    server_name: String,
+    /// Server name for TLS (SNI and, with --ca, certificate verification). Default: the
+    /// host name of --connect, or `localhost` when --connect gives an IP address (the
+    /// name in `polypath server`'s generated certificate).
+    #[arg(long)]
+    server_name: Option<String>,
+    /// Give up when the handshake has not completed this long after the first Initial
+    /// (separate from the idle timeout; a closed port, reported by ICMP, fails at once).
+    #[arg(long, default_value = "10s", value_parser = polypath_scenario::units::parse_duration)]
+    handshake_timeout: Duration,
     /// Which paths the client opens at the start: `all` (one per --local address), or
     /// `first` (only the handshake path; the path manager, e.g. lamp5g fed by
     /// --link-events, adds the others), as the simulator's `initial_paths` flow option.
@@ -102,18 +110,21 @@ struct Summary {
     bytes: u64,
     seconds: f64,
     goodput_mbps: f64,
+    /// The client's handshake duration, milliseconds.
     handshake_ms: f64,
     sha256: String,
     verified: bool,
     multipath: bool,
     scheduler: String,
     cc: String,
-    /// Whose connection the congestion figures below come from (the sending side).
-    sender: &'static str,
-    #[serde(flatten)]
-    report: SenderReport,
+    /// The connection of the side that sent the object (the client for an upload, the
+    /// server for a download): its congestion and per-path figures, its addresses.
+    sender: ConnectionReport,
     /// The client's paths with their times (whichever side sent the data).
     client_paths: Vec<ClientPath>,
+    /// The --weights-at changes: when due, whether applied, each path's bytes by then.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    weight_changes: Vec<WeightChangeReport>,
     /// What the link-event feed did (with --link-events).
     #[serde(skip_serializing_if = "Option::is_none")]
     link_events: Option<FeedCounts>,
@@ -154,31 +165,30 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         }
         (_, _, given) => given.unwrap_or(DEFAULT_SIZE),
     };
-    let locals = if args.locals.is_empty() {
-        let any: IpAddr = if args.connect.is_ipv4() {
-            Ipv4Addr::UNSPECIFIED.into()
-        } else {
-            Ipv6Addr::UNSPECIFIED.into()
-        };
-        vec![SocketAddr::new(any, 0)]
-    } else {
-        args.locals.clone()
-    };
-    let multipath = locals.len() > 1;
+    let (candidates, server_name) =
+        resolve_server(&args.connect, args.server_name.as_deref(), &args.locals).await?;
+    let multipath = args.locals.len() > 1;
     let feed = LinkEvents::start(&args.feed).await?;
-    let endpoint =
-        Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
-    let bound = endpoint.local_addrs();
-    let mut config = ClientConfig::new(client_tls(&args.verify)?);
-    config.transport = args.transport.transport(multipath, &bound, End::Client)?;
     let started = Instant::now();
-    let conn = endpoint
-        .connect_from(bound[0], config, args.connect, &args.server_name)
-        .await
-        .map_err(|e| e.to_string())?;
+    // A name may resolve to several addresses: try them in turn, as TCP clients do.
+    let mut failures = Vec::new();
+    let mut connected = None;
+    for server in candidates {
+        match connect(args, server, &server_name, multipath).await {
+            Ok(c) => {
+                connected = Some(c);
+                break;
+            }
+            Err(e) => failures.push(format!("connecting to {server}: {e}")),
+        }
+    }
+    let Some((endpoint, conn, server)) = connected else {
+        return Err(failures.join("; "));
+    };
+    let bound = endpoint.local_addrs();
     let attached = feed.as_ref().map(|f| f.attach(&conn));
-    tracing::info!(server = %args.connect, "client connected");
-    let _weight_changes = args.transport.schedule_weight_changes(&conn);
+    tracing::info!(%server, "client connected");
+    let weight_changes = args.transport.schedule_weight_changes(&conn);
     if multipath {
         match args.initial_paths {
             InitialPaths::All => {
@@ -202,7 +212,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         direction,
         bytes: size,
         seconds,
-        goodput_mbps: size as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+        goodput_mbps: goodput_mbps(size, seconds),
         handshake_ms: conn
             .stats()
             .handshake_duration
@@ -212,12 +222,9 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         multipath: conn.is_multipath(),
         scheduler: conn.scheduler_name(),
         cc: args.transport.cc.clone(),
-        sender: match direction {
-            Direction::Upload => "client",
-            Direction::Download => "server",
-        },
-        report,
+        sender: report,
         client_paths,
+        weight_changes: weight_changes.report(),
         link_events: feed.as_ref().map(LinkEvents::counts),
     });
     conn.close(0, b"done");
@@ -225,6 +232,78 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     drop(conn);
     let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
     summary
+}
+
+/// An endpoint on the --local addresses (or any address of `server`'s family) and a
+/// connection from it to `server` whose handshake completed within --handshake-timeout.
+async fn connect(
+    args: &ClientArgs,
+    server: SocketAddr,
+    server_name: &str,
+    multipath: bool,
+) -> Result<(Endpoint, Connection, SocketAddr), String> {
+    let locals = if args.locals.is_empty() {
+        let any: IpAddr = if server.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
+        vec![SocketAddr::new(any, 0)]
+    } else {
+        args.locals.clone()
+    };
+    let endpoint =
+        Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
+    let bound = endpoint.local_addrs();
+    let mut config = ClientConfig::new(client_tls(&args.verify)?);
+    config.transport = args.transport.transport(multipath, &bound, End::Client)?;
+    let connecting = endpoint.connect_from(bound[0], config, server, server_name);
+    match tokio::time::timeout(args.handshake_timeout, connecting).await {
+        Ok(Ok(conn)) => Ok((endpoint, conn, server)),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "no handshake within {:?} (--handshake-timeout); is a polypath server \
+             listening there, and can this host reach it?",
+            args.handshake_timeout
+        )),
+    }
+}
+
+/// The server's candidate addresses from `--connect` (`HOST:PORT`, HOST an IP address or
+/// a name; a name's addresses of the --local addresses' family, IPv4 first), and the TLS
+/// server name: `--server-name`, else the host name, else `localhost` for an IP address.
+async fn resolve_server(
+    connect: &str,
+    server_name: Option<&str>,
+    locals: &[SocketAddr],
+) -> Result<(Vec<SocketAddr>, String), String> {
+    if let Ok(addr) = connect.parse::<SocketAddr>() {
+        let name = server_name.unwrap_or("localhost").to_string();
+        return Ok((vec![addr], name));
+    }
+    let (host, port) = connect
+        .rsplit_once(':')
+        .filter(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        .ok_or_else(|| {
+            format!(
+                "--connect {connect:?}: expected HOST:PORT, e.g. localhost:4433 or 127.0.0.1:4433"
+            )
+        })?;
+    let mut addrs: Vec<SocketAddr> = tokio::net::lookup_host(connect)
+        .await
+        .map_err(|e| format!("--connect {connect:?}: cannot resolve {host:?}: {e}"))?
+        .filter(|a| locals.first().is_none_or(|l| l.is_ipv4() == a.is_ipv4()))
+        .collect();
+    addrs.sort_by_key(|a| !a.is_ipv4());
+    addrs.dedup();
+    if addrs.is_empty() {
+        return Err(format!(
+            "--connect {connect:?}: {host:?} has no address of the --local addresses' family"
+        ));
+    }
+    tracing::debug!(%host, port, ?addrs, "resolved");
+    let name = server_name.unwrap_or(host).to_string();
+    Ok((addrs, name))
 }
 
 /// The client's paths with their times since `started`.
@@ -320,7 +399,7 @@ async fn run_transfer(
     args: &ClientArgs,
     direction: Direction,
     size: u64,
-) -> Result<(f64, [u8; DIGEST_LEN], SenderReport), String> {
+) -> Result<(f64, [u8; DIGEST_LEN], ConnectionReport), String> {
     let start = Instant::now();
     let (mut send, mut recv) = conn
         .open_bi()
@@ -334,11 +413,11 @@ async fn run_transfer(
         Direction::Upload => {
             let digest = match &args.file {
                 Some(path) => send_file(&mut send, path, size).await?,
-                None => send_generated(&mut send, size).await?,
+                None => send_generated(&mut send, size, args.transport.app_rate()).await?,
             };
             confirm_upload(&mut send, &mut recv, &digest).await?;
             let seconds = start.elapsed().as_secs_f64();
-            Ok((seconds, digest, SenderReport::of(conn)))
+            Ok((seconds, digest, ConnectionReport::of(conn, "client")))
         }
         Direction::Download => {
             let mut out = match &args.file {
@@ -382,7 +461,7 @@ async fn run_transfer(
             if status[0] != STATUS_OK {
                 return Err("the server reports a SHA-256 mismatch".into());
             }
-            let report: SenderReport = serde_json::from_slice(&report)
+            let report: ConnectionReport = serde_json::from_slice(&report)
                 .map_err(|e| format!("the server's report is not valid: {e}"))?;
             Ok((seconds, digest, report))
         }
@@ -424,4 +503,48 @@ async fn send_file(
         ));
     }
     Ok(hasher.finalize().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(
+        connect: &str,
+        name: Option<&str>,
+        locals: &[SocketAddr],
+    ) -> Result<(Vec<SocketAddr>, String), String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(resolve_server(connect, name, locals))
+    }
+
+    #[test]
+    fn the_server_name_is_the_host_name_unless_given() {
+        let v4: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (addrs, name) = resolve("localhost:4433", None, &[]).unwrap();
+        assert_eq!(name, "localhost");
+        assert!(
+            addrs[0].is_ipv4() && addrs.iter().all(|a| a.port() == 4433),
+            "{addrs:?}"
+        );
+        let (_, name) = resolve("localhost:4433", Some("example.org"), &[]).unwrap();
+        assert_eq!(name, "example.org");
+        // An IP address: `localhost`, the name in the server's generated certificate.
+        let (addrs, name) = resolve("192.0.2.7:443", None, &[]).unwrap();
+        assert_eq!(
+            (addrs, name.as_str()),
+            (vec!["192.0.2.7:443".parse().unwrap()], "localhost")
+        );
+        // Only the --local addresses' family.
+        let (addrs, _) = resolve("localhost:4433", None, &[v4]).unwrap();
+        assert!(addrs.iter().all(SocketAddr::is_ipv4), "{addrs:?}");
+        assert!(
+            resolve("[::1]", None, &[])
+                .unwrap_err()
+                .contains("HOST:PORT")
+        );
+    }
 }

@@ -15,19 +15,27 @@
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
 //! polypath tcp send --connect ADDR:PORT [--bind ADDR] [--bytes N | --time DURATION]
-//!                   [--mptcp] [--cc NAME] [--interval 1s] [--json] [--csv FILE]
+//!                   [--rate 100Mbit/s [--message-size 100B]] [--mptcp] [--cc NAME]
+//!                   [--interval 1s] [--json] [--csv FILE]
 //! polypath gw server --config FILE [--cert FILE --key FILE | --cert-out FILE] [--status ADDR]
 //! polypath gw client --server ADDR --interface NAME=IP[@IP]... --name NAME
 //!                    (--token T | --token-file F) (--pin FILE | --ca FILE | --insecure)
 //!                    [--tun gw0] [--status ADDR] [--decision-log FILE]
 //! polypath udp send --to ADDR:PORT --count N [--rate PPS] [--size BYTES]
 //! polypath udp recv --listen ADDR:PORT --expect N [--idle 2s]
+//! polypath m2ho run [--link-events SOCKET | --events-file FILE | --events-stdin] [--queue N]
+//!                   [--param KEY=VALUE]... [--stats FILE] [--csv FILE] [--duration D] [--json]
+//! polypath m2ho clean
+//! polypath m2ho replay EVENTS.jsonl [--predictor m2ho|naive|command] [--param KEY=VALUE]...
 //! ```
 //!
 //! `server`, `client` and `bench` take `--scheduler NAME` and `--cc NAME`; `server` and
 //! `client` also `--path-manager NAME`, `--weights LIST` (per-path weights for `wrr`),
 //! `--weights-at TIME=LIST` (new weights at a time of a running connection) and
-//! `--qlog DIR`, `--path-manager-param KEY=VALUE` and `--link-events SOCKET` (the host's
+//! `--qlog DIR`, `--rate RATE` (the sending application's rate limit, e.g. `100Mbit/s`:
+//! the client's on an upload, the server's on a download; `--message-size SIZE` its
+//! writes),
+//! `--path-manager-param KEY=VALUE` and `--link-events SOCKET` (the host's
 //! link-event feed, default `$POLYPATH_LINK_EVENTS`: link-layer events applied to the
 //! connection as in the simulator, e.g. for LAMP5G make-before-break with
 //! `--path-manager lamp5g --initial-paths first`). `tcp` is kernel TCP or MPTCP
@@ -45,6 +53,7 @@ mod client;
 mod emu;
 mod feed;
 mod gw;
+mod m2ho;
 mod relay;
 mod server;
 mod setup;
@@ -92,6 +101,10 @@ enum Command {
     /// longest gap between deliveries, one-way delays.
     #[command(subcommand)]
     Udp(udp::UdpCommand),
+    /// M2HO: keep this host's kernel TCP fast across 5G handovers (NFQUEUE shim fed with
+    /// link-layer events), its cleanup, and a replay of link events through its predictor.
+    #[command(subcommand)]
+    M2ho(m2ho::M2hoCommand),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +126,7 @@ fn main() -> ExitCode {
         Command::Tcp(cmd) => tcp::run(cmd),
         Command::Gw(cmd) => gw::run(cmd),
         Command::Udp(cmd) => udp::run(cmd),
+        Command::M2ho(cmd) => m2ho::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -163,6 +177,8 @@ mod tests {
             &["polypath", "gw", "server", "--help"],
             &["polypath", "gw", "client", "--help"],
             &["polypath", "udp", "recv", "--help"],
+            &["polypath", "m2ho", "run", "--help"],
+            &["polypath", "m2ho", "replay", "--help"],
         ] {
             let e = Cli::try_parse_from(args).unwrap_err();
             assert_eq!(

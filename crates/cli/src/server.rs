@@ -2,14 +2,15 @@
 //! one task per connection, each bounded by a handshake timeout and a read timeout.
 
 use crate::feed::{FeedArgs, LinkEvents};
-use crate::setup::{End, TransportArgs, server_tls, write_certificate};
+use crate::setup::{End, TransportArgs, WeightChangeReport, server_tls, write_certificate};
 use crate::transfer::{
-    DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK, SenderReport,
-    expect_end, parse_size, read_exact, receive_object, send_generated, write_failed,
+    ConnectionReport, DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK,
+    expect_end, goodput_mbps, parse_size, read_exact, receive_object, send_generated, write_failed,
 };
 use clap::Args;
 use polypath_io::{Connection, Endpoint};
 use polypath_quic::ServerConfig;
+use polypath_sim::traffic::AppRate;
 use serde::Serialize;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -46,13 +47,13 @@ pub struct ServerArgs {
     max_size: u64,
     /// A connection whose handshake has not completed this long after its first Initial
     /// is dropped.
-    #[arg(long, default_value = "10s", value_parser = polypath_emu::tcp::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = polypath_scenario::units::parse_duration)]
     handshake_timeout: Duration,
     /// A connection with no stream progress for this long (no stream data received and
     /// none of the server's data acknowledged) is closed; separate from the QUIC idle
     /// timeout, which keep-alives reset. Also how long the server waits, after its last
     /// response, for the client to close the connection.
-    #[arg(long, default_value = "30s", value_parser = polypath_emu::tcp::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = polypath_scenario::units::parse_duration)]
     read_timeout: Duration,
     /// Most connections served at once; Initials beyond it are ignored (the library's
     /// `max_incoming`), and a connection accepted while that many are served is closed
@@ -81,8 +82,14 @@ struct ServedReport {
     direction: Option<Direction>,
     bytes: u64,
     seconds: f64,
+    goodput_mbps: f64,
     verified: bool,
     error: Option<String>,
+    /// The server's side of the connection, as it ended.
+    connection: ConnectionReport,
+    /// The --weights-at changes (for downloads, where the server's scheduler sends).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    weight_changes: Vec<WeightChangeReport>,
 }
 
 /// What one transfer was.
@@ -179,18 +186,20 @@ async fn handle_connection(
     let peer = conn
         .remote_address()
         .map_or_else(|| "unknown".to_string(), |a| a.to_string());
-    let result = if slot.0.is_none() {
-        Err(format!(
+    let (result, weight_changes) = if slot.0.is_none() {
+        let busy = format!(
             "server busy: {} connections served (--max-connections)",
             args.max_connections
-        ))
+        );
+        (Err(busy), Vec::new())
     } else {
         let attached = feed.map(|f| f.attach(&conn));
         let weight_changes = args.transport.schedule_weight_changes(&conn);
         let result = serve_bounded(&conn, args).await;
+        let changes = weight_changes.report();
         drop(weight_changes);
         drop(attached);
-        result
+        (result, changes)
     };
     if result.is_err() {
         conn.close(1, b"transfer failed");
@@ -199,6 +208,7 @@ async fn handle_connection(
     // first would discard a response still in flight or unread. A busy client (or a
     // response that needs retransmissions) gets as long as a stalled transfer would.
     let _ = tokio::time::timeout(args.read_timeout, conn.closed()).await;
+    let connection = ConnectionReport::of(&conn, "server");
     drop(conn);
     drop(slot);
     let report = match &result {
@@ -207,16 +217,22 @@ async fn handle_connection(
             direction: Some(s.direction),
             bytes: s.bytes,
             seconds: s.seconds,
+            goodput_mbps: goodput_mbps(s.bytes, s.seconds),
             verified: true,
             error: None,
+            connection,
+            weight_changes,
         },
         Err(e) => ServedReport {
             peer,
             direction: None,
             bytes: 0,
             seconds: 0.0,
+            goodput_mbps: 0.0,
             verified: false,
             error: Some(e.clone()),
+            connection,
+            weight_changes,
         },
     };
     let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
@@ -242,7 +258,7 @@ async fn serve_bounded(conn: &Connection, args: &ServerArgs) -> Result<Served, S
         }
     }
     tokio::select! {
-        result = serve_connection(conn, args.max_size) => result,
+        result = serve_connection(conn, args.max_size, args.transport.app_rate()) => result,
         stalled = stall_watchdog(conn, args.read_timeout) => Err(stalled),
     }
 }
@@ -276,7 +292,11 @@ async fn stall_watchdog(conn: &Connection, timeout: Duration) -> String {
 }
 
 /// Serves the transfer of one connection.
-async fn serve_connection(conn: &Connection, max_size: u64) -> Result<Served, String> {
+async fn serve_connection(
+    conn: &Connection,
+    max_size: u64,
+    rate: Option<AppRate>,
+) -> Result<Served, String> {
     let (mut send, mut recv) = conn
         .accept_bi()
         .await
@@ -315,14 +335,15 @@ async fn serve_connection(conn: &Connection, max_size: u64) -> Result<Served, St
             })
         }
         Direction::Download => {
-            let digest = send_generated(&mut send, request.size).await?;
+            let digest = send_generated(&mut send, request.size, rate).await?;
             send.write_all(&digest).await.map_err(write_failed)?;
             let client_digest = read_exact(&mut recv, DIGEST_LEN).await?;
             expect_end(&mut recv).await?;
             let seconds = start.elapsed().as_secs_f64();
             let ok = client_digest[..] == digest[..];
             let status = if ok { STATUS_OK } else { STATUS_MISMATCH };
-            let report = serde_json::to_vec(&SenderReport::of(conn)).map_err(|e| e.to_string())?;
+            let report = serde_json::to_vec(&ConnectionReport::of(conn, "server"))
+                .map_err(|e| e.to_string())?;
             send.write_all(&[status]).await.map_err(write_failed)?;
             send.write_all(&report).await.map_err(write_failed)?;
             send.finish().map_err(write_failed)?;

@@ -10,10 +10,12 @@ use polypath_quic::crypto::{
 use polypath_quic::pm::{FullMeshFactory, PathManager, PathManagerFactory};
 use polypath_quic::sched::{Scheduler, SchedulerFactory};
 use polypath_quic::{EndpointConfig, TransportConfig};
+use polypath_sim::traffic::AppRate;
 use rustls::pki_types::CertificateDer;
+use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Highest path ID both sides allow when multipath is on (up to 9 paths).
@@ -61,6 +63,25 @@ pub struct TransportArgs {
     /// Default: auto-tuned, from 1 MiB up to 8 MiB.
     #[arg(long, value_name = "SIZE", value_parser = polypath_sim::quic::parse_receive_window)]
     pub stream_receive_window: Option<u64>,
+    /// The sending application's rate limit (e.g. `100Mbit/s`): the side that sends the
+    /// object (the client on an upload, the server on a download) writes it no faster,
+    /// like a rate-limited iperf client. Default: unlimited.
+    #[arg(long, value_name = "RATE", value_parser = parse_app_rate)]
+    pub rate: Option<f64>,
+    /// With --rate: the sender writes messages of this size (e.g. 100B, a device's
+    /// message) instead of a millisecond's worth at a time.
+    #[arg(long, value_name = "SIZE", value_parser = crate::transfer::parse_size,
+          requires = "rate")]
+    pub message_size: Option<u64>,
+}
+
+/// Parses `--rate`, bit/s.
+fn parse_app_rate(text: &str) -> Result<f64, String> {
+    let bits = polypath_sim::scenario::units::parse_rate(text)?;
+    if bits <= 0.0 {
+        return Err(format!("rate {text:?} must be positive"));
+    }
+    Ok(bits)
 }
 
 /// A change of the scheduler's weights during a connection (`--weights-at`).
@@ -72,42 +93,71 @@ pub struct WeightChange {
     pub weights: String,
 }
 
-/// Parses `TIME=LIST`: TIME in seconds with an `s` or `ms` unit.
+/// Parses `TIME=LIST`: TIME a duration with its unit (`2s`, `500ms`).
 fn parse_weight_change(text: &str) -> Result<WeightChange, String> {
     let (time, weights) = text
         .split_once('=')
         .ok_or_else(|| format!("{text:?}: expected TIME=LIST, e.g. 2s=1,3"))?;
-    let (number, scale) = if let Some(ms) = time.strip_suffix("ms") {
-        (ms, 1e-3)
-    } else if let Some(s) = time.strip_suffix('s') {
-        (s, 1.0)
-    } else {
-        return Err(format!(
-            "{time:?}: a time needs a unit, s or ms (e.g. 2s, 500ms)"
-        ));
-    };
-    let seconds = number
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .map(|n| n * scale)
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
-        .ok_or_else(|| format!("{time:?}: not a time"))?;
+    let after = polypath_scenario::units::parse_duration(time)?;
     if weights.is_empty() {
         return Err(format!("{text:?}: no weights after `=`"));
     }
     Ok(WeightChange {
-        after: Duration::from_secs_f64(seconds),
+        after,
         weights: weights.to_string(),
     })
 }
 
-/// Stops the task applying `--weights-at` changes when dropped.
-pub struct WeightChanges(Option<tokio::task::JoinHandle<()>>);
+/// One `--weights-at` change as it went, for the summaries.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightChangeReport {
+    /// The new weights.
+    pub weights: String,
+    /// When it was due, seconds after the connection was established.
+    pub due_s: f64,
+    /// Whether it was applied (a change due after the transfer ended is not).
+    pub applied: bool,
+    /// Payload bytes each path had sent when it was applied, in path-ID order.
+    pub path_bytes_sent: Vec<u64>,
+}
+
+/// The task applying `--weights-at` changes; stops it when dropped.
+pub struct WeightChanges {
+    task: Option<tokio::task::JoinHandle<()>>,
+    planned: Vec<WeightChange>,
+    applied: Arc<Mutex<Vec<WeightChangeReport>>>,
+}
+
+impl WeightChanges {
+    /// Every planned change, applied or not, in time order. Changes not applied are also
+    /// reported on standard error: an example that changes nothing should say so.
+    pub fn report(&self) -> Vec<WeightChangeReport> {
+        let applied = self
+            .applied
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut all = applied.clone();
+        for change in self.planned.iter().skip(applied.len()) {
+            eprintln!(
+                "warning: --weights-at {}s={} was not applied: the transfer ended before",
+                change.after.as_secs_f64(),
+                change.weights
+            );
+            all.push(WeightChangeReport {
+                weights: change.weights.clone(),
+                due_s: change.after.as_secs_f64(),
+                applied: false,
+                path_bytes_sent: Vec::new(),
+            });
+        }
+        all
+    }
+}
 
 impl Drop for WeightChanges {
     fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
+        if let Some(task) = self.task.take() {
             task.abort();
         }
     }
@@ -169,6 +219,12 @@ pub enum End {
 }
 
 impl TransportArgs {
+    /// The sending application's pacing (`--rate`, `--message-size`), if any.
+    pub fn app_rate(&self) -> Option<AppRate> {
+        self.rate
+            .and_then(|r| AppRate::with_message(r, self.message_size))
+    }
+
     /// The transport configuration: the named policies, Multipath QUIC allowed when
     /// `multipath` is set. `locals` are the local addresses a path manager that opens paths
     /// itself (fullmesh, lamp5g) opens them from.
@@ -276,23 +332,39 @@ impl TransportArgs {
     /// Applies the `--weights-at` changes to `conn` at their times (from now, which should
     /// be when the connection was established), in a task that ends with the returned guard.
     pub fn schedule_weight_changes(&self, conn: &Connection) -> WeightChanges {
-        if self.weights_at.is_empty() {
-            return WeightChanges(None);
-        }
-        let mut changes = self.weights_at.clone();
-        changes.sort_by_key(|c| c.after);
-        let conn = conn.clone();
-        let start = tokio::time::Instant::now();
-        WeightChanges(Some(tokio::spawn(async move {
-            for change in changes {
-                tokio::time::sleep_until(start + change.after).await;
-                match conn.configure_scheduler("weights", &change.weights) {
-                    Ok(()) => tracing::info!(weights = %change.weights, "weights changed"),
-                    Err(e) => tracing::warn!(weights = %change.weights, error = %e,
-                                             "weight change refused"),
+        let mut planned = self.weights_at.clone();
+        planned.sort_by_key(|c| c.after);
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let task = (!planned.is_empty()).then(|| {
+            let (conn, changes, log) = (conn.clone(), planned.clone(), applied.clone());
+            let start = tokio::time::Instant::now();
+            tokio::spawn(async move {
+                for change in changes {
+                    tokio::time::sleep_until(start + change.after).await;
+                    let result = conn.configure_scheduler("weights", &change.weights);
+                    if let Err(e) = &result {
+                        tracing::warn!(weights = %change.weights, error = %e, "weight change refused");
+                    }
+                    log.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(WeightChangeReport {
+                            weights: change.weights,
+                            due_s: change.after.as_secs_f64(),
+                            applied: result.is_ok(),
+                            path_bytes_sent: conn
+                                .paths()
+                                .iter()
+                                .map(|p| p.stats.payload_bytes_sent)
+                                .collect(),
+                        });
                 }
-            }
-        })))
+            })
+        });
+        WeightChanges {
+            task,
+            planned,
+            applied,
+        }
     }
 
     /// An endpoint configuration with fresh secrets and, with `--qlog`, a qlog directory.

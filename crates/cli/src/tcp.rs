@@ -3,9 +3,8 @@
 
 use crate::transfer::parse_size;
 use clap::{Args, Subcommand};
-use polypath_emu::tcp::{
-    self, Amount, CSV_HEADER, Interval, RecvConfig, Report, SendConfig, parse_duration,
-};
+use polypath_emu::tcp::{self, Amount, CSV_HEADER, Interval, RecvConfig, Report, SendConfig};
+use polypath_scenario::units::parse_duration;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -56,6 +55,14 @@ pub struct SendArgs {
     /// Send for this long instead (e.g. 10s). Default: 10s when --bytes is not given.
     #[arg(long, value_parser = parse_duration)]
     time: Option<Duration>,
+    /// Write no faster than this (e.g. 100Mbit/s), like a rate-limited iperf client; the
+    /// socket still sends only what its congestion control allows. Default: unlimited.
+    #[arg(long, value_parser = parse_send_rate)]
+    rate: Option<f64>,
+    /// With --rate: write messages of this size (e.g. 100B, a device's message) instead of
+    /// a millisecond's worth at a time.
+    #[arg(long, value_parser = parse_size, requires = "rate")]
+    message_size: Option<u64>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -82,6 +89,14 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
         return Err(format!("interval {text:?} must be longer than zero"));
     }
     Ok(d)
+}
+
+fn parse_send_rate(text: &str) -> Result<f64, String> {
+    let r = polypath_sim::scenario::units::parse_rate(text)?;
+    if r <= 0.0 {
+        return Err(format!("rate {text:?} must be positive"));
+    }
+    Ok(r)
 }
 
 fn parse_bind(text: &str) -> Result<SocketAddr, String> {
@@ -115,6 +130,8 @@ fn run_send(args: SendArgs) -> Result<(), String> {
         cc: common.cc.clone(),
         amount,
         interval: common.interval,
+        rate: args.rate,
+        message_size: args.message_size,
     };
     let mut csv = common.csv.as_deref().map(CsvOut::create).transpose()?;
     let json = common.json;

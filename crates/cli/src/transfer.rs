@@ -10,11 +10,12 @@
 //!   that digest with its own: both ends have verified the object.
 //! * **download**: the server sends the object and its SHA-256. The client hashes what
 //!   arrives, compares, and sends its own SHA-256 and finishes. The server compares that
-//!   digest with its own and answers with a status byte and a JSON [`SenderReport`] of its
+//!   digest with its own and answers with a status byte and a JSON [`ConnectionReport`] of its
 //!   connection (the sending side's congestion figures), then finishes.
 
 use polypath_io::{Connection, ReadError, RecvStream, SendStream, WriteError};
 use polypath_quic::sched::PathState;
+use polypath_sim::traffic::AppRate;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -35,43 +36,7 @@ pub const CHUNK: usize = 256 * 1024;
 /// Seed of the generated object (both sides only hash it, so any seed works).
 const PAYLOAD_SEED: u64 = 0x706f_6c79_7061_7468;
 
-/// Parses a size such as `100MB`, `64KiB`, `1.5GB` or `4096` (bytes). `K`, `M`, `G`, `T`
-/// (with or without `B`) are powers of 1000; `KiB`, `MiB`, `GiB`, `TiB` powers of 1024.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1_000,
-        "m" | "mb" => 1_000_000,
-        "g" | "gb" => 1_000_000_000,
-        "t" | "tb" => 1_000_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        "tib" => 1 << 40,
-        other => return Err(format!("size {text:?}: unknown unit {other:?}")),
-    };
-    if number.is_empty() {
-        return Err(format!("size {text:?}: no number"));
-    }
-    if let Ok(n) = number.parse::<u64>() {
-        return n
-            .checked_mul(multiplier)
-            .ok_or_else(|| format!("size {text:?} is too large"));
-    }
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("size {text:?}: {number:?} is not a number"))?;
-    let bytes = value * multiplier as f64;
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("size {text:?} is too large"));
-    }
-    Ok(bytes.round() as u64)
-}
+pub use polypath_scenario::units::parse_size;
 
 /// The generated object: a deterministic pseudo-random byte stream of a given length.
 #[derive(Debug)]
@@ -155,13 +120,35 @@ pub async fn expect_end(recv: &mut RecvStream) -> Result<(), String> {
     }
 }
 
-/// Sends the generated object of `size` bytes; returns its SHA-256.
-pub async fn send_generated(send: &mut SendStream, size: u64) -> Result<[u8; DIGEST_LEN], String> {
+/// Sends the generated object of `size` bytes, no faster than `rate` when one is given;
+/// returns its SHA-256.
+pub async fn send_generated(
+    send: &mut SendStream,
+    size: u64,
+    rate: Option<AppRate>,
+) -> Result<[u8; DIGEST_LEN], String> {
     let mut hasher = Sha256::new();
     let mut source = Generated::new(size);
+    let start = tokio::time::Instant::now();
+    let mut sent = 0u64;
     while let Some(chunk) = source.next_chunk() {
         hasher.update(&chunk);
-        send.write_chunk(chunk.into()).await.map_err(write_failed)?;
+        let mut chunk = bytes::Bytes::from(chunk);
+        while !chunk.is_empty() {
+            let mut take = chunk.len();
+            if let Some(r) = &rate {
+                // Wait for the next piece the rate allows.
+                let allowed = r.allowed(start.elapsed()).saturating_sub(sent);
+                if allowed == 0 {
+                    tokio::time::sleep_until(start + r.due(sent)).await;
+                    continue;
+                }
+                take = take.min(usize::try_from(allowed).unwrap_or(usize::MAX));
+            }
+            let piece = chunk.split_to(take);
+            sent += piece.len() as u64;
+            send.write_chunk(piece).await.map_err(write_failed)?;
+        }
     }
     Ok(hasher.finalize().into())
 }
@@ -193,14 +180,20 @@ pub fn write_failed(e: WriteError) -> String {
     format!("write failed: {e}")
 }
 
-/// The sending side's view of a finished transfer: congestion control and per-path
-/// figures, read from its connection.
+/// One side's view of its connection: handshake time, congestion control and per-path
+/// figures. `local` and `remote` of its paths are that side's.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SenderReport {
+pub struct ConnectionReport {
+    /// Whose connection this is: `client` or `server`.
+    pub side: String,
+    /// Handshake duration, milliseconds (0 if it never completed).
+    pub handshake_ms: f64,
     /// Packets sent on all paths (all packet-number spaces).
     pub packets_sent: u64,
     /// Packets declared lost.
     pub packets_lost: u64,
+    /// `packets_lost / packets_sent` over the whole connection.
+    pub lost_fraction: f64,
     /// Congestion window of the first path (the handshake path), bytes.
     pub cwnd: u64,
     /// Smoothed RTT of the first path, milliseconds.
@@ -209,12 +202,12 @@ pub struct SenderReport {
     pub paths: Vec<PathReport>,
 }
 
-/// One path in a [`SenderReport`].
+/// One path in a [`ConnectionReport`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PathReport {
     /// Path ID (0 is the handshake path).
     pub id: u32,
-    /// Local address of the path.
+    /// Local address of the path (of the report's side).
     pub local: String,
     /// Peer address of the path.
     pub remote: String,
@@ -230,17 +223,34 @@ pub struct PathReport {
     pub packets_received: u64,
     /// Packets on the path declared lost.
     pub packets_lost: u64,
+    /// `packets_lost / packets_sent` on the path, over the whole connection.
+    pub lost_fraction: f64,
+    /// The loss rate the scheduler sees: exponentially weighted over recent packets, so it
+    /// follows the last round trips rather than the whole connection (0 to 1).
+    pub recent_loss_rate: f64,
     /// Smoothed RTT, milliseconds.
     pub srtt_ms: f64,
     /// Congestion window, bytes.
     pub cwnd: u64,
-    /// Recent loss rate (exponentially weighted, 0 to 1).
-    pub loss_rate: f64,
 }
 
-impl SenderReport {
-    /// The report of a connection as it is now.
-    pub fn of(conn: &Connection) -> Self {
+/// Megabits per second of `bytes` carried in `seconds`.
+pub fn goodput_mbps(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 * 8.0 / seconds.max(1e-9) / 1e6
+}
+
+/// `lost / sent`, 0 when nothing was sent.
+fn lost_fraction(lost: u64, sent: u64) -> f64 {
+    if sent == 0 {
+        0.0
+    } else {
+        lost as f64 / sent as f64
+    }
+}
+
+impl ConnectionReport {
+    /// The report of a connection as it is now; `side` is `client` or `server`.
+    pub fn of(conn: &Connection, side: &str) -> Self {
         let stats = conn.stats();
         let paths: Vec<PathReport> = conn
             .paths()
@@ -260,15 +270,21 @@ impl SenderReport {
                 packets_sent: p.stats.packets_sent,
                 packets_received: p.stats.packets_received,
                 packets_lost: p.stats.packets_lost,
+                lost_fraction: lost_fraction(p.stats.packets_lost, p.stats.packets_sent),
+                recent_loss_rate: p.snapshot.loss_rate,
                 srtt_ms: p.snapshot.srtt.as_secs_f64() * 1000.0,
                 cwnd: p.snapshot.cwnd,
-                loss_rate: p.snapshot.loss_rate,
             })
             .collect();
         let first = paths.first();
-        SenderReport {
+        ConnectionReport {
+            side: side.into(),
+            handshake_ms: stats
+                .handshake_duration
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
             packets_sent: stats.packets_sent,
             packets_lost: stats.packets_lost,
+            lost_fraction: lost_fraction(stats.packets_lost, stats.packets_sent),
             cwnd: first.map_or(0, |p| p.cwnd),
             srtt_ms: first.map_or(0.0, |p| p.srtt_ms),
             paths,
@@ -279,19 +295,6 @@ impl SenderReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("100MB"), Ok(100_000_000));
-        assert_eq!(parse_size("100 mb"), Ok(100_000_000));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64KiB"), Ok(65536));
-        assert_eq!(parse_size("1.5GB"), Ok(1_500_000_000));
-        assert_eq!(parse_size("2M"), Ok(2_000_000));
-        assert!(parse_size("MB").is_err());
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("99999999999999999999TB").is_err());
-    }
 
     #[test]
     fn requests_round_trip_and_garbage_is_refused() {

@@ -7,7 +7,7 @@
 //! receiver on the same clock gets one-way delays) in its first 16 bytes.
 
 use clap::{Args, Subcommand};
-use polypath_emu::tcp::parse_duration;
+use polypath_scenario::units::parse_duration;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};

@@ -1,5 +1,6 @@
-//! Processes the emulator runs inside hosts' namespaces: `command` flows and the real
-//! `polypath` client and server of `quic` flows.
+//! Processes the emulator runs inside hosts' namespaces: `command` flows, the real
+//! `polypath` client and server of `quic` flows, and the TCP tool's sender and receiver of
+//! `tcp` flows.
 //!
 //! Each process enters its host's namespace before `exec` (`setns`), leads a process group
 //! of its own (stopped as a group), and dies with the emulator (`PR_SET_PDEATHSIG`). That
@@ -32,6 +33,10 @@ pub enum Role {
     QuicServer,
     /// The client of a `quic` flow.
     QuicClient,
+    /// The receiver (`polypath tcp recv`) of a `tcp` flow (stopped at the end of the run).
+    TcpReceiver,
+    /// The sender (`polypath tcp send`) of a `tcp` flow.
+    TcpSender,
 }
 
 /// A process's record, as `summary.json` lists it.
@@ -145,9 +150,9 @@ impl Proc {
         }
     }
 
-    /// Whether the emulator should wait for it before ending the run.
+    /// Whether the emulator should not wait for it before ending the run.
     pub fn is_daemon(&self) -> bool {
-        self.report.role == Role::QuicServer
+        matches!(self.report.role, Role::QuicServer | Role::TcpReceiver)
     }
 
     /// Starts, stops or reaps the process as the clock says (`now` in ns).

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use polypath_link::feed::FEED_ENV;
-use polypath_scenario::{FlowKind, QuicFlow, RateModel, Scenario, TransferDirection};
+use polypath_scenario::{FlowKind, QuicFlow, RateModel, Scenario, TcpFlow, TransferDirection};
 use polypath_sim::{
     AgentFactory, AgentId, BuildContext, Datagram, Hooks, RunOptions, SimError, SimTime,
     StopReason, Summary, UdpPair,
@@ -232,6 +232,13 @@ fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, Em
         "--path-manager".into(),
         path_manager,
     ];
+    if let Some(rate) = q.rate {
+        // The sending side applies it: the client on an upload, the server on a download.
+        common.extend(["--rate".to_string(), format!("{rate}bit/s")]);
+    }
+    if let Some(size) = q.message_size {
+        common.extend(["--message-size".to_string(), size.to_string()]);
+    }
     let mut client = Vec::new();
     let mut qlog = false;
     for (key, value) in &q.options {
@@ -346,6 +353,17 @@ enum Plan {
         start: u64,
         stop: Option<u64>,
     },
+    Tcp {
+        flow: usize,
+        instance: u32,
+        from: usize,
+        to: usize,
+        port: u16,
+        paths: Vec<(IpAddr, IpAddr)>,
+        t: TcpFlow,
+        start: u64,
+        stop: Option<u64>,
+    },
 }
 
 /// Builds the taps of every flow instance and records what to start.
@@ -353,11 +371,24 @@ struct EmuFactory {
     outbox: Rc<RefCell<Outbox>>,
     plans: Vec<Plan>,
     taps: Vec<(u32, u16, AgentId)>,
-    /// (host, port) pairs the QUIC servers listen on.
+    /// (host, port) pairs the QUIC servers and TCP receivers listen on.
     servers: BTreeSet<(usize, u16)>,
 }
 
 impl EmuFactory {
+    /// The first port from `first` up that no server or receiver uses on `host` yet,
+    /// taken.
+    fn server_port(&mut self, host: usize, first: u16) -> Result<u16, SimError> {
+        let mut port = first;
+        while self.servers.contains(&(host, port)) {
+            port = port
+                .checked_add(1)
+                .ok_or_else(|| SimError::Build(format!("host #{host} ran out of ports")))?;
+        }
+        self.servers.insert((host, port));
+        Ok(port)
+    }
+
     fn tap(
         &mut self,
         ctx: &mut BuildContext<'_>,
@@ -408,13 +439,7 @@ impl AgentFactory for EmuFactory {
         let stop = inst.stop.map(nanos);
         match &f.kind {
             FlowKind::Quic(q) => {
-                let mut port = q.port;
-                while self.servers.contains(&(to, port)) {
-                    port = port
-                        .checked_add(1)
-                        .ok_or_else(|| SimError::Build(format!("host #{to} ran out of ports")))?;
-                }
-                self.servers.insert((to, port));
+                let port = self.server_port(to, q.port)?;
                 let app = Arc::new(udpgen::Shared::default());
                 self.tap(ctx, from, port, flow, idx, Some(app.clone()))?;
                 self.tap(ctx, to, port, flow, idx, None)?;
@@ -429,6 +454,22 @@ impl AgentFactory for EmuFactory {
                     start,
                     stop,
                     app,
+                });
+            }
+            FlowKind::Tcp(t) => {
+                let port = self.server_port(to, t.port)?;
+                self.tap(ctx, from, port, flow, idx, None)?;
+                self.tap(ctx, to, port, flow, idx, None)?;
+                self.plans.push(Plan::Tcp {
+                    flow,
+                    instance: idx,
+                    from,
+                    to,
+                    port,
+                    paths,
+                    t: t.clone(),
+                    start,
+                    stop,
                 });
             }
             FlowKind::Command(c) => {
@@ -630,7 +671,7 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
 
     // The testbed.
     let hosts = testbed::build(scenario, &lock, 1500)?;
-    testbed::setup_mptcp(&hosts)?;
+    testbed::setup_mptcp(scenario, &hosts)?;
     let mut feeds = Vec::with_capacity(hosts.len());
     for (i, _) in hosts.iter().enumerate() {
         feeds.push(Feed::bind(&lock.dir.join(format!("h{i}.sock")))?);
@@ -766,6 +807,59 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     start,
                     stop,
                 ));
+            }
+            Plan::Tcp {
+                flow,
+                instance,
+                from,
+                to,
+                port,
+                paths,
+                t,
+                start,
+                stop,
+            } => {
+                let f = &scenario.flows[flow];
+                let stem = procs_dir.join(format!("{}-{instance}", f.name));
+                let (argv_recv, argv_send) = tcp_args(&polypath, port, &paths, &t, start, stop);
+                let report =
+                    |role: Role, host: usize, argv: &[String], suffix: &str| ProcessReport {
+                        flow: f.name.clone(),
+                        instance,
+                        role,
+                        host: scenario.hosts[host].name.clone(),
+                        command: argv.join(" "),
+                        started_s: None,
+                        ended_s: None,
+                        exit_code: None,
+                        signal: None,
+                        stopped_by_emulator: false,
+                        stdout: format!("{}-{suffix}.stdout", stem.display()),
+                        stderr: format!("{}-{suffix}.stderr", stem.display()),
+                    };
+                let recv_report = report(Role::TcpReceiver, to, &argv_recv, "recv");
+                let listening = PathBuf::from(&recv_report.stdout);
+                procs.push(Proc::new(
+                    recv_report,
+                    argv_recv,
+                    vec![(FEED_ENV.to_string(), feeds[to].path.display().to_string())],
+                    hosts[to].ns.raw_fd(),
+                    0,
+                    None,
+                ));
+                // Without `bytes` the sender stops itself at the stop time (`--time`) and
+                // waits for the receiver to read everything, so both report; with `bytes`
+                // the stop time ends it, and without either it runs until the end.
+                let mut s = Proc::new(
+                    report(Role::TcpSender, from, &argv_send, "send"),
+                    argv_send,
+                    vec![(FEED_ENV.to_string(), feeds[from].path.display().to_string())],
+                    hosts[from].ns.raw_fd(),
+                    start,
+                    stop.filter(|_| t.bytes.is_some()),
+                );
+                s.after = Some((listening, procs.len() - 1));
+                procs.push(s);
             }
             Plan::Quic {
                 flow,
@@ -948,11 +1042,31 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
             }
         }
         drop(ob);
-        // Packets the hosts sent.
+        // Packets the hosts sent: one poll tells which devices have any, so a run with
+        // many hosts does not spend a read on every idle device each time round.
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: pfds is a valid array of pollfd for its length.
+        unsafe {
+            libc::ppoll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                &zero,
+                std::ptr::null(),
+            );
+        }
         let mut got = 0usize;
+        let mut fd_index = 0usize;
         for (hi, h) in hosts.iter().enumerate() {
             for (k, iface) in h.ifaces.iter().enumerate() {
                 let Some(iface) = iface else { continue };
+                let ready = pfds.get(fd_index).is_none_or(|p| p.revents != 0);
+                fd_index += 1;
+                if !ready {
+                    continue;
+                }
                 let mut pcap = pcaps
                     .get_mut(hi)
                     .and_then(|v| v.get_mut(k))
@@ -1157,6 +1271,66 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
         output_hash,
         out_dir,
     })
+}
+
+/// The command lines of a `tcp` flow instance's receiver (on all addresses of `to`, port
+/// `port`) and sender (from the first path's local address to its remote one; MPTCP opens
+/// the other subflows through the kernel's path manager).
+fn tcp_args(
+    polypath: &Path,
+    port: u16,
+    paths: &[(IpAddr, IpAddr)],
+    t: &TcpFlow,
+    start: u64,
+    stop: Option<u64>,
+) -> (Vec<String>, Vec<String>) {
+    let bin = polypath.display().to_string();
+    let first = paths.first().copied();
+    let mut recv = vec![
+        bin.clone(),
+        "tcp".into(),
+        "recv".into(),
+        "--listen".into(),
+        SocketAddr::new(unspecified(first.map(|p| p.1)), port).to_string(),
+        "--once".into(),
+        "--json".into(),
+    ];
+    let mut send = vec![
+        bin,
+        "tcp".into(),
+        "send".into(),
+        "--connect".into(),
+        SocketAddr::new(first.map_or(IpAddr::from([0, 0, 0, 0]), |p| p.1), port).to_string(),
+        "--interval".into(),
+        "100ms".into(),
+        "--json".into(),
+    ];
+    if let Some((local, _)) = first {
+        send.extend(["--bind".to_string(), local.to_string()]);
+    }
+    if t.mptcp {
+        recv.push("--mptcp".into());
+        send.push("--mptcp".into());
+    }
+    if let Some(cc) = &t.cc {
+        send.extend(["--cc".to_string(), cc.clone()]);
+    }
+    if let Some(rate) = t.rate {
+        send.extend(["--rate".to_string(), format!("{rate}bit/s")]);
+    }
+    if let Some(size) = t.message_size {
+        send.extend(["--message-size".to_string(), size.to_string()]);
+    }
+    match (t.bytes, stop) {
+        (Some(b), _) => send.extend(["--bytes".to_string(), b.to_string()]),
+        (None, Some(stop)) => {
+            let secs = stop.saturating_sub(start) as f64 / 1e9;
+            send.extend(["--time".to_string(), format!("{secs}s")]);
+        }
+        // Until the end of the run.
+        (None, None) => send.extend(["--time".to_string(), "100000s".to_string()]),
+    }
+    (recv, send)
 }
 
 fn unspecified(like: Option<IpAddr>) -> IpAddr {

@@ -40,6 +40,8 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use polypath_sim::traffic::AppRate;
+
 pub use sockopt::{MptcpInfo, TcpInfo};
 
 /// Bytes handed to the socket per write.
@@ -132,6 +134,12 @@ pub struct SendConfig {
     pub amount: Amount,
     /// Reporting interval.
     pub interval: Duration,
+    /// The application's sending rate, bit/s: the sender writes no faster than this, in
+    /// the pieces of [`polypath_sim::traffic::AppRate`] (unlimited when `None`).
+    pub rate: Option<f64>,
+    /// With `rate`: the size of each write (a device's message), bytes; default the pieces
+    /// of [`polypath_sim::traffic::AppRate::new`].
+    pub message_size: Option<u64>,
 }
 
 impl SendConfig {
@@ -145,6 +153,8 @@ impl SendConfig {
             cc: None,
             amount,
             interval: DEFAULT_INTERVAL,
+            rate: None,
+            message_size: None,
         }
     }
 }
@@ -244,9 +254,9 @@ pub struct Report {
     pub mptcp_info: Option<MptcpInfo>,
     /// Per-interval records.
     pub intervals: Vec<Interval>,
-    /// Receiver only: bytes that differ from the sender's pattern (byte `n` of the stream
-    /// is `n % 251`); zero for a byte-exact transfer.
-    pub mismatched_bytes: Option<u64>,
+    /// Receiver only: whether every byte received was the sender's pattern (byte `n` of the
+    /// stream is `n % 251`), i.e. the stream arrived byte-exact.
+    pub pattern_ok: Option<bool>,
 }
 
 /// A listening socket of the receiver.
@@ -429,10 +439,10 @@ impl MptcpWatch {
     }
 }
 
-/// The stream's bytes: byte `n` is `n % 251`, so any window of `WRITE_CHUNK` bytes starts
-/// at offset `n % 251` of this buffer.
-fn pattern() -> Vec<u8> {
-    (0..WRITE_CHUNK + PATTERN_PERIOD)
+/// The stream's bytes: byte `n` is `n % 251`, so any window of `len` bytes starts at offset
+/// `n % 251` of this buffer.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len + PATTERN_PERIOD)
         .map(|i| (i % PATTERN_PERIOD) as u8)
         .collect()
 }
@@ -449,6 +459,16 @@ pub fn send_with(
     on_interval: &mut dyn FnMut(&Interval),
 ) -> Result<Report, TcpToolError> {
     check_interval(config.interval)?;
+    let pacing = match config.rate {
+        None => None,
+        Some(r) => Some(
+            AppRate::with_message(r, config.message_size).ok_or_else(|| {
+                TcpToolError::Config(format!(
+                    "rate {r} bit/s: must be positive and finite, and the message size positive"
+                ))
+            })?,
+        ),
+    };
     let peer = config.connect;
     let socket = open_socket(peer, config.mptcp)?;
     if let Some(name) = &config.cc {
@@ -474,7 +494,7 @@ pub fn send_with(
     let mut watch = MptcpWatch::default();
     watch.sample(&socket, config.mptcp);
 
-    let buf = pattern();
+    let buf = pattern(WRITE_CHUNK);
     let deadline = match config.amount {
         Amount::Time(d) => Some(start + d),
         Amount::Bytes(_) => None,
@@ -483,7 +503,7 @@ pub fn send_with(
     let mut sent: u64 = 0;
     loop {
         let now = Instant::now();
-        let want = match config.amount {
+        let mut want = match config.amount {
             Amount::Bytes(total) => (total - sent).min(WRITE_CHUNK as u64) as usize,
             Amount::Time(_) => WRITE_CHUNK,
         };
@@ -494,6 +514,20 @@ pub fn send_with(
             let info = TcpInfo::read(fd).ok();
             watch.sample(&socket, config.mptcp);
             meter.close(now, sent, info.as_ref(), on_interval);
+        }
+        if let Some(p) = &pacing {
+            let allowed = p.allowed(now.duration_since(start)).saturating_sub(sent);
+            if allowed == 0 {
+                // Sleep until the next piece, the next interval or the end, whichever
+                // comes first.
+                let mut wake = (start + p.due(sent)).min(meter.next);
+                if let Some(d) = deadline {
+                    wake = wake.min(d);
+                }
+                std::thread::sleep(wake.saturating_duration_since(now));
+                continue;
+            }
+            want = want.min(usize::try_from(allowed).unwrap_or(usize::MAX));
         }
         let offset = (sent % PATTERN_PERIOD as u64) as usize;
         match (&socket).write(&buf[offset..offset + want]) {
@@ -572,7 +606,7 @@ pub fn send_with(
         tcp_info: info,
         mptcp_info: watch.last,
         intervals: meter.intervals,
-        mismatched_bytes: None,
+        pattern_ok: None,
     })
 }
 
@@ -645,25 +679,17 @@ pub fn recv_one_with(
     watch.sample(&socket, listener.mptcp);
 
     let mut buf = vec![0u8; READ_CHUNK];
-    let expected = pattern();
-    let mut mismatched: u64 = 0;
+    let expected = pattern(READ_CHUNK);
+    let mut pattern_ok = true;
     let mut meter = Meter::new(start, config.interval);
     let mut received: u64 = 0;
     loop {
         match (&socket).read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                // Any window of up to WRITE_CHUNK bytes starts inside the pattern buffer.
-                for (chunk_start, chunk) in (0..n)
-                    .step_by(WRITE_CHUNK)
-                    .map(|i| (i, &buf[i..n.min(i + WRITE_CHUNK)]))
-                {
-                    let phase = ((received + chunk_start as u64) % PATTERN_PERIOD as u64) as usize;
-                    let want = &expected[phase..phase + chunk.len()];
-                    if want != chunk {
-                        mismatched += want.iter().zip(chunk).filter(|(a, b)| a != b).count() as u64;
-                    }
-                }
+                // The sender's pattern continues at offset `received % 251`.
+                let offset = (received % PATTERN_PERIOD as u64) as usize;
+                pattern_ok &= buf[..n] == expected[offset..offset + n];
                 received += n as u64;
             }
             Err(e)
@@ -708,30 +734,8 @@ pub fn recv_one_with(
         tcp_info,
         mptcp_info: watch.last,
         intervals: meter.intervals,
-        mismatched_bytes: Some(mismatched),
+        pattern_ok: Some(pattern_ok),
     })
-}
-
-/// Parses a duration such as `1s`, `500ms`, `1.5s`, `2m`, `250us` or `10` (seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let seconds_per_unit = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "s" | "sec" | "secs" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("duration {text:?}: unknown unit {other:?}")),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("duration {text:?}: {number:?} is not a number"))?;
-    let seconds = value * seconds_per_unit;
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("duration {text:?} is out of range"))
 }
 
 /// Writes intervals as CSV rows `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans` (empty
@@ -763,20 +767,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("3 fortnights").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
-
-    #[test]
     fn pattern_is_the_stream_offset_mod_251() {
-        let buf = pattern();
+        let buf = pattern(WRITE_CHUNK);
         for sent in [0u64, 1, 250, 251, 1_000_003] {
             let offset = (sent % PATTERN_PERIOD as u64) as usize;
             for k in 0..600 {

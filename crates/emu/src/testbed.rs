@@ -18,10 +18,11 @@
 //!   than its request left by, as in the simulator), and IPv6 off when the scenario has no
 //!   IPv6 address (no router solicitations on the links).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 
-use polypath_scenario::Scenario;
+use polypath_scenario::{Scenario, Side};
 
 use crate::error::EmuError;
 use crate::ns::{Netns, RunLock};
@@ -257,10 +258,28 @@ pub(crate) fn build(scenario: &Scenario, run: &RunLock, mtu: u32) -> Result<Vec<
 }
 
 /// Configures the in-kernel MPTCP path manager of every host: each interface after the
-/// first is an endpoint (`subflow` on hosts that start connections, `signal` on the
-/// others, so clients open one subflow per local address and servers announce theirs),
-/// with limits for one subflow and one announced address per interface.
-pub(crate) fn setup_mptcp(hosts: &[Host]) -> Result<(), EmuError> {
+/// first is an endpoint, with limits for one subflow and one announced address per
+/// interface. Every such endpoint is `signal` (the host announces the address, ADD_ADDR,
+/// and the peer may open a subflow to it from the local address its routing picks); in
+/// a scenario where no link end is shared by several interfaces it is also `subflow` (the
+/// host opens a subflow from it to the peer's first address).
+///
+/// A `subflow` endpoint's subflow crosses links: out over this interface's link to an
+/// address on another link, and its answers come back over that other link, addressed to
+/// this interface. A link end with a single interface hands such packets to its host; at
+/// an end shared by several hosts (an IAB node, a backhaul behind which many UEs sit) no
+/// interface there owns the address and the engine drops them, so the subflow would hang
+/// in SYN-SENT and hold a subflow slot. Where ends are shared, hosts rely on their peers'
+/// announcements instead, so a server must listen on the announced addresses too (e.g.
+/// on all addresses, as the `tcp` flows' receivers do).
+pub(crate) fn setup_mptcp(scenario: &Scenario, hosts: &[Host]) -> Result<(), EmuError> {
+    let mut per_end: BTreeMap<(usize, Side), usize> = BTreeMap::new();
+    for h in &scenario.hosts {
+        for a in h.interfaces.iter().filter_map(|i| i.attach) {
+            *per_end.entry((a.link, a.side)).or_default() += 1;
+        }
+    }
+    let cross_subflows = per_end.values().all(|&n| n <= 1);
     for h in hosts {
         let attached: Vec<&Iface> = h.ifaces.iter().flatten().collect();
         let n = attached.len().clamp(1, 8).to_string();
@@ -275,18 +294,14 @@ pub(crate) fn setup_mptcp(hosts: &[Host]) -> Result<(), EmuError> {
         ])?;
         for (k, i) in attached.iter().enumerate().skip(1) {
             let id = (k + 1).to_string();
-            h.ns.ip(&[
-                "mptcp",
-                "endpoint",
-                "add",
-                &i.addr.to_string(),
-                "dev",
-                &i.dev,
-                "id",
-                &id,
-                "subflow",
-                "signal",
-            ])?;
+            let addr = i.addr.to_string();
+            let mut args = vec![
+                "mptcp", "endpoint", "add", &addr, "dev", &i.dev, "id", &id, "signal",
+            ];
+            if cross_subflows {
+                args.push("subflow");
+            }
+            h.ns.ip(&args)?;
         }
     }
     Ok(())

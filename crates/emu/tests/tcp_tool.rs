@@ -38,6 +38,12 @@ fn check(sent: &Report, received: &Report, mptcp: bool, cc: &str) {
     assert_eq!(received.cc.as_deref(), Some(cc));
     assert_eq!(sent.mptcp, mptcp);
     assert_eq!(received.mptcp, mptcp);
+    assert_eq!(
+        received.pattern_ok,
+        Some(true),
+        "the stream arrived byte-exact"
+    );
+    assert_eq!(sent.pattern_ok, None);
     for r in [sent, received] {
         assert!(r.seconds > 0.0);
         assert!(r.goodput_mbps > 0.0);
@@ -137,6 +143,31 @@ fn time_limited_send() {
     assert_eq!(received.bytes, sent.bytes);
     assert!(sent.seconds >= 0.3);
     assert!(sent.cc.is_some());
+}
+
+/// `rate` paces the writes: half a second at 16 Mbit/s sends what the pacing allows by
+/// then (at most 1 MB and a piece) however fast loopback is.
+#[test]
+fn rate_limited_send() {
+    let recv_config = RecvConfig::new("127.0.0.1:0".parse().unwrap());
+    let listener = tcp::listen(&recv_config).unwrap();
+    let addr = listener.local_addr();
+    let receiver = std::thread::spawn(move || tcp::recv_one(&listener, &recv_config));
+    let mut send_config = SendConfig::new(addr, Amount::Time(Duration::from_millis(500)));
+    send_config.rate = Some(16e6);
+    let sent = tcp::send(&send_config).unwrap();
+    let received = receiver.join().unwrap().unwrap();
+    assert_eq!(received.bytes, sent.bytes);
+    let most = polypath_sim::traffic::AppRate::new(16e6)
+        .unwrap()
+        .allowed(Duration::from_millis(500));
+    println!("sent {} bytes, pacing allows {most}", sent.bytes);
+    assert!(sent.bytes <= most, "{} > {most}", sent.bytes);
+    // Loopback is never the limit; only a stalled machine could leave it far below.
+    assert!(sent.bytes >= most / 2, "{} < {most} / 2", sent.bytes);
+    let mut bad = SendConfig::new(addr, Amount::Bytes(1));
+    bad.rate = Some(0.0);
+    assert!(matches!(tcp::send(&bad), Err(TcpToolError::Config(_))));
 }
 
 #[test]

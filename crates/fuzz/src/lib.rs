@@ -22,6 +22,7 @@
 
 mod crypto;
 mod gateway;
+mod m2ho;
 pub mod seeds;
 mod stateful;
 mod text;
@@ -29,6 +30,7 @@ mod wire;
 
 pub use crypto::{packet_unprotect, retry_integrity, retry_token};
 pub use gateway::{gw_control, gw_tunnel};
+pub use m2ho::m2ho_packet;
 pub use stateful::endpoint_pair;
 pub use text::{link_events, scenario, traces, transfer_request};
 pub use wire::{frames, packet_header, transport_parameters};
@@ -91,6 +93,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "gw_tunnel",
         body: gw_tunnel,
+    },
+    Target {
+        name: "m2ho_packet",
+        body: m2ho_packet,
     },
     Target {
         name: "endpoint_pair",

@@ -33,6 +33,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "endpoint_pair" => endpoint_pair_seeds(),
         "gw_control" => gw_control_seeds(),
         "gw_tunnel" => gw_tunnel_seeds(),
+        "m2ho_packet" => m2ho_packet_seeds(),
         _ => Vec::new(),
     }
 }
@@ -272,6 +273,7 @@ const LINK_EVENTS: &str = r#"{"t_ns":0,"ue":0,"iface":0,"event":{"measurement":{
 const SCENARIOS: &[&str] = &[
     include_str!("../../../scenarios/backhaul-3000.toml"),
     include_str!("../../../scenarios/clarity-static.toml"),
+    include_str!("../../../scenarios/coexistence-mixed.toml"),
     include_str!("../../../scenarios/driving-m2ho.toml"),
     include_str!("../../../scenarios/handover-two-gnb.toml"),
     include_str!("../../../scenarios/indoor-wifi-lifi.toml"),
@@ -402,5 +404,66 @@ fn gw_tunnel_seeds() -> Vec<Vec<u8>> {
         framing::encode(&v4, Some(300)).to_vec(),
         framing::encode(&v6, None).to_vec(),
         probe.encode(0),
+    ]
+}
+
+/// TCP segments as the M2HO shim sees them: an IPv4 SYN with MSS, SACK-permitted, window
+/// scale and timestamps; an IPv4 ACK with timestamps and a SACK block; an IPv6 data segment
+/// after a hop-by-hop header. Checksums are correct.
+fn m2ho_packet_seeds() -> Vec<Vec<u8>> {
+    use polypath_m2ho::checksum::{accumulate, finish};
+    fn tcp(flags: u8, window: u16, options: &[u8], payload: usize) -> Vec<u8> {
+        let hlen = 20 + options.len();
+        let mut t = vec![0x13, 0x88, 0x00, 0x50, 0, 0, 0x03, 0xe8, 0, 0, 0x13, 0x89];
+        t.push(((hlen / 4) as u8) << 4);
+        t.push(flags);
+        t.extend_from_slice(&window.to_be_bytes());
+        t.extend_from_slice(&[0, 0, 0, 0]);
+        t.extend_from_slice(options);
+        t.extend((0..payload).map(|i| (i % 251) as u8));
+        t
+    }
+    fn v4(mut t: Vec<u8>) -> Vec<u8> {
+        let (src, dst) = ([10u8, 0, 0, 2], [10u8, 0, 0, 1]);
+        let sum = accumulate(accumulate(accumulate(0, &src), &dst), &t) + 6 + t.len() as u64;
+        t[16..18].copy_from_slice(&finish(sum).to_be_bytes());
+        let total = (20 + t.len()) as u16;
+        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+        p[2..4].copy_from_slice(&total.to_be_bytes());
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        let hsum = finish(accumulate(0, &p));
+        p[10..12].copy_from_slice(&hsum.to_be_bytes());
+        p.extend_from_slice(&t);
+        p
+    }
+    fn v6_hop_by_hop(mut t: Vec<u8>) -> Vec<u8> {
+        let mut src = [0u8; 16];
+        let mut dst = [0u8; 16];
+        src[..2].copy_from_slice(&[0x20, 0x01]);
+        dst[..2].copy_from_slice(&[0x20, 0x01]);
+        src[15] = 2;
+        dst[15] = 1;
+        let sum = accumulate(accumulate(accumulate(0, &src), &dst), &t) + 6 + t.len() as u64;
+        t[16..18].copy_from_slice(&finish(sum).to_be_bytes());
+        let mut p = vec![0x60, 0, 0, 0];
+        p.extend_from_slice(&((8 + t.len()) as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 64]);
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+        p.extend_from_slice(&t);
+        p
+    }
+    let syn_opts = [
+        2, 4, 0x05, 0xa8, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+    ];
+    let ack_opts = [
+        1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7, 1, 1, 5, 10, 0, 0, 0x13, 0x89, 0, 0, 0x17, 0x71,
+    ];
+    vec![
+        v4(tcp(0x02, 64240, &syn_opts, 0)),
+        v4(tcp(0x10, 501, &ack_opts, 0)),
+        v6_hop_by_hop(tcp(0x18, 501, &ack_opts[..12], 100)),
     ]
 }

@@ -24,7 +24,7 @@
 //! [`MAX_MESSAGE`] ends the session, with the reason logged and sent in the
 //! CONNECTION_CLOSE (application error [`CLOSE_PROTOCOL`]).
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-III
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking, Section III
 //# The Gateway can manage multiple concurrent sessions, with each client receiving a specific policy, multipath protocol, and QoS configuration upon connection request. All parameters are negotiated during connection establishment, leading to a tailored user-plane setup.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};

@@ -1,7 +1,7 @@
 //! # polypath-gateway
 //!
 //! A QoS-aware multipath gateway after CHYMP and the MPF-Gateway ("To Poly or Not to Poly:
-//! QoS-Aware Multi-Path Networking", seed paper 004): a client gateway and a server gateway
+//! QoS-Aware Multi-Path Networking"): a client gateway and a server gateway
 //! that carry unmodified applications' IP traffic over every link between them.
 //!
 //! ```text

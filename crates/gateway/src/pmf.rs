@@ -31,7 +31,7 @@
 //! Passive metrics (smoothed RTT, loss rate, delivery rate of each QUIC path) come from the
 //! stack; see [`crate::status`].
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking, Section IV
 //# *CHYMP* provides QoS-Support through its custom header, which includes timestamps and per-path packet numbers. This enables the measurement of throughput, per-path packet loss, and one-way delay, assuming system synchronization.
 
 use std::collections::VecDeque;

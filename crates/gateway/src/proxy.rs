@@ -26,7 +26,7 @@
 //! The server answers one byte: 0 when it reached the destination (the relay starts), 1
 //! when it did not (the client closes the application's connection).
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-III
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking, Section III
 //# The MPF includes a flexible Multipath Block, allowing selection among various multipath protocols to meet different user demands.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

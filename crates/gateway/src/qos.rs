@@ -22,7 +22,7 @@
 //! stack's per-class policy as an ordered path list (stack mode `failover` for the
 //! single-path modes, so the stack's own failure detection remains as a backstop).
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-III
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking, Section III
 //# The QoS Manager analyzes traffic data collected by the PMF to adjust user traffic policies based on real-time conditions, enabling adaptive quality control.
 
 use std::time::{Duration, Instant};

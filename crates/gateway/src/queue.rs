@@ -2,7 +2,7 @@
 //! or weighted priority, each with an optional rate limit, so a bulk class cannot starve a
 //! control class on a thin link. Sans-IO: the caller passes the time.
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-III
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking, Section III
 //# This buffer contains the prioritized traffic by type, with a function to adjust send rates to match traffic requirements and system capacity, thus optimizing flow management.
 
 use std::collections::VecDeque;

@@ -10,7 +10,7 @@
 //! wakes it. A poll does a bounded amount of work and then yields, so one busy endpoint
 //! cannot starve the other tasks of the runtime.
 
-use crate::socket::Socket;
+use crate::socket::{Socket, is_pending_error};
 use crate::state::{Shared, State, wake_all};
 use bytes::BytesMut;
 use polypath_quic::ConnectionHandle;
@@ -108,8 +108,12 @@ impl Driver {
                 let count = match socket.poll_recv(cx, &mut slices, &mut self.recv.meta) {
                     Poll::Pending => break,
                     Poll::Ready(Err(e)) => {
-                        // ICMP errors and the like: UDP is unreliable anyway.
+                        // ICMP errors and the like: UDP is unreliable anyway, but a closed
+                        // port ends a connection attempt.
                         tracing::debug!(local = %socket.local_addr(), error = %e, "receive failed");
+                        if is_pending_error(&e) {
+                            report_unreachable(state, &socket);
+                        }
                         progress = true;
                         continue;
                     }
@@ -175,6 +179,7 @@ impl Driver {
                 continue;
             };
             let segment = segment_size.unwrap_or(size).max(1);
+            let mut retried = false;
             while pending.offset < size {
                 let gso = socket.max_gso_segments();
                 let end = (pending.offset + gso * segment).min(size);
@@ -194,6 +199,12 @@ impl Driver {
                 match socket.poll_send(cx, &out) {
                     Poll::Pending => return sent,
                     Poll::Ready(Ok(())) => pending.offset = end,
+                    Poll::Ready(Err(e)) if is_pending_error(&e) && !retried => {
+                        // An ICMP error for an earlier datagram failed this send: hear it,
+                        // then send these datagrams again.
+                        report_unreachable(state, &socket);
+                        retried = true;
+                    }
                     Poll::Ready(Err(_)) if socket.max_gso_segments() < gso => {
                         // The kernel refused segmentation offload; quinn-udp switched it off
                         // for the socket. Send the same datagrams again one by one.
@@ -234,6 +245,34 @@ impl Driver {
             self.armed_for = Some(deadline);
         }
         self.timer.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// Watches `socket` for ICMP errors the kernel queues (the driver's own wake-ups come from
+/// data and timers only, and a refused handshake should not wait for its next timer); lives
+/// until the driver stops it.
+pub(crate) fn watch_errors(shared: &Arc<Shared>, socket: Arc<Socket>) -> tokio::task::AbortHandle {
+    let shared = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        while socket.error_ready().await.is_ok() {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let mut state = shared.lock();
+            report_unreachable(&mut state, &socket);
+            state.dispatch_events();
+            state.wake_driver();
+        }
+    })
+    .abort_handle()
+}
+
+/// Tells the endpoint which hosts answered the socket's datagrams with "port unreachable".
+fn report_unreachable(state: &mut State, socket: &Socket) {
+    let now = Instant::now();
+    for remote in socket.take_unreachable() {
+        tracing::debug!(local = %socket.local_addr(), %remote, "ICMP port unreachable");
+        state.quic.handle_port_unreachable(now, remote);
     }
 }
 
@@ -291,6 +330,9 @@ impl Drop for Driver {
         let mut state = self.shared.lock();
         state.driver_gone = true;
         state.driver_waker = None;
+        for watcher in state.error_watchers.drain(..) {
+            watcher.abort();
+        }
         let handles: Vec<ConnectionHandle> = state.conns.keys().copied().collect();
         for h in handles {
             state.close_connection(h, 0, b"driver stopped");

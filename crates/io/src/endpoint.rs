@@ -1,7 +1,7 @@
 //! The async endpoint: sockets, a driver task, and the connections behind them.
 
 use crate::connection::Connection;
-use crate::driver::Driver;
+use crate::driver::{Driver, watch_errors};
 use crate::error::{ConnectError, IoError};
 use crate::socket::Socket;
 use crate::state::{ConnWaiters, Shared, State, register, wake_all};
@@ -65,10 +65,13 @@ impl Endpoint {
         if locals.is_empty() {
             return Err(IoError::NoLocalAddress);
         }
+        // A client hears of a closed port at once (ICMP port unreachable) instead of waiting
+        // out its handshake; a server has no use for it.
+        let transport_errors = server.is_none();
         let sockets = locals
             .iter()
             .map(|&addr| {
-                Socket::bind(addr)
+                Socket::bind(addr, transport_errors)
                     .map(Arc::new)
                     .map_err(|source| IoError::Bind { addr, source })
             })
@@ -78,7 +81,19 @@ impl Endpoint {
         }
         let max_udp_payload = usize::from(config.max_udp_payload_size).max(1500);
         let quic = polypath_quic::Endpoint::new(config, server);
-        let shared = Arc::new(Shared::new(State::new(quic, sockets)));
+        let shared = Arc::new(Shared::new(State::new(
+            quic,
+            sockets.clone(),
+            transport_errors,
+        )));
+        if transport_errors {
+            let _entered = runtime.enter();
+            let watchers = sockets
+                .into_iter()
+                .map(|s| watch_errors(&shared, s))
+                .collect();
+            shared.lock().error_watchers = watchers;
+        }
         runtime.spawn(Driver::new(shared.clone(), max_udp_payload));
         Ok(Endpoint {
             inner: Arc::new(EndpointRef { shared }),
@@ -101,10 +116,17 @@ impl Endpoint {
 
     /// Binds one more local address (for a new path); returns the bound address.
     pub fn bind(&self, addr: SocketAddr) -> Result<SocketAddr, IoError> {
-        let socket = Socket::bind(addr).map_err(|source| IoError::Bind { addr, source })?;
-        let local = socket.local_addr();
         let mut state = self.shared().lock();
-        state.sockets.push(Arc::new(socket));
+        let socket = Arc::new(
+            Socket::bind(addr, state.transport_errors)
+                .map_err(|source| IoError::Bind { addr, source })?,
+        );
+        let local = socket.local_addr();
+        if state.transport_errors {
+            let watcher = watch_errors(self.shared(), socket.clone());
+            state.error_watchers.push(watcher);
+        }
+        state.sockets.push(socket);
         state.wake_driver();
         Ok(local)
     }

@@ -6,7 +6,7 @@
 
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::task::{Context, Poll};
 use tokio::io::Interest;
 
@@ -31,10 +31,15 @@ impl std::fmt::Debug for Socket {
 }
 
 impl Socket {
-    /// Binds `addr` (port 0 picks a free port). Must run inside a Tokio runtime.
-    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+    /// Binds `addr` (port 0 picks a free port). With `transport_errors`, the kernel queues
+    /// the ICMP errors that come back for the socket's datagrams (`IP_RECVERR`), read with
+    /// [`Socket::take_unreachable`]. Must run inside a Tokio runtime.
+    pub fn bind(addr: SocketAddr, transport_errors: bool) -> io::Result<Self> {
         let std_socket = std::net::UdpSocket::bind(addr)?;
         let state = UdpSocketState::new((&std_socket).into())?;
+        if transport_errors && let Err(e) = state.enable_transport_errors((&std_socket).into()) {
+            tracing::debug!(%addr, error = %e, "ICMP errors will not be reported");
+        }
         // Larger buffers absorb bursts at high rates; refusal is not an error.
         if let Err(e) = state.set_send_buffer_size((&std_socket).into(), SOCKET_BUFFER_BYTES) {
             tracing::debug!(%addr, error = %e, "could not enlarge the send buffer");
@@ -60,6 +65,41 @@ impl Socket {
     /// Most datagrams the kernel may coalesce into one receive buffer (1 without GRO).
     pub fn gro_segments(&self) -> usize {
         self.state.gro_segments().max(1)
+    }
+
+    /// Waits until the kernel has an ICMP error queued for the socket (sockets bound with
+    /// `transport_errors`; others never get there).
+    pub async fn error_ready(&self) -> io::Result<()> {
+        self.io.ready(Interest::ERROR).await.map(|_| ())
+    }
+
+    /// Empties the socket's queue of ICMP errors; returns the addresses that answered a
+    /// datagram with "port unreachable" (the host had no socket on that port). With the
+    /// error queue enabled, a queued error also fails the next send or receive once: the
+    /// caller retries that after emptying the queue.
+    pub fn take_unreachable(&self) -> Vec<IpAddr> {
+        // Forget the error readiness first: an error queued while the queue is being
+        // emptied then raises it again.
+        let _ = self.io.try_io(Interest::ERROR, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+        let mut refused = Vec::new();
+        loop {
+            match self.state.recv_transport_error((&self.io).into()) {
+                Ok(Some(e)) => {
+                    if e.raw_errno == libc::ECONNREFUSED
+                        && let Some(addr) = e.addr
+                    {
+                        refused.push(addr.ip());
+                    }
+                }
+                Ok(None) => return refused,
+                Err(e) => {
+                    tracing::debug!(local = %self.local, error = %e, "reading the ICMP error queue failed");
+                    return refused;
+                }
+            }
+        }
     }
 
     /// Receives a batch of datagram buffers; returns how many of `bufs` were filled.
@@ -93,4 +133,13 @@ impl Socket {
             }
         }
     }
+}
+
+/// Whether a send or receive error is an ICMP error the kernel reported for an earlier
+/// datagram (queued with `IP_RECVERR`), rather than a failure of this call.
+pub(crate) fn is_pending_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
+    )
 }

@@ -47,6 +47,10 @@ impl Shared {
 pub(crate) struct State {
     pub quic: polypath_quic::Endpoint,
     pub sockets: Vec<Arc<Socket>>,
+    /// The sockets queue ICMP errors (client endpoints), see [`Socket::bind`].
+    pub transport_errors: bool,
+    /// The tasks waiting for each socket's ICMP errors; stopped with the driver.
+    pub error_watchers: Vec<tokio::task::AbortHandle>,
     pub conns: BTreeMap<ConnectionHandle, ConnWaiters>,
     /// Server connections not yet taken by [`crate::Endpoint::accept`].
     pub incoming: VecDeque<ConnectionHandle>,
@@ -64,10 +68,16 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn new(quic: polypath_quic::Endpoint, sockets: Vec<Arc<Socket>>) -> Self {
+    pub fn new(
+        quic: polypath_quic::Endpoint,
+        sockets: Vec<Arc<Socket>>,
+        transport_errors: bool,
+    ) -> Self {
         State {
             quic,
             sockets,
+            transport_errors,
+            error_watchers: Vec::new(),
             conns: BTreeMap::new(),
             incoming: VecDeque::new(),
             accept_wakers: Vec::new(),

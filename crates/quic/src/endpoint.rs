@@ -420,8 +420,8 @@ impl Endpoint {
         let (original_dcid, retry_scid) = match opened {
             Some(Ok(t)) if t.retry_scid == dcid => (t.original_dcid, Some(dcid)),
             //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
-            //# A server MAY send a Retry packet in response to an Initial packet with
-            //# an invalid token.
+            //# Upon receiving the client's Initial packet, the server can request address
+            //# validation by sending a Retry packet (Section 17.2.5) containing a token.
             _ if validate => {
                 self.send_retry(local, remote, version, &dcid, &client_scid, since_epoch);
                 return None;
@@ -601,6 +601,20 @@ impl Endpoint {
         }
     }
 
+    /// The network answered a datagram sent to `remote` with ICMP "port unreachable": ends
+    /// the connection attempts to `remote` that have heard nothing yet (see
+    /// [`Connection::handle_port_unreachable`]).
+    pub fn handle_port_unreachable(&mut self, now: Instant, remote: std::net::IpAddr) {
+        for h in self.connection_handles() {
+            if let Some(conn) = self.connections.get_mut(&h)
+                && conn.handle_port_unreachable(now, remote)
+            {
+                self.agenda.touch(h);
+                self.drain_endpoint_events(h);
+            }
+        }
+    }
+
     /// Writes the next datagram to send into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let Some((t, data)) = self.stateless.pop_front() {
@@ -726,9 +740,8 @@ impl Endpoint {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-6.1
         //# A server MAY limit the number of Version Negotiation packets it sends.
         //
-        //= https://www.rfc-editor.org/rfc/rfc9000#section-14.1
-        //# Servers MUST
-        //# drop incoming packets under all other circumstances.
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-5.2.2
+        //# Servers MUST drop incoming packets under all other circumstances.
         if self.server.is_none() || len < 1200 {
             return;
         }
@@ -787,9 +800,9 @@ impl Endpoint {
         received_len: usize,
     ) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.3
-        //# An endpoint MUST ensure that every Stateless Reset that it sends is
-        //# smaller than the packet that triggered it, unless it maintains other
-        //# means to prevent looping.
+        //# An endpoint MUST ensure that every Stateless Reset that it sends is smaller than
+        //# the packet that triggered it, unless it maintains state sufficient to prevent
+        //# looping.
         const MIN_RESET: usize = 21;
         if received_len <= MIN_RESET || dcid.is_empty() {
             return;
@@ -798,7 +811,10 @@ impl Endpoint {
         let mut buf = vec![0u8; len - 16];
         self.rng.fill_bytes(&mut buf);
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3
-        //# The first byte ... Fixed Bit (1) = 1, Header Form (1) = 0
+        //# A Stateless Reset uses an entire UDP datagram, starting with the first two bits
+        //# of the packet header.  The remainder of the first byte and an arbitrary number
+        //# of bytes following it are set to values that SHOULD be indistinguishable
+        //# from random.
         buf[0] = (buf[0] & 0x3f) | 0x40;
         let token = self.reset_key.token(dcid);
         buf.extend_from_slice(&token.0);

@@ -215,8 +215,8 @@ impl fmt::Display for PathId {
 pub const RESET_TOKEN_SIZE: usize = 16;
 
 /// A stateless reset token bound to a connection ID.
-//= https://www.rfc-editor.org/rfc/rfc9000#section-10.3
-//# A stateless reset uses an unpredictable value as a Stateless Reset Token
+//= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.2
+//# The stateless reset token MUST be difficult to guess.
 #[derive(Copy, Clone, Eq, PartialEq, Hash, Default)]
 pub struct ResetToken(pub [u8; RESET_TOKEN_SIZE]);
 

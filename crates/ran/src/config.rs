@@ -172,6 +172,39 @@ pub struct HandoverConfig {
     pub wlan_reassociation: DelayDist,
     /// Source-cell link-layer context release.
     pub context_release: ContextReleaseConfig,
+    /// An A1 report (the serving cell became good again) cancels a handover the network
+    /// has decided on but not yet commanded: the handovers M2HO's first fallback is for
+    /// (M2HO Sec. 4.2). Off by default.
+    pub cancel_on_a1: bool,
+    /// Radio link failure on a serving cell whose downlink quality stays bad: a fall back
+    /// without a measurement report (M2HO Sec. 6.3.1). Off by default.
+    pub radio_link_failure: Option<RlfConfig>,
+}
+
+/// Radio link failure (TS 38.331 5.3.10.3, simplified): the serving cell's SINR below
+/// `qout_sinr_db` (out of sync, N310 in a row) for `t310_ms` declares a failure; the UE
+/// re-establishes on the strongest detected cell after an interruption, with no report and
+/// no handover command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlfConfig {
+    /// Out-of-sync SINR threshold, dB (Qout: about 10 % PDCCH block errors).
+    pub qout_sinr_db: f64,
+    /// Time out of sync before the failure is declared, ms (T310; 1000 ms, a common
+    /// operator setting among the values TS 38.331 allows).
+    pub t310_ms: f64,
+    /// Serving cell types the failure applies to (default: mmWave).
+    pub rats: Vec<RadioType>,
+}
+
+impl Default for RlfConfig {
+    fn default() -> Self {
+        RlfConfig {
+            qout_sinr_db: -8.0,
+            t310_ms: 1000.0,
+            rats: vec![RadioType::NrFr2],
+        }
+    }
 }
 
 impl Default for HandoverConfig {
@@ -185,6 +218,8 @@ impl Default for HandoverConfig {
             sn_release: DelayDist::Constant { ms: 20.0 },
             wlan_reassociation: DelayDist::normal_symmetric(60.0, 15.0, 40.0),
             context_release: ContextReleaseConfig::default(),
+            cancel_on_a1: false,
+            radio_link_failure: None,
         }
     }
 }
@@ -937,6 +972,14 @@ impl RadioConfig {
                     "must be a probability",
                 ));
             }
+        }
+        if let Some(r) = &h.radio_link_failure
+            && !(r.t310_ms.is_finite() && r.t310_ms >= 0.0 && r.qout_sinr_db.is_finite())
+        {
+            return Err(ConfigError::new(
+                "handover.radio_link_failure",
+                "t310_ms must be a non-negative number and qout_sinr_db a number",
+            ));
         }
         validate_events(&self.rrc.events, "rrc.events")?;
         let mut cells = Vec::with_capacity(self.cells.len());

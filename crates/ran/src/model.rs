@@ -13,7 +13,8 @@ use crate::phy;
 use crate::predict::{AnyPredictor, GbtModel, ModelError, Observation, Predictor};
 use crate::rrc::{EventMachine, EventOutput, L3Filter, Measured};
 use polypath_link::{
-    CellId, CellMeasurement, DownReason, HandoverDirection, LinkEvent, LinkEventKind, RadioType,
+    CellId, CellMeasurement, DownReason, HandoverDirection, LinkEvent, LinkEventKind, MeasEvent,
+    RadioType,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -124,6 +125,11 @@ struct Leg {
     serving: Option<usize>,
     status: Status,
     busy: bool,
+    /// Incremented when a decided handover is cancelled: a pending command of an older
+    /// epoch is not sent.
+    ho_epoch: u64,
+    /// Since when the serving cell has been out of sync (radio link failure monitoring).
+    out_of_sync_since: Option<u64>,
     last: Option<(u64, u64)>,
     slot: Option<SlotParams>,
     preds: Vec<PredState>,
@@ -180,6 +186,7 @@ enum Pending {
         group: CellGroup,
         target: usize,
         keeps_sn: bool,
+        epoch: u64,
     },
     HoExecute {
         ue: usize,
@@ -282,6 +289,8 @@ impl RadioModel {
                 serving: None,
                 status: Status::Down,
                 busy: false,
+                ho_epoch: 0,
+                out_of_sync_since: None,
                 last: None,
                 slot: None,
                 preds: config
@@ -886,6 +895,10 @@ impl RadioModel {
                                 on_leave,
                             },
                         );
+                        if !on_leave && cfg.event == MeasEvent::A1 && self.cfg.handover.cancel_on_a1
+                        {
+                            self.cancel_handover(ui, mi, group);
+                        }
                         if !on_leave {
                             self.network_decision(
                                 t,
@@ -949,6 +962,7 @@ impl RadioModel {
                     return;
                 }
                 leg.busy = true;
+                let epoch = leg.ho_epoch;
                 let d = self.sample(ui, &ho.report_to_command);
                 self.schedule(
                     t + d,
@@ -958,6 +972,7 @@ impl RadioModel {
                         group,
                         target,
                         keeps_sn: action == EventAction::MnHandoverKeepSn,
+                        epoch,
                     },
                 );
             }
@@ -995,6 +1010,26 @@ impl RadioModel {
         }
     }
 
+    /// The serving node drops a handover it decided on and has not commanded yet (an A1
+    /// report: the serving cell is good again).
+    fn cancel_handover(&mut self, ui: usize, mi: usize, group: CellGroup) {
+        let r = match group {
+            CellGroup::Mcg => LegRef::Mcg(mi),
+            CellGroup::Scg => LegRef::Scg(mi),
+        };
+        let pending = self.pending.values().any(|p| {
+            matches!(p, Pending::HoCommand { ue, modem, group: g, .. } if *ue == ui && *modem == mi && *g == group)
+        });
+        if let Some(leg) = self.leg_mut(ui, r)
+            && leg.busy
+            && leg.status == Status::Up
+            && pending
+        {
+            leg.ho_epoch += 1;
+            leg.busy = false;
+        }
+    }
+
     // ---------------------------------------------------------------- procedures
 
     fn run_pending(&mut self, t: u64, a: Pending) {
@@ -1005,12 +1040,17 @@ impl RadioModel {
                 group,
                 target,
                 keeps_sn,
+                epoch,
             } => {
                 let r = match group {
                     CellGroup::Mcg => LegRef::Mcg(modem),
                     CellGroup::Scg => LegRef::Scg(modem),
                 };
                 let Some(leg) = self.leg(ue, r) else { return };
+                if leg.ho_epoch != epoch {
+                    // Cancelled (the serving cell recovered): nothing is sent.
+                    return;
+                }
                 let (iface, source) = (leg.iface, leg.serving);
                 let Some(source) = source.filter(|_| leg.status == Status::Up) else {
                     if let Some(l) = self.leg_mut(ue, r) {
@@ -1289,6 +1329,7 @@ impl RadioModel {
     /// no longer detected are released.
     fn cellular_recovery(&mut self, t: u64) {
         let reest = self.cfg.handover.interruption.clone();
+        let failed = self.radio_link_failures(t);
         for ui in 0..self.ues.len() {
             for mi in 0..self.ues[ui].modems.len() {
                 let m = &self.ues[ui].modems[mi];
@@ -1296,7 +1337,8 @@ impl RadioModel {
                 let meas = &self.ues[ui].meas;
                 let lost =
                     |c: Option<usize>| c.is_some_and(|c| meas.get(c).is_none_or(Option::is_none));
-                let mcg_lost = !mcg.busy && mcg.status == Status::Up && lost(mcg.serving);
+                let mcg_lost = !mcg.busy && mcg.status == Status::Up && lost(mcg.serving)
+                    || failed.contains(&(ui, mi));
                 let scg_lost = m
                     .scg
                     .as_ref()
@@ -1337,10 +1379,19 @@ impl RadioModel {
                 }
                 let m = &self.ues[ui].modems[mi];
                 if !m.mcg.busy && m.mcg.status == Status::Down {
-                    // (Re-)establishment on the strongest allowed, detected cell.
+                    // (Re-)establishment on the strongest allowed, detected cell; with radio
+                    // link failure monitoring, only on a cell in sync (a suitable cell).
                     let scg_cell = m.scg.as_ref().and_then(|s| s.serving);
+                    let qout = self
+                        .cfg
+                        .handover
+                        .radio_link_failure
+                        .as_ref()
+                        .map(|r| r.qout_sinr_db);
+                    let radio = &self.ues[ui].radio;
                     let best = (0..self.cells.len())
                         .filter(|ci| Some(*ci) != scg_cell)
+                        .filter(|ci| qout.is_none_or(|q| radio[*ci].is_some_and(|r| r.sinr >= q)))
                         .filter(|ci| {
                             let c = &self.cells[*ci];
                             c.operator == m.operator && m.rats.contains(&c.rat)
@@ -1363,6 +1414,39 @@ impl RadioModel {
                 }
             }
         }
+    }
+
+    /// MCG legs whose serving cell has been out of sync (SINR below Qout) for T310 now:
+    /// radio link failure, with no report and no command. A leg in a handover procedure
+    /// (`busy`) is not monitored.
+    fn radio_link_failures(&mut self, t: u64) -> Vec<(usize, usize)> {
+        let Some(rlf) = self.cfg.handover.radio_link_failure.clone() else {
+            return Vec::new();
+        };
+        let t310 = crate::dist::ms_to_ns(rlf.t310_ms);
+        let mut failed = Vec::new();
+        for ui in 0..self.ues.len() {
+            for mi in 0..self.ues[ui].modems.len() {
+                let leg = &self.ues[ui].modems[mi].mcg;
+                let bad = !leg.busy
+                    && leg.status == Status::Up
+                    && leg.serving.is_some_and(|c| {
+                        rlf.rats.contains(&self.cells[c].rat)
+                            && self.ues[ui].radio[c].is_none_or(|r| r.sinr < rlf.qout_sinr_db)
+                    });
+                let leg = &mut self.ues[ui].modems[mi].mcg;
+                if !bad {
+                    leg.out_of_sync_since = None;
+                    continue;
+                }
+                let since = *leg.out_of_sync_since.get_or_insert(t);
+                if t >= since + t310 {
+                    leg.out_of_sync_since = None;
+                    failed.push((ui, mi));
+                }
+            }
+        }
+        failed
     }
 
     fn wlan_association(&mut self, t: u64) {

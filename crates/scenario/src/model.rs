@@ -728,6 +728,9 @@ pub enum FlowKind {
     RequestResponse(RequestResponseFlow),
     /// A command line run on the `from` host by the emulator (the simulator refuses it).
     Command(CommandFlow),
+    /// A kernel TCP or MPTCP bulk transfer, run by the emulator with its TCP tool
+    /// (`polypath tcp`); the simulator refuses it.
+    Tcp(TcpFlow),
 }
 
 impl FlowKind {
@@ -739,6 +742,7 @@ impl FlowKind {
             FlowKind::OnOff(_) => "onoff",
             FlowKind::RequestResponse(_) => "reqresp",
             FlowKind::Command(_) => "command",
+            FlowKind::Tcp(_) => "tcp",
         }
     }
 }
@@ -773,6 +777,13 @@ pub struct QuicFlow {
     pub stack: String,
     /// Server UDP port (default 4433).
     pub port: u16,
+    /// The sending application's rate limit, bit/s of stream data (unlimited if unset):
+    /// the sender hands the stream its bytes no faster than this, as a rate-limited
+    /// source such as `iperf -b` does.
+    pub rate: Option<f64>,
+    /// With `rate`: the size of the application's writes (a device's message), bytes;
+    /// default: a millisecond's worth at the rate, at least 1200 bytes.
+    pub message_size: Option<u64>,
     /// Free-form `[flow.options]` for the adapter.
     pub options: toml::Table,
 }
@@ -806,11 +817,36 @@ pub struct CommandFlow {
     pub port: Option<u16>,
 }
 
+/// `kind = "tcp"` parameters: a kernel TCP (or MPTCP) bulk transfer from `from` to `to`,
+/// run by the emulator as `polypath tcp recv` on `to` and `polypath tcp send` on `from`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpFlow {
+    /// Open the sockets with `IPPROTO_MPTCP` (default false: plain TCP).
+    pub mptcp: bool,
+    /// Congestion controller of the sender's socket (`TCP_CONGESTION`, e.g. `cubic`,
+    /// `reno`, `bbr`); the host's default when unset.
+    pub cc: Option<String>,
+    /// The sending application's rate limit, bit/s of stream data (unlimited if unset).
+    pub rate: Option<f64>,
+    /// With `rate`: the size of the application's writes (a device's message), bytes;
+    /// default: a millisecond's worth at the rate, at least 1200 bytes.
+    pub message_size: Option<u64>,
+    /// Bytes to send; without it the sender sends until the instance's `stop` (or the end
+    /// of the run).
+    pub bytes: Option<u64>,
+    /// The receiver's TCP port (default 5201; the next free one above it when another
+    /// instance already listens there on the same host).
+    pub port: u16,
+}
+
 /// `kind = "cbr"` parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CbrFlow {
-    /// Rate in bit/s, counting whole IP packets.
+    /// Rate in bit/s, counting whole IP packets (per device with `devices`).
     pub rate: f64,
+    /// How many devices one sender stands for (default 1): each sends `rate` with its own
+    /// phase (`polypath_sim::traffic::CbrSource::devices`).
+    pub devices: u32,
     /// IP packet size in bytes (IP and UDP headers included; default 1500).
     pub packet_size: u32,
     /// Stop after this many bytes (IP packet bytes), if set.

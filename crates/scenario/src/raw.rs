@@ -410,6 +410,7 @@ pub(crate) enum RawFlowKind {
     Onoff,
     Reqresp,
     Command,
+    Tcp,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -458,6 +459,12 @@ pub(crate) struct RawFlow {
     pub count: Option<u64>,
     // command
     pub command: Option<String>,
+    // tcp
+    pub mptcp: Option<bool>,
+    // cbr
+    pub devices: Option<u32>,
+    // tcp, quic
+    pub message_size: Option<Size>,
 }
 
 // ---- string-or-table deserializers ----------------------------------------

@@ -1078,7 +1078,7 @@ fn quic_transactions(
 }
 
 fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
-    let set: [(&str, bool); 17] = [
+    let set: [(&str, bool); 20] = [
         ("bytes", f.bytes.is_some()),
         ("stack", f.stack.is_some()),
         ("direction", f.direction.is_some()),
@@ -1096,6 +1096,9 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
         ("response_size", f.response_size.is_some()),
         ("interval", f.interval.is_some()),
         ("command", f.command.is_some()),
+        ("mptcp", f.mptcp.is_some()),
+        ("devices", f.devices.is_some()),
+        ("message_size", f.message_size.is_some()),
     ];
     let allowed: &[&str] = match f.kind {
         RawFlowKind::Quic => &[
@@ -1110,11 +1113,14 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             "request_size",
             "response_size",
             "interval",
+            "rate",
+            "message_size",
         ],
-        RawFlowKind::Cbr => &["rate", "packet_size", "bytes"],
+        RawFlowKind::Cbr => &["rate", "packet_size", "bytes", "devices"],
         RawFlowKind::Onoff => &["rate", "packet_size", "bytes", "on", "off", "dist"],
         RawFlowKind::Reqresp => &["request_size", "response_size", "interval", "packet_size"],
         RawFlowKind::Command => &["command", "port"],
+        RawFlowKind::Tcp => &["mptcp", "cc", "rate", "bytes", "port", "message_size"],
     };
     if let Some((name, _)) = set.iter().find(|(n, s)| *s && !allowed.contains(n)) {
         return Err(ctx.err(
@@ -1137,6 +1143,24 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             ));
         }
         Ok(s as u32)
+    };
+    let message_size = || -> Result<Option<u64>, Error> {
+        let Some(m) = f.message_size else {
+            return Ok(None);
+        };
+        if f.rate.is_none() {
+            return Err(ctx.err(
+                &format!("{p}.message_size"),
+                "`message_size` sizes the writes of a rate-limited sender: it needs `rate`",
+            ));
+        }
+        if m.0 == 0 {
+            return Err(ctx.err(
+                &format!("{p}.message_size"),
+                "message_size must be positive",
+            ));
+        }
+        Ok(Some(m.0))
     };
     let rate = || -> Result<f64, Error> {
         let r = f
@@ -1167,6 +1191,12 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
                     ));
                 }
             };
+            if transactions.is_some() && f.rate.is_some() {
+                return Err(ctx.err(
+                    &format!("{p}.rate"),
+                    "`rate` does not apply to a quic flow with `request_size`",
+                ));
+            }
             if transactions.is_some() && f.direction.is_some() {
                 return Err(ctx.err(
                     &format!("{p}.direction"),
@@ -1185,11 +1215,20 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
                 path_manager: f.path_manager.clone().unwrap_or_else(|| "default".into()),
                 stack: f.stack.clone().unwrap_or_else(|| "polypath".into()),
                 port: f.port.unwrap_or(4433),
+                rate: f.rate.is_some().then(rate).transpose()?,
+                message_size: message_size()?,
                 options: f.options.clone().unwrap_or_default(),
             })
         }
         RawFlowKind::Cbr => FlowKind::Cbr(CbrFlow {
             rate: rate()?,
+            devices: match f.devices {
+                None => 1,
+                Some(0) => {
+                    return Err(ctx.err(&format!("{p}.devices"), "devices must be at least 1"));
+                }
+                Some(n) => n,
+            },
             packet_size: packet_size(1500)?,
             bytes: f.bytes.map(|b| b.0),
         }),
@@ -1252,6 +1291,22 @@ fn flow_kind(ctx: &Ctx<'_>, p: &str, f: &RawFlow) -> Result<FlowKind, Error> {
             FlowKind::Command(CommandFlow {
                 command,
                 port: f.port,
+            })
+        }
+        RawFlowKind::Tcp => {
+            if f.bytes.is_some_and(|b| b.0 == 0) {
+                return Err(ctx.err(&format!("{p}.bytes"), "bytes must be positive"));
+            }
+            if f.cc.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                return Err(ctx.err(&format!("{p}.cc"), "cc must name a congestion controller"));
+            }
+            FlowKind::Tcp(TcpFlow {
+                mptcp: f.mptcp.unwrap_or(false),
+                cc: f.cc.clone(),
+                rate: f.rate.is_some().then(rate).transpose()?,
+                message_size: message_size()?,
+                bytes: f.bytes.map(|b| b.0),
+                port: f.port.unwrap_or(5201),
             })
         }
     })

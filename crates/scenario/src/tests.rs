@@ -209,10 +209,10 @@ fn semantic_errors_name_line_and_field() {
 
     let bad = TWO_PATH.replace(
         "scheduler = \"minrtt\"",
-        "scheduler = \"minrtt\"\nrate = \"1Mbit/s\"",
+        "scheduler = \"minrtt\"\npacket_size = 100",
     );
     let e = err_of(&bad);
-    assert_eq!(e.field.as_deref(), Some("flow[0].rate"), "{e}");
+    assert_eq!(e.field.as_deref(), Some("flow[0].packet_size"), "{e}");
 
     let bad = TWO_PATH.replace("to = \"server\"", "to = \"nobody\"");
     let e = err_of(&bad);
@@ -425,6 +425,84 @@ fn quic_flows_carry_transactions_with_request_and_response_sizes() {
     ] {
         let e = err_of(&TWO_PATH.replace("bytes = \"1GB\"", change));
         assert_eq!(e.field.as_deref(), Some(field), "{change}: {e}");
+    }
+}
+
+#[test]
+fn tcp_flows_and_rate_limited_quic_flows() {
+    let tcp = "kind = \"tcp\"\nfrom = \"client\"\nto = \"server\"";
+    let src = TWO_PATH.replace(
+        "bytes = \"1GB\"\nscheduler = \"minrtt\"\n[flow.options]\nmax_paths = 4\n",
+        "bytes = \"1GB\"\nrate = \"100Mbit/s\"\n",
+    ) + &format!(
+        "[[flow]]\nname = \"t\"\n{tcp}\nmptcp = true\ncc = \"bbr\"\nrate = \"12.5Mbit/s\"\nport = 6000\n\
+             [[flow]]\nname = \"plain\"\n{tcp}\nbytes = \"1MB\"\n"
+    );
+    let s = parse(&src).unwrap();
+    let FlowKind::Quic(q) = &s.flows[0].kind else {
+        panic!("a quic flow");
+    };
+    assert_eq!(q.rate, Some(100e6));
+    assert_eq!(
+        s.flows[1].kind,
+        FlowKind::Tcp(TcpFlow {
+            mptcp: true,
+            cc: Some("bbr".into()),
+            rate: Some(12.5e6),
+            message_size: None,
+            bytes: None,
+            port: 6000,
+        })
+    );
+    assert_eq!(
+        s.flows[2].kind,
+        FlowKind::Tcp(TcpFlow {
+            mptcp: false,
+            cc: None,
+            rate: None,
+            message_size: None,
+            bytes: Some(1_000_000),
+            port: 5201,
+        })
+    );
+    assert_eq!(s.flows[2].kind.name(), "tcp");
+    let devices = parse(&format!(
+        "{TWO_PATH}[[flow]]\nname = \"d\"\nkind = \"cbr\"\nfrom = \"client\"\nto = \"server\"\n\
+         rate = \"0.1Mbit/s\"\npacket_size = 100\ndevices = 5980\n\
+         [[flow]]\nname = \"m\"\n{tcp}\nrate = \"1kbit/s\"\nmessage_size = \"100B\"\n"
+    ))
+    .unwrap();
+    let FlowKind::Cbr(c) = &devices.flows[1].kind else {
+        panic!("a cbr flow");
+    };
+    assert_eq!((c.devices, c.rate, c.packet_size), (5980, 1e5, 100));
+    let FlowKind::Tcp(t) = &devices.flows[2].kind else {
+        panic!("a tcp flow");
+    };
+    assert_eq!((t.rate, t.message_size), (Some(1e3), Some(100)));
+    for (flow, field) in [
+        (format!("{tcp}\nscheduler = \"minrtt\""), "flow[1].scheduler"),
+        (format!("{tcp}\nrate = \"0Mbit/s\""), "flow[1].rate"),
+        (format!("{tcp}\nbytes = 0"), "flow[1].bytes"),
+        (format!("{tcp}\ncc = \" \""), "flow[1].cc"),
+        (
+            "kind = \"cbr\"\nfrom = \"client\"\nto = \"server\"\nrate = \"1Mbit/s\"\nmptcp = true".into(),
+            "flow[1].mptcp",
+        ),
+        (
+            "kind = \"quic\"\nfrom = \"client\"\nto = \"server\"\nrequest_size = 1\nresponse_size = 1\nrate = \"1Mbit/s\"".into(),
+            "flow[1].rate",
+        ),
+        (format!("{tcp}\nmessage_size = 100"), "flow[1].message_size"),
+        (format!("{tcp}\nrate = \"1Mbit/s\"\nmessage_size = 0"), "flow[1].message_size"),
+        (
+            "kind = \"cbr\"\nfrom = \"client\"\nto = \"server\"\nrate = \"1Mbit/s\"\ndevices = 0".into(),
+            "flow[1].devices",
+        ),
+        (format!("{tcp}\ndevices = 3"), "flow[1].devices"),
+    ] {
+        let e = err_of(&format!("{TWO_PATH}[[flow]]\nname = \"x\"\n{flow}\n"));
+        assert_eq!(e.field.as_deref(), Some(field), "{flow}: {e}");
     }
 }
 

@@ -32,7 +32,10 @@ fn split_number(s: &str) -> Result<(f64, &str), String> {
     Ok((value, unit.trim()))
 }
 
-/// Parses a duration such as `"10ms"`.
+/// The units [`parse_duration`] accepts, for error messages.
+const DURATION_UNITS: &str = "ns, us, ms, s, min or h";
+
+/// Parses a duration such as `"10ms"`, `"1.5s"`, `"2min"` (or `0` without a unit).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (v, unit) = split_number(s)?;
     if v < 0.0 {
@@ -46,9 +49,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "min" => 60.0,
         "h" => 3600.0,
         "" if v == 0.0 => 0.0,
-        _ => {
+        "" => {
             return Err(format!(
-                "duration `{s}` needs a unit: ns, us, ms, s, min or h"
+                "duration `{s}` needs a unit ({DURATION_UNITS}), e.g. `{v}s`"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "duration `{s}`: `{other}` is not a unit of time; use {DURATION_UNITS}"
             ));
         }
     };
@@ -84,28 +92,43 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(v * bits)
 }
 
-/// Parses a size such as `"64KB"` into bytes.
+/// The units [`parse_size`] accepts, for error messages.
+const SIZE_UNITS: &str = "B, kB (or K), MB (M), GB (G), TB (T), KiB, MiB, GiB or TiB";
+
+/// Parses a size such as `"64KB"`, `"100MB"`, `"1.5GB"`, `"64KiB"` or `"4096"` into
+/// bytes. `kB`/`KB`/`K`, `MB`/`M`, `GB`/`G` and `TB`/`T` are powers of 1000; `KiB`,
+/// `MiB`, `GiB` and `TiB` powers of 1024. Units are case-sensitive: `Mb` would be megabits,
+/// which is not a size.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let (v, unit) = split_number(s)?;
     if v < 0.0 {
         return Err(format!("size `{s}` is negative"));
     }
-    let mult = match unit {
-        "B" | "" => 1.0,
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => {
+    let multiplier: u64 = match unit {
+        "B" | "" => 1,
+        "kB" | "KB" | "K" => 1_000,
+        "MB" | "M" => 1_000_000,
+        "GB" | "G" => 1_000_000_000,
+        "TB" | "T" => 1_000_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        other => {
             return Err(format!(
-                "size `{s}` needs a unit: B, KB, MB, GB, KiB, MiB or GiB"
+                "size `{s}`: `{other}` is not a unit of size; use {SIZE_UNITS}"
             ));
         }
     };
-    let bytes = (v * mult).round();
+    // Whole numbers stay exact beyond 2^53.
+    let trimmed = s.trim();
+    let number = trimmed[..trimmed.len() - unit.len()].trim();
+    if let Ok(n) = number.parse::<u64>() {
+        return n
+            .checked_mul(multiplier)
+            .ok_or_else(|| format!("size `{s}` is too large"));
+    }
+    let bytes = (v * multiplier as f64).round();
     if bytes > u64::MAX as f64 {
         return Err(format!("size `{s}` is too large"));
     }
@@ -217,6 +240,15 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("1e400s").is_err());
+        // The message says what is wrong: a missing unit, or one that is not a unit.
+        let e = parse_duration("8 parsecs").unwrap_err();
+        assert!(
+            e.contains("`parsecs` is not a unit of time") && e.contains("ms"),
+            "{e}"
+        );
+        assert!(!e.contains("needs a unit"), "{e}");
+        let e = parse_duration("10").unwrap_err();
+        assert!(e.contains("needs a unit") && e.contains("`10s`"), "{e}");
     }
 
     #[test]
@@ -237,6 +269,17 @@ mod tests {
         assert_eq!(parse_size("1500"), Ok(1500));
         assert_eq!(parse_size("1500B"), Ok(1500));
         assert!(parse_size("1Gb").is_err());
+        assert_eq!(parse_size("100 MB"), Ok(100_000_000));
+        assert_eq!(parse_size("2M"), Ok(2_000_000));
+        assert_eq!(parse_size("1.5GB"), Ok(1_500_000_000));
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        assert!(parse_size("MB").is_err());
+        assert!(parse_size("99999999999999999999TB").is_err());
+        let e = parse_size("12 parsecs").unwrap_err();
+        assert!(
+            e.contains("`parsecs` is not a unit of size") && e.contains("MiB"),
+            "{e}"
+        );
     }
 
     #[test]

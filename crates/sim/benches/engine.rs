@@ -109,6 +109,7 @@ fn main() {
             }
         }
         f.kind = FlowKind::Cbr(CbrFlow {
+            devices: 1,
             rate: 200e6,
             packet_size: 1500,
             bytes: Some(1_000_000_000),

@@ -162,19 +162,24 @@ pub fn udp_agents(
     let start = SimTime::from_duration(inst.start);
     let stop = inst.stop.map(SimTime::from_duration);
     let idx = inst.index;
-    if matches!(f.kind, FlowKind::Quic(_) | FlowKind::Command(_)) {
+    if matches!(
+        f.kind,
+        FlowKind::Quic(_) | FlowKind::Command(_) | FlowKind::Tcp(_)
+    ) {
         return Ok(None);
     }
     let lp = ctx.alloc_port(inst.from)?;
     let rp = ctx.alloc_port(inst.to)?;
     let paths = path_addrs(inst, lp, rp);
     let (sender, receiver): (Box<dyn Agent + Send>, Box<dyn Agent + Send>) = match &f.kind {
-        FlowKind::Quic(_) | FlowKind::Command(_) => return Ok(None),
+        FlowKind::Quic(_) | FlowKind::Command(_) | FlowKind::Tcp(_) => return Ok(None),
         FlowKind::Cbr(c) => (
-            Box::new(CbrSource::new(
+            Box::new(CbrSource::devices(
                 paths,
                 c.rate,
                 c.packet_size,
+                c.devices,
+                ctx.agent_seed(flow, idx, 0),
                 start,
                 stop,
                 c.bytes,

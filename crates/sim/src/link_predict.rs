@@ -2,7 +2,7 @@
 //! `predictor = { ... }` (a rule of `polypath_ran::predict` or a prediction file) reports
 //! every `period`, like a modem reporting its throughput estimate, and each report reaches
 //! the agents of the told hosts as a `predicted_throughput` link event, the way the radio
-//! model's `[[radio.predictors]]` reach a UE. LAMP5G (seed paper 000, Section IV-A) reads
+//! model's `[[radio.predictors]]` reach a UE. LAMP5G (the LAMP5G paper, Section IV-A) reads
 //! it as the path's predicted link throughput `T_i`.
 //!
 //! The rules are the radio model's own predictor implementations

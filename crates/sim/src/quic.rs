@@ -51,6 +51,7 @@ use crate::agent::{Agent, AgentStats, Datagram, PathStats, Record};
 use crate::build::{AgentFactory, BuildContext};
 use crate::error::SimError;
 use crate::time::SimTime;
+use crate::traffic::AppRate;
 
 /// ALPN protocol of simulated transfers.
 pub(crate) const ALPN: &[u8] = b"polypath-sim";
@@ -467,7 +468,7 @@ fn parse_options(
 /// Scheduler parameters applied at a simulated time (`[[flow.options.scheduler_changes]]`):
 /// both endpoints of every instance call [`Connection::configure_scheduler`] with them at
 /// `at` (simulated time since the run's start), e.g. to change WRR weights during a run as
-/// 5G-CLARITY does (seed paper 002, Sections 6.2 and 6.5).
+/// 5G-CLARITY does (the 5G-CLARITY paper, Sections 6.2 and 6.5).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SchedulerChange {
     /// When.
@@ -710,6 +711,9 @@ impl AgentFactory for QuicFactory {
                 scheduler_params: opts.scheduler.clone(),
                 scheduler_changes: Rc::new(opts.scheduler_changes.clone()),
                 outcome,
+                rate: q
+                    .rate
+                    .and_then(|r| AppRate::with_message(r, q.message_size)),
             },
         };
         let tls = self.tls()?;
@@ -866,6 +870,8 @@ pub(crate) struct Common {
     /// Scheduler parameters to apply later, in time order.
     pub scheduler_changes: Rc<Vec<SchedulerChange>>,
     pub outcome: Rc<RefCell<TransferOutcome>>,
+    /// The sending application's rate limit (the flow's `rate`).
+    pub rate: Option<AppRate>,
 }
 
 /// What a transfer application needs from a QUIC connection: one stream, opened or
@@ -964,6 +970,10 @@ pub(crate) struct Transfer<S> {
     /// time of the first request).
     issued: u64,
     opened_at: Option<SimTime>,
+    /// Rate-limited sender: when it started handing over the transfer's bytes.
+    data_started: Option<SimTime>,
+    /// Rate-limited sender: when its next piece is due, while it waits for one.
+    next_piece: Option<SimTime>,
 }
 
 impl<S: Copy + PartialEq> Transfer<S> {
@@ -982,6 +992,8 @@ impl<S: Copy + PartialEq> Transfer<S> {
             issued_at: VecDeque::new(),
             issued: 0,
             opened_at: None,
+            data_started: None,
+            next_piece: None,
         }
     }
 
@@ -1077,13 +1089,28 @@ impl<S: Copy + PartialEq> Transfer<S> {
         let data = self.sends_data();
         if error.is_none() {
             let total = self.c.total;
-            error = self.write_due(conn, id, |sent, left| {
+            // A rate-limited sender hands over what its rate allows so far (from the
+            // moment it has something to send).
+            let mut limit = self.to_send;
+            self.next_piece = None;
+            if let (true, Some(rate)) = (data && self.to_send > 0, self.c.rate) {
+                let started = *self.data_started.get_or_insert(now);
+                limit = limit.min(limit_of(rate, started, now));
+            }
+            error = self.write_due(conn, id, limit, |sent, left| {
                 if data {
                     transfer_slice(sent, left)
                 } else {
                     Bytes::copy_from_slice(&total.to_be_bytes()[sent as usize..])
                 }
             });
+        }
+        if let (Some(rate), Some(started)) = (self.c.rate, self.data_started)
+            && error.is_none()
+            && self.sent < self.to_send
+            && self.sent >= limit_of(rate, started, now)
+        {
+            self.next_piece = Some(started + rate.due(self.sent));
         }
         if error.is_none()
             && self.to_send > 0
@@ -1131,10 +1158,12 @@ impl<S: Copy + PartialEq> Transfer<S> {
         &mut self,
         conn: &mut C,
         id: S,
+        limit: u64,
         piece: impl Fn(u64, u64) -> Bytes,
     ) -> Option<String> {
-        while self.sent < self.to_send {
-            let chunk = piece(self.sent, self.to_send - self.sent);
+        let end = self.to_send.min(limit);
+        while self.sent < end {
+            let chunk = piece(self.sent, end - self.sent);
             let len = chunk.len();
             match conn.write(id, chunk) {
                 Ok(n) => {
@@ -1247,7 +1276,7 @@ impl<S: Copy + PartialEq> Transfer<S> {
                 self.issued += 1;
                 self.to_send += txn.request;
             }
-            if let Some(e) = self.write_due(conn, id, transfer_slice) {
+            if let Some(e) = self.write_due(conn, id, u64::MAX, transfer_slice) {
                 return Some(e);
             }
             match self.read_checked(conn, id) {
@@ -1290,7 +1319,7 @@ impl<S: Copy + PartialEq> Transfer<S> {
             ReadStep::Failed(e) => return Some(format!("reading: {e}")),
         }
         self.to_send = self.received / txn.request * txn.response;
-        let error = self.write_due(conn, id, transfer_slice);
+        let error = self.write_due(conn, id, u64::MAX, transfer_slice);
         self.done = stopping
             || match txn.count {
                 Some(n) => self.sent == n.saturating_mul(txn.response),
@@ -1328,7 +1357,8 @@ impl<S: Copy + PartialEq> Transfer<S> {
             Some(self.c.start)
         } else {
             let stop = self.c.stop.filter(|_| !gone && !self.done);
-            earliest(stop, self.next_request().filter(|_| !gone))
+            let app = earliest(self.next_request(), self.next_piece);
+            earliest(stop, app.filter(|_| !gone))
         };
         earliest(stack, own)
     }
@@ -1344,6 +1374,11 @@ impl<S: Copy + PartialEq> Transfer<S> {
             stats.app_bytes_received = self.received;
         }
     }
+}
+
+/// Bytes a rate-limited sender that started at `started` may have handed over at `now`.
+fn limit_of(rate: AppRate, started: SimTime, now: SimTime) -> u64 {
+    rate.allowed(Duration::from_nanos(now.0.saturating_sub(started.0)))
 }
 
 /// The client's connection, made at the instance's start.

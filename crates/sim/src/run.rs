@@ -171,6 +171,12 @@ pub fn prepare(
                              (`polypath emu run`)",
                             f.name
                         )
+                    } else if matches!(f.kind, polypath_scenario::FlowKind::Tcp(_)) {
+                        format!(
+                            "flow `{}` is a kernel TCP transfer, which only the emulator can \
+                             run (`polypath emu run`)",
+                            f.name
+                        )
                     } else {
                         format!(
                             "no agent factory builds flow `{}` of kind `{}`",

@@ -30,13 +30,17 @@ pub fn payload_len(packet_size: u32, dst: SocketAddr) -> usize {
 /// One (local, remote) address pair a sender uses.
 pub type PathAddrs = (SocketAddr, SocketAddr);
 
-/// Sends packets of a fixed size at a constant rate, cycling over its paths.
+/// Sends packets of a fixed size at a constant rate, cycling over its paths; or stands
+/// for a population of such devices ([`CbrSource::devices`]).
 #[derive(Debug, Clone)]
 pub struct CbrSource {
     paths: Vec<PathAddrs>,
     next_path: usize,
     packet_size: u32,
+    /// Time between one device's packets, ns.
     interval_ns: f64,
+    /// Each device's offset into the interval, ns, ascending (`[0.0]` for one device).
+    phases: Vec<f64>,
     base: u64,
     k: u64,
     next_at: u64,
@@ -69,6 +73,7 @@ impl CbrSource {
             next_path: 0,
             packet_size,
             interval_ns,
+            phases: vec![0.0],
             base: start.0,
             k: 0,
             next_at: start.0,
@@ -77,6 +82,36 @@ impl CbrSource {
             sent_wire: 0,
             app_sent: 0,
         }
+    }
+
+    /// `devices` devices, each sending `rate` bit/s (so `devices * rate` in all) of
+    /// `packet_size`-byte packets with its own timing: device `i` sends at `start + phase_i
+    /// + j * interval`, its phase drawn uniformly in `[0, interval)` from `seed`. One agent
+    /// (one socket in the emulator) stands for the whole population, which the
+    /// emulator could not run as one process per device; `bytes_limit` counts them all.
+    #[allow(clippy::too_many_arguments)]
+    pub fn devices(
+        paths: Vec<PathAddrs>,
+        rate: f64,
+        packet_size: u32,
+        devices: u32,
+        seed: u64,
+        start: SimTime,
+        stop: Option<SimTime>,
+        bytes_limit: Option<u64>,
+    ) -> Self {
+        let mut s = Self::new(paths, rate, packet_size, start, stop, bytes_limit);
+        if s.interval_ns.is_finite() && devices > 1 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut phases: Vec<f64> = (0..devices)
+                .map(|_| rng.random::<f64>() * s.interval_ns)
+                .collect();
+            phases.sort_by(f64::total_cmp);
+            s.next_at = start.0.saturating_add(phases[0].round() as u64);
+            s.phases = phases;
+            s.check_done();
+        }
+        s
     }
 
     fn check_done(&mut self) {
@@ -89,7 +124,7 @@ impl CbrSource {
     fn restart(&mut self, t: u64) {
         self.base = t;
         self.k = 0;
-        self.next_at = t;
+        self.next_at = t.saturating_add(self.phases[0].round() as u64);
     }
 
     fn emit(&mut self) -> Option<Datagram> {
@@ -99,7 +134,9 @@ impl CbrSource {
         self.sent_wire += u64::from(self.packet_size);
         self.app_sent += len as u64;
         self.k += 1;
-        let t = self.base as f64 + self.k as f64 * self.interval_ns;
+        let n = self.phases.len() as u64;
+        let (round, device) = (self.k / n, (self.k % n) as usize);
+        let t = self.base as f64 + self.phases[device] + round as f64 * self.interval_ns;
         self.next_at = if t >= u64::MAX as f64 {
             u64::MAX
         } else {
@@ -541,8 +578,161 @@ impl Agent for ResponseServer {
     }
 }
 
+/// How a rate-limited sending application (the `rate` of `quic` and `tcp` flows) hands its
+/// bytes to the transport: in pieces of one millisecond's worth at the rate (at least
+/// [`AppRate::MIN_PIECE`] bytes), piece `k` at `k * piece / rate` after the start, so the
+/// transport never holds more than what the rate allows plus one piece, like a
+/// rate-limited `iperf` client. The simulator's QUIC application, `polypath client` /
+/// `server --rate` and `polypath tcp send --rate` all pace with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AppRate {
+    bytes_per_s: f64,
+    piece: u64,
+}
+
+impl AppRate {
+    /// Smallest piece handed over at once, bytes (one full-size packet's payload).
+    pub const MIN_PIECE: u64 = 1200;
+    /// Time one piece lasts at the rate (unless [`AppRate::MIN_PIECE`] is larger).
+    pub const PIECE_TIME: std::time::Duration = std::time::Duration::from_millis(1);
+
+    /// The pacing of `bits_per_s`; `None` unless it is positive and finite.
+    pub fn new(bits_per_s: f64) -> Option<AppRate> {
+        Self::with_message(bits_per_s, None)
+    }
+
+    /// The pacing of `bits_per_s` in pieces of `message` bytes (a device's message; the
+    /// default pieces when `None`); `None` unless the rate is positive and finite and the
+    /// message, if given, at least a byte.
+    pub fn with_message(bits_per_s: f64, message: Option<u64>) -> Option<AppRate> {
+        if !(bits_per_s.is_finite() && bits_per_s > 0.0) || message == Some(0) {
+            return None;
+        }
+        let bytes_per_s = bits_per_s / 8.0;
+        let piece = message.unwrap_or_else(|| {
+            ((bytes_per_s * Self::PIECE_TIME.as_secs_f64()) as u64).max(Self::MIN_PIECE)
+        });
+        Some(AppRate { bytes_per_s, piece })
+    }
+
+    /// Bytes per piece.
+    pub fn piece(&self) -> u64 {
+        self.piece
+    }
+
+    /// Bytes the application may have handed over `elapsed` after its start (every piece
+    /// that is due, the first one at once).
+    pub fn allowed(&self, elapsed: std::time::Duration) -> u64 {
+        // The tolerance keeps `allowed(due(x)) > x` despite rounding.
+        let pieces = (elapsed.as_secs_f64() * self.bytes_per_s / self.piece as f64 + 1e-6).floor();
+        let pieces = if pieces.is_finite() && pieces >= 0.0 {
+            (pieces as u64).saturating_add(1)
+        } else {
+            1
+        };
+        pieces.saturating_mul(self.piece)
+    }
+
+    /// How long after the start the piece holding byte `offset` is due (so when
+    /// [`AppRate::allowed`] first exceeds `offset`).
+    pub fn due(&self, offset: u64) -> std::time::Duration {
+        let piece = offset / self.piece;
+        // Rounded up to the nanosecond, so the piece is due at the returned time.
+        let nanos = (piece as f64 * self.piece as f64 / self.bytes_per_s * 1e9).ceil();
+        if nanos >= u64::MAX as f64 {
+            return std::time::Duration::MAX;
+        }
+        std::time::Duration::from_nanos(nanos as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    /// Every packet time of a source, until `until` ns.
+    fn send_times(src: &mut CbrSource, until: u64) -> Vec<u64> {
+        let mut times = Vec::new();
+        while let Some(t) = src.poll_timeout() {
+            if t.0 >= until {
+                break;
+            }
+            assert!(src.poll_transmit(t).is_some());
+            times.push(t.0);
+        }
+        times
+    }
+
+    #[test]
+    fn a_device_population_keeps_each_devices_timing() {
+        let path: PathAddrs = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:2".parse().unwrap());
+        // 1000 devices of 800 bit/s with 100-byte packets: one packet a second each.
+        let mut pop = CbrSource::devices(vec![path], 800.0, 100, 1000, 7, SimTime(0), None, None);
+        let times = send_times(&mut pop, 3_000_000_000);
+        assert_eq!(times.len(), 3000);
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order");
+        // Device i sends at phase_i, phase_i + 1 s, phase_i + 2 s.
+        for k in 0..1000 {
+            assert_eq!(times[k + 1000] - times[k], 1_000_000_000);
+            assert_eq!(times[k + 2000] - times[k], 1_000_000_000 * 2);
+        }
+        // The phases spread over the second (not one burst, not a regular comb).
+        let gaps: Vec<u64> = times[..1000].windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(times[0] < 20_000_000 && times[999] > 980_000_000);
+        assert!(gaps.iter().max().unwrap() > &(3 * gaps.iter().min().unwrap() + 1));
+        // The same seed, the same phases; another seed, others. One device: a plain CBR.
+        let again = send_times(
+            &mut CbrSource::devices(vec![path], 800.0, 100, 1000, 7, SimTime(0), None, None),
+            3_000_000_000,
+        );
+        assert_eq!(again, times);
+        let other = send_times(
+            &mut CbrSource::devices(vec![path], 800.0, 100, 1000, 8, SimTime(0), None, None),
+            1_000_000_000,
+        );
+        assert_ne!(other, times[..1000]);
+        let one = send_times(
+            &mut CbrSource::devices(vec![path], 800.0, 100, 1, 7, SimTime(0), None, None),
+            3_500_000_000,
+        );
+        assert_eq!(one, [0, 1_000_000_000, 2_000_000_000, 3_000_000_000]);
+    }
+
+    #[test]
+    fn app_rate_paces_pieces() {
+        // 96 Mbit/s = 12 MB/s: 12 000-byte pieces, one per millisecond.
+        let r = AppRate::new(96e6).unwrap();
+        assert_eq!(r.piece(), 12_000);
+        assert_eq!(r.allowed(Duration::ZERO), 12_000);
+        assert_eq!(r.allowed(Duration::from_micros(999)), 12_000);
+        assert_eq!(r.allowed(Duration::from_millis(1)), 24_000);
+        assert_eq!(r.allowed(Duration::from_secs(1)), 12_012_000);
+        assert_eq!(r.due(0), Duration::ZERO);
+        assert_eq!(r.due(11_999), Duration::ZERO);
+        assert_eq!(r.due(12_000), Duration::from_millis(1));
+        // Every piece is due at the time `due` says, whatever the rounding.
+        for rate in [96e6, 12.5e6, 7.77e6, 100e3, 1e9 / 3.0] {
+            let r = AppRate::new(rate).unwrap();
+            for k in [1u64, 2, 3, 999, 12_345, 1_000_003] {
+                let offset = k * r.piece() + k % r.piece();
+                assert!(r.allowed(r.due(offset)) > offset, "{rate} {offset}");
+                assert!(r.allowed(r.due(offset) - Duration::from_micros(1)) <= offset);
+            }
+        }
+        // Slow rates hand over one packet's payload at a time.
+        let slow = AppRate::new(100e3).unwrap();
+        assert_eq!(slow.piece(), AppRate::MIN_PIECE);
+        assert_eq!(slow.due(1200), Duration::from_millis(96));
+        assert!(AppRate::new(0.0).is_none() && AppRate::new(f64::NAN).is_none());
+        // A device's 100-byte messages at 800 bit/s: one a second.
+        let device = AppRate::with_message(800.0, Some(100)).unwrap();
+        assert_eq!(
+            (device.piece(), device.due(100)),
+            (100, Duration::from_secs(1))
+        );
+        assert_eq!(device.allowed(Duration::from_millis(1500)), 200);
+        assert!(AppRate::with_message(800.0, Some(0)).is_none());
+    }
     use super::*;
 
     fn addrs() -> PathAddrs {

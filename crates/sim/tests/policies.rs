@@ -54,7 +54,7 @@ fn delivered(out: &Path, links: &[&str], from_s: f64, end_s: f64) -> Vec<f64> {
 // ---------------------------------------------------------------------------------------
 // Must-show 2: schedulers.
 
-/// LAMP5G's NR-DC testbed paths (seed paper 000, Section VI-A: 300 Mbit/s 5 ms and
+/// LAMP5G's NR-DC testbed paths (the LAMP5G paper, Section VI-A: 300 Mbit/s 5 ms and
 /// 100 Mbit/s 8 ms), without their random loss, 1-BDP drop-tail queues.
 fn nrdc_links() -> Vec<(&'static str, String)> {
     vec![
@@ -102,7 +102,7 @@ fn lamp5g_and_wrr_3_1_fill_300_plus_100_mbit() {
     }
 }
 
-/// 5G-CLARITY's three links (seed paper 002, Section 6: 5G 342 Mbit/s, 10 ms one way;
+/// 5G-CLARITY's three links (the 5G-CLARITY paper, Section 6: 5G 342 Mbit/s, 10 ms one way;
 /// Wi-Fi 1190 Mbit/s, 1.3 ms; LiFi 12.1 Mbit/s, 1.1 ms) under true WRR (CWND_LIMITED=N)
 /// with equal weights. The rule: every path sends exactly one packet per round, so each
 /// carries as many packets as the slowest one can, and the total is held to about
@@ -173,7 +173,7 @@ fn transaction_times(out: &Path, from_s: f64) -> Vec<f64> {
     times
 }
 
-/// Redundant delivers the lowest latency. 5G-CLARITY's three links (seed paper 002,
+/// Redundant delivers the lowest latency. 5G-CLARITY's three links (the 5G-CLARITY paper,
 /// Section 6.3: one-way 10.1 ms 5G, 1.28 ms Wi-Fi, 1.08 ms LiFi on average) with the
 /// short-range links' delay varying per packet (uniform 0 to 1 ms on top of 0.78 and
 /// 0.58 ms, so their means are the paper's), and netperf-like back-to-back transactions

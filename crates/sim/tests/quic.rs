@@ -216,6 +216,41 @@ fn stop_time_ends_an_unfinished_transfer() {
     assert_eq!(o[0].corrupt, 0);
 }
 
+/// A `rate` holds the sending application to it: 1 MB at 8 Mbit/s takes about a second
+/// over a 100 Mbit/s link that carries it unlimited in a tenth of that, in both directions,
+/// and the data arrives intact.
+#[test]
+fn rate_limits_the_sending_application() {
+    let mut took = Vec::new();
+    for (direction, rate) in [
+        ("upload", ""),
+        ("upload", "rate = \"8Mbit/s\"\n"),
+        ("download", "rate = \"8Mbit/s\"\n"),
+    ] {
+        let src = pair(
+            "rate = \"100Mbit/s\"\ndelay = \"5ms\"",
+            &format!(
+                "[[flow]]\nname = \"f\"\nkind = \"quic\"\nfrom = \"a\"\nto = \"b\"\nbytes = \"1MB\"\ndirection = \"{direction}\"\n{rate}"
+            ),
+            "duration = \"5s\"\nstop_when_done = true",
+        );
+        let (_, o) = run_quic(&scenario(&src), 1, None);
+        assert_eq!(
+            (o[0].corrupt, o[0].received),
+            (0, 1_000_000),
+            "{direction} {rate}"
+        );
+        let done = o[0].completed.expect("completed").as_secs_f64();
+        println!("{direction} {}: {done:.3} s", rate.trim());
+        took.push(done);
+    }
+    assert!(took[0] < 0.3, "unlimited: {took:?}");
+    for t in &took[1..] {
+        // 1 s of pieces plus the handshake and the last piece's trip.
+        assert!((1.0..1.2).contains(t), "8 Mbit/s: {took:?}");
+    }
+}
+
 #[test]
 fn multipath_download_over_the_radio_model() {
     // The bundled two-gNB scenario with its raw-UDP flows replaced by a QUIC download to

@@ -483,8 +483,8 @@ fn link_queue_at(out: &Path, link: &str, dir: &str, t: f64) -> f64 {
         .unwrap_or_else(|| panic!("no {link} {dir} row at {t} s"))
 }
 
-/// LAMP5G follows a drop of predicted throughput before the transport sees it (seed paper
-/// 000, Section III-A: "sudden drops in predicted link layer throughput ... prompting the
+/// LAMP5G follows a drop of predicted throughput before the transport sees it (the LAMP5G
+/// paper, Section III-A: "sudden drops in predicted link layer throughput ... prompting the
 /// scheduler to avoid the affected path"; Section IV-A: the rank is
 /// `min(cwnd (1 − p) / RTT, T_i)`). Two paths of 50 Mbit/s, `a` with 10 ms one way and `b`
 /// with 15 ms; the server answers a request every 20 ms with 5 kB (2 Mbit/s: one path's
@@ -591,7 +591,7 @@ fn lamp5g_follows_a_predicted_throughput_drop_before_the_transport() {
 }
 
 /// LAMP5G switches its top path less often than minRTT when the paths' RTTs fluctuate
-/// (seed paper 000, Section III-A: minRTT may "frequently switch" between paths of similar
+/// (the LAMP5G paper, Section III-A: minRTT may "frequently switch" between paths of similar
 /// RTT, reordering packets, while LAMP5G "continues to transmit packets over the
 /// highest-ranked available path as long as its ranking remains stable", re-ranking only on
 /// significant events, here a smoothed-RTT change beyond 25 %, Section IV-A). Two equal

@@ -445,6 +445,25 @@ fn bundled_scenarios_parse_and_run() {
             n += 1;
             // Keep the test fast: the first half second of each.
             s.sim.duration = s.sim.duration.min(Duration::from_millis(500));
+            let emulator_only = s.flows.iter().position(|f| {
+                matches!(
+                    f.kind,
+                    polypath_sim::scenario::FlowKind::Tcp(_)
+                        | polypath_sim::scenario::FlowKind::Command(_)
+                )
+            });
+            if let Some(i) = emulator_only {
+                // Only the emulator runs it; the simulator says which flow and why.
+                let e = run_scenario(&s, &RunOptions::default(), Hooks::default())
+                    .err()
+                    .unwrap_or_else(|| panic!("{}: the simulator ran it", p.display()));
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("flow[{i}].kind")) && text.contains("emulator"),
+                    "{text}"
+                );
+                continue;
+            }
             let r = run(&s, 1);
             assert!(r.summary.events > 0, "{}", p.display());
         }

@@ -22,10 +22,15 @@ class Context:
     jobs: int = 2
     #: Draw progress bars.
     progress: bool = True
+    #: The full sets (experiments that have a reduced default run everything; hours of real time).
+    full: bool = False
 
 
 def registry() -> dict:
     """Experiment modules by name, in report order."""
-    from . import chymp, clarity, lamp5g_handover, lamp5g_table1
+    from . import chymp, clarity, coexistence, lamp5g_handover, lamp5g_table1, m2ho
 
-    return {m.NAME: m for m in (lamp5g_table1, lamp5g_handover, clarity, chymp)}
+    return {
+        m.NAME: m
+        for m in (lamp5g_table1, lamp5g_handover, clarity, m2ho, coexistence, chymp)
+    }

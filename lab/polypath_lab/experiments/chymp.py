@@ -1,4 +1,4 @@
-"""CHYMP / MPF-Gateway (seed paper 004): the QoS-aware multipath gateway in the emulator.
+"""CHYMP / MPF-Gateway ("To Poly or Not to Poly: QoS-Aware Multi-Path Networking"): the QoS-aware multipath gateway in the emulator.
 
 The client and server gateways (``polypath gw``) run in network namespaces of the real-time
 emulator (``polypath emu run``), joined by an Ethernet and a Wi-Fi link with the paper's
@@ -22,26 +22,23 @@ module changes only their sizes and runs them. The cases:
 
 The emulator needs root; without it the experiment reports that it could not run.
 ``--quick`` runs aggregation only (3 s transfers); the default adds every case
-at reduced sizes (30 000 duplicated packets per pair); ``--full`` (not ``--quick``, and the
-``CHYMP_FULL=1`` environment) runs 100 000 packets per pair and a third pair with 20 %
-loss.
+at reduced sizes (30 000 duplicated packets per pair); ``--full`` runs 100 000 packets per
+pair and a third pair with 20 % loss.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 
 from .. import paper
+from ..emu import emulate_all, unavailable
 from ..report import Experiment, Table
-from ..sim import REPO, LabError, polypath_binary
+from ..sim import REPO, LabError, Run
 from ..stats import fmt
 from . import Context
 from .plotting import plt
@@ -66,24 +63,11 @@ def _flow(s: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _emulate(ctx: Context, label: str, scenario: dict[str, Any]) -> tuple[dict[str, Any], Path]:
-    """Runs ``scenario`` in the emulator; returns its report and output folder."""
-    out = ctx.work / label
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "scenario.toml"
-    with path.open("wb") as f:
-        tomli_w.dump(scenario, f)
-    cmd = [str(polypath_binary()), "emu", "run", str(path), "--out", str(out / "out"),
-           "--json", "--quiet"]
-    if ctx.progress:
-        print(f"chymp: emulating {label} ...", flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise LabError(f"emulation {label} failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
-    try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError as e:
-        raise LabError(f"emulation {label}: the JSON report did not parse: {e}") from e
-    return report, out / "out"
+    """Runs ``scenario`` in the emulator (the lab's one way to, :mod:`polypath_lab.emu`);
+    returns its report and output folder."""
+    [r] = emulate_all([Run(label, scenario, ctx.seeds[0])], ctx.work / NAME, f"chymp {label}",
+                      ctx.progress)
+    return r.report, r.out
 
 
 def _json_after(path: Path) -> dict[str, Any]:
@@ -134,17 +118,18 @@ def _status(out: Path, name: str) -> dict[str, Any]:
 def run(ctx: Context) -> Experiment:
     e = Experiment(
         NAME,
-        "CHYMP / MPF-Gateway: the QoS-aware multipath gateway (seed 004)",
+        "CHYMP / MPF-Gateway: the QoS-aware multipath gateway (To Poly or Not to Poly)",
         "Client and server gateway (`polypath gw`) in the real-time emulator, Ethernet and "
         "Wi-Fi links with the paper's Table I figures (20 Mbit/s each for aggregation, as "
         "the paper limited them), unmodified applications beside them; scenarios of "
         "`scenarios/gateway/`. The paper's testbed was two PCs, a router and a switch; its "
         "figures are read off its text (its plots are not in the text we have).",
     )
-    if os.geteuid() != 0:
-        e.notes.append("Not run: the emulator needs root (network namespaces, TUN devices).")
+    why = unavailable()
+    if why:
+        e.notes.append(f"Not run: {why}.")
         return e
-    full = not ctx.quick and os.environ.get("CHYMP_FULL") == "1"
+    full = ctx.full
     if not ctx.quick:
         _table_i_and_applications(ctx, e)
         _failover(ctx, e)
@@ -154,7 +139,7 @@ def run(ctx: Context) -> Experiment:
     if not ctx.quick:
         _mptcp(ctx, e)
     e.notes.append(
-        f"Mode: {'quick (aggregation only, 3 s transfers)' if ctx.quick else 'full' if full else 'reduced (30 000 duplicated packets per pair; CHYMP_FULL=1 for 100 000 and a 20 % pair)'}."
+        f"Mode: {'quick (aggregation only, 3 s transfers)' if ctx.quick else 'full' if full else 'reduced (30 000 duplicated packets per pair; --full for 100 000 and a 20 % pair)'}."
     )
     return e
 
@@ -193,11 +178,11 @@ def _table_i_and_applications(ctx: Context, e: Experiment) -> None:
                             (5203, "TCP over kernel MPTCP")):
         r = _json_after(out / f"tcp-recv-{port}.json")
         s = _json_after(out / f"tcp-send-{port}.json")
-        ok = r["bytes"] == 20_000_000 and r["mismatched_bytes"] == 0
+        ok = r["bytes"] == 20_000_000 and r["pattern_ok"] is True
         exact &= ok
-        data[transport] = {"goodput_mbps": s["goodput_mbps"], "mismatched": r["mismatched_bytes"]}
+        data[transport] = {"goodput_mbps": s["goodput_mbps"], "byte_exact": ok}
         rows.append([f"TCP bulk 20 MB, {transport}", f"{s['goodput_mbps']:.1f} Mbit/s",
-                     "byte-exact" if ok else f"{r['mismatched_bytes']} bytes differ"])
+                     "byte-exact" if ok else f"{r['bytes']} bytes, pattern_ok {r['pattern_ok']}"])
     e.tables.append(Table("Unmodified applications across the gateways (Table I links)",
                           ["application", "result", "check"], rows, data))
     e.check("ping, the HTTP download and the TCP transfers cross the gateways byte-exact",
@@ -428,7 +413,7 @@ def _mptcp(ctx: Context, e: Experiment) -> None:
          ["longest stall at the failure (100 ms bins, Fig. 9)",
           f"MPTCP halts ~{paper.CHYMP_MPTCP_HALT_MS:.0f} ms",
           f"{stall_ms(chymp_fail):.0f} ms", f"{stall_ms(mptcp_fail):.0f} ms", ""]], data))
-    exact = all(x["mismatched_bytes"] == 0 for x in r)
+    exact = all(x["pattern_ok"] is True for x in r)
     e.check("kernel MPTCP and CHYMP both carry the transfers byte-exact, stable and with a "
             "failure", exact and mptcp_fail["bytes"] == chymp_fail["bytes"] == 25_000_000,
             f"{len(r)} transfers")

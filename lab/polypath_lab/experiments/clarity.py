@@ -1,4 +1,4 @@
-"""5G-CLARITY (seed paper 002, Sections 6.2-6.5): aggregation of 5G, Wi-Fi and LiFi with
+"""5G-CLARITY (the 5G-CLARITY paper, Sections 6.2-6.5): aggregation of 5G, Wi-Fi and LiFi with
 weighted round robin.
 
 Setup: ``scenarios/clarity-static.toml`` (the paper's measured capacities and one-way
@@ -33,7 +33,7 @@ from ..report import Experiment, Table
 from ..sim import Run, RunResult, binned, load_scenario, run_all, variant
 from ..stats import fmt, mean, quantile
 from . import Context
-from .plotting import plt
+from .plotting import legend_outside, plt, save
 
 NAME = "clarity"
 SCENARIO = "clarity-static"
@@ -562,13 +562,28 @@ def stacked_plot(path: Path, r: RunResult, marks: list[tuple[float, str]], title
         ts, v = binned(rows, "delivered_mbps", link=link, dir="down")
         if ts:
             t, series[link] = ts, v
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    # A link that carried nothing (one the weights leave out) gets no legend entry of its
+    # own, only a word in the title.
+    idle = [LABELS[k] for k, v in series.items() if max((x for x in v if x == x), default=0.0) <= 0.0]
+    series = {k: v for k, v in series.items() if LABELS[k] not in idle}
+    if idle:
+        title += f" ({', '.join(idle)} carried nothing)"
+    # Top: the aggregate, stacked per link. Bottom: each link on a log scale, where a
+    # link carrying 1 % of the total (LiFi) is as visible as the others.
+    fig, (ax, ax_log) = plt.subplots(2, 1, figsize=(8, 4.8), sharex=True,
+                                     gridspec_kw={"height_ratios": [3, 2]})
     ax.stackplot(t, *[series[k] for k in series], labels=[LABELS[k] for k in series])
+    for k in series:
+        ax_log.plot(t, [max(v, 1e-3) for v in series[k]], lw=0.8, label=LABELS[k])
+    ax_log.set_yscale("log")
+    ax_log.set_ylim(bottom=0.5)
+    ax_log.set_ylabel("Mbit/s per link")
     end = t[-1] if t else 0.0
     bounds = [m[0] for m in marks] + [end]
     steps = []
     for i, (at, label) in enumerate(marks):
-        ax.axvline(at, color="grey", lw=0.5)
+        for a in (ax, ax_log):
+            a.axvline(at, color="grey", lw=0.5)
         ax.text(at, 0, f" {label}", fontsize=6, rotation=90, va="bottom")
         lo, hi = (at + bounds[i + 1]) / 2, bounds[i + 1]
         total = [sum(series[k][j] for k in series) for j, ti in enumerate(t) if lo < ti <= hi]
@@ -579,11 +594,11 @@ def stacked_plot(path: Path, r: RunResult, marks: list[tuple[float, str]], title
             xs += [at, at + (window or 0)]
             ys += [cap, cap]
         ax.plot(xs, ys, "k--", lw=0.8, label="probes (sum)")
-    ax.set_xlabel("time (s)")
+    ax_log.set_xlabel("time (s)")
     ax.set_ylabel("Mbit/s")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    legend_outside(ax)
+    legend_outside(ax_log)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return steps

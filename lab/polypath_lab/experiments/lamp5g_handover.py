@@ -1,4 +1,4 @@
-"""LAMP5G handover (seed paper 000, Section VI-B and Fig. 5): break-before-make versus
+"""LAMP5G handover (the LAMP5G paper, Section VI-B and Fig. 5): break-before-make versus
 make-before-break.
 
 Setup (``scenarios/handover-mbb.toml``, the paper's geometry): two NR gNBs 400 m apart, UMi
@@ -45,7 +45,7 @@ from ..report import Experiment, Table
 from ..sim import LabError, Run, RunResult, binned, load_scenario, run_all
 from ..stats import fmt, mean
 from . import Context
-from .plotting import plt
+from .plotting import legend_outside, plt, save
 
 NAME = "lamp5g_handover"
 SCENARIO = "handover-mbb"
@@ -316,20 +316,24 @@ def plot_fig5(path: Path, bbm_run: RunResult | None, mbb_run: RunResult | None,
                 ax.plot(t, v, lw=0.8, label=name)
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("Mbit/s")
-        ax.legend(fontsize=7, loc="upper right")
+        legend_outside(ax)
     ax = axes[2]
-    for r, style, label in [(bbm_run, ":", "BBM"), (mbb_run, "-", "MBB")]:
+    # One colour per run; BBM dotted and drawn over MBB, whose path 1 it follows until
+    # the handover.
+    for r, style, color, label, z in [(mbb_run, "-", "tab:blue", "MBB", 2),
+                                       (bbm_run, ":", "tab:red", "BBM", 3)]:
         if r is None:
             continue
         rows = [row for row in r.csv("paths")
                 if row["local"].endswith(":4433") and row["path"].isdigit()]
         for pid in sorted({row["path"] for row in rows}):
             t, v = binned(rows, "cwnd", path=pid)
-            ax.plot(t, [x / 1e3 for x in v], style, lw=0.8, label=f"{label} path {int(pid) + 1}")
+            ax.plot(t, [x / 1e3 for x in v], style, color=color, zorder=z,
+                    lw=1.4 if style == ":" else 0.8, alpha=1.0 if pid == "0" else 0.6,
+                    label=f"{label} path {int(pid) + 1}")
     ax.set_title("(c) the server's congestion window per path", fontsize=9)
     ax.set_ylabel("cwnd (kB)")
     ax.set_xlabel("time (s)")
-    ax.legend(fontsize=7, loc="upper right")
+    legend_outside(ax)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

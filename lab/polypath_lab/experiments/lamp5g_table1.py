@@ -1,4 +1,4 @@
-"""LAMP5G, Table I and Fig. 4 (seed paper 000, Section VI-A): a 1 GB download over
+"""LAMP5G, Table I and Fig. 4 (the LAMP5G paper, Section VI-A): a 1 GB download over
 heterogeneous NR-DC.
 
 Setup (the paper's): MN path 300 Mbit/s, 5 ms, 0.04 % loss; SN path 100 Mbit/s, 8 ms,
@@ -30,7 +30,7 @@ from ..report import Experiment, Table
 from ..sim import Run, RunResult, binned, load_scenario, run_all, variant
 from ..stats import describe, fmt, mean, quantile
 from . import Context
-from .plotting import plt
+from .plotting import legend_outside, plt, save
 
 NAME = "lamp5g_table1"
 SCENARIO = "nrdc-two-path"
@@ -229,14 +229,15 @@ def plot_fig4(path: Path, lamp: RunResult | None, dual: RunResult | None,
             ax.plot(t, v, lw=0.8, label=name)
             total = v if total is None else [a + b for a, b in zip(total, v)]
         if total is not None:
-            ax.plot(t, total, lw=0.8, color="k", alpha=0.6, label="total")
+            # Wide and pale under the paths: where one path is done, the total runs along
+            # the other and both stay visible.
+            ax.plot(t, total, lw=3.0, color="k", alpha=0.25, zorder=1, label="total")
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("Mbit/s")
-        ax.legend(fontsize=7, loc="upper right")
+        legend_outside(ax)
     axes[-1, 0].set_xlabel("time (s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 

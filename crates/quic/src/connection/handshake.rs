@@ -271,9 +271,15 @@ impl Connection {
 
     /// Drops the keys and state of the Initial or Handshake space.
     //= https://www.rfc-editor.org/rfc/rfc9002#section-6.4
-    //# When Initial or Handshake keys are discarded, packets sent with those keys can
-    //# no longer be acknowledged, so they are removed from bytes in flight and
-    //# the PTO and loss detection timers are reset.
+    //# When Initial and Handshake packet protection keys are discarded
+    //# (see Section 4.9 of [QUIC-TLS]), all packets that were sent with those keys
+    //# can no longer be acknowledged because their acknowledgments cannot be processed.
+    //# The sender MUST discard all recovery state associated with those packets
+    //# and MUST remove them from the count of bytes in flight.
+    //
+    //= https://www.rfc-editor.org/rfc/rfc9002#section-6.2.2
+    //# When Initial or Handshake keys are discarded, the PTO and loss
+    //# detection timers MUST be reset
     pub(super) fn discard_space(&mut self, now: Instant, space: AckSpace) {
         let removed = match space {
             AckSpace::Initial => self.initial.take(),

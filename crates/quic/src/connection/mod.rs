@@ -95,6 +95,10 @@ pub enum ConnectionError {
     /// The local application closed the connection.
     #[error("closed by the local application")]
     LocallyClosed,
+    /// The client's first packets were answered by ICMP "port unreachable": the host is
+    /// there, but nothing listens on that UDP port.
+    #[error("{0} answered that nothing listens on the port (ICMP port unreachable)")]
+    PortUnreachable(IpAddr),
 }
 
 /// Something the application should know about.
@@ -769,6 +773,31 @@ impl Connection {
                 reason: Bytes::copy_from_slice(reason),
             },
         );
+    }
+
+    /// The network answered a datagram sent to `remote` with ICMP "port unreachable". ICMP
+    /// is not authenticated, so this only ends a client's connection attempt that has not
+    /// heard from the server at all yet, the way a refused SYN ends a TCP connect (a hard
+    /// error, RFC 1122 section 4.2.3.9); returns whether it did. The connection is gone at
+    /// once: there is no peer to send CONNECTION_CLOSE to.
+    pub fn handle_port_unreachable(&mut self, now: Instant, remote: IpAddr) -> bool {
+        if self.side != Side::Client
+            || self.received_any
+            || self.is_closed()
+            || !self.paths.values().any(|p| p.remote.ip() == remote)
+        {
+            return false;
+        }
+        self.qlog_event(
+            now,
+            "connection_closed",
+            json!({"owner": "local", "trigger": "unspecified", "reason": "ICMP port unreachable"}),
+        );
+        let error = ConnectionError::PortUnreachable(remote);
+        self.error = Some(error.clone());
+        self.events.push_back(Event::ConnectionLost(error));
+        self.drain_now();
+        true
     }
 
     /// Starts a 1-RTT key update now, if one is allowed (the handshake is confirmed and the

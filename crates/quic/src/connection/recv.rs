@@ -288,9 +288,9 @@ impl Connection {
             && let Header::Long { scid, .. } = &header.header
         {
             //= https://www.rfc-editor.org/rfc/rfc9000#section-7.2
-            //# Upon receiving the first Initial packet from the server, the client uses the
-            //# Source Connection ID supplied by the server as the Destination Connection ID
-            //# for subsequent packets
+            //# Upon first receiving an Initial or Retry packet from the server, the client uses
+            //# the Source Connection ID supplied by the server as the Destination Connection ID
+            //# for subsequent packets, including any 0-RTT packets.
             self.got_server_initial = true;
             self.peer_initial_scid = Some(*scid);
             self.peer_cids.set_handshake_cid(*scid, None);
@@ -460,7 +460,7 @@ impl Connection {
         };
         path.remote = remote;
         path.local = local;
-        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.4
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3.1
         //# Until a peer's address is deemed valid, an endpoint limits the amount
         //# of data it sends to that address; see Section 8.
         path.address_validated = false;
@@ -550,8 +550,9 @@ impl Connection {
         self.retry_token = Bytes::copy_from_slice(token);
         self.peer_cids.set_handshake_cid(*scid, None);
         //= https://www.rfc-editor.org/rfc/rfc9001#section-5.2
-        //# The Destination Connection ID field used is the value of the Destination
-        //# Connection ID field in the client's first Initial packet.
+        //# Initial packets apply the packet protection process, but use a secret derived
+        //# from the Destination Connection ID field from the client's first Initial
+        //# packet.
         // (after a Retry, the Initial secrets derive from the Retry's SCID: RFC 9000 7.2)
         let Some(initial) = self.initial.as_mut() else {
             return;
@@ -783,7 +784,7 @@ impl Connection {
                 }
             }
             Frame::PathResponse(token) => {
-                //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.2
+                //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.3
                 //# A PATH_RESPONSE frame received on any network path validates the path
                 //# on which the PATH_CHALLENGE was sent.
                 let validated = self

@@ -672,9 +672,10 @@ impl Connection {
         let budget = usize::try_from(path.amplification_budget().min(u64::from(path.mtu)))
             .unwrap_or(MIN_DATAGRAM);
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.2.3
-        //# When sending a CONNECTION_CLOSE frame in a connection that is not yet
-        //# confirmed, an endpoint might send it in packets of every
-        //# packet number space it has keys for ...
+        //# However, prior to
+        //# confirming the handshake, it is possible that more advanced packet protection
+        //# keys are not available to the peer, so another CONNECTION_CLOSE frame MAY be
+        //# sent in a packet that uses a lower packet protection level.
         let mut spaces = Vec::with_capacity(3);
         if self.initial.as_ref().is_some_and(|h| h.keys.is_some()) {
             spaces.push(AckSpace::Initial);

@@ -1,10 +1,10 @@
 //! LAMP5G make-before-break path management for seamless handover (LAMP5G Section V).
 //
-//= shared/seeds/000_ac0d48eed9e36dff.txt#section-5
+//= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section V
 //# Once the link quality of the target gNB becomes suitable for data transmission, the UE
 //# initiates the creation of a new path through the target gNB.
 //
-//= shared/seeds/000_ac0d48eed9e36dff.txt#section-5
+//= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section V
 //# After creating the new path, both paths are utilized concurrently, as long as their link
 //# qualities remain acceptable. When the link quality of the source gNB degrades below a
 //# usable threshold, the corresponding path is removed.
@@ -48,7 +48,7 @@ pub trait PathTrigger: Send + Sync + fmt::Debug {
 /// Event-driven triggering (LAMP5G Section V-A (1)): an RRC measurement event entering
 /// (or its measurement report) adds or removes paths.
 //
-//= shared/seeds/000_ac0d48eed9e36dff.txt#section-5.A
+//= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section V-A
 //# A4 triggers path addition when a neighboring cell exceeds a predefined signal threshold,
 //# while A2 triggers path removal when the serving gNB's signal quality falls below a
 //# threshold.
@@ -97,7 +97,7 @@ impl PathTrigger for RrcEventTrigger {
 /// changes (hysteresis). The paper gives no values; the defaults (10 and 2 Mbit/s) suit the
 /// project's NR scenarios and are meant to be configured.
 //
-//= shared/seeds/000_ac0d48eed9e36dff.txt#section-5.A
+//= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section V-A
 //# The UE adds a new path when the predicted throughput of a target link exceeds a
 //# predefined threshold, and removes an existing path when its predicted throughput falls
 //# below a threshold.
@@ -283,7 +283,7 @@ impl MakeBeforeBreak {
 
     /// Splits the source path's window between it and the new path `id`.
     //
-    //= shared/seeds/000_ac0d48eed9e36dff.txt#section-5.C
+    //= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section V-C
     //# we treat the existing path's congestion window at path addition as the total window
     //# budget and split it evenly across the two paths.
     fn split_window(

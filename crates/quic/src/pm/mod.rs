@@ -47,7 +47,8 @@
 //! the simulator bind the same port on every interface).
 //
 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3
-//# This specification does not mandate any specific path management policy.
+//# However, this document does not specify when a client decides to initiate or close a path,
+//# or how multiple open paths are used for sending.
 
 mod failover;
 mod full_mesh;

@@ -39,7 +39,7 @@
 //! The scheduler keeps its ranking in a buffer it reuses, so deciding allocates nothing once
 //! the path set is stable.
 //
-//= shared/seeds/000_ac0d48eed9e36dff.txt#section-4.A
+//= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section IV-A
 //# The scheduler then ranks each path using the minimum of the transport-layer estimate and
 //# the predicted throughput:
 
@@ -151,7 +151,7 @@ impl Lamp5g {
             if r.backup != p.is_backup() {
                 event = true;
             }
-            //= shared/seeds/000_ac0d48eed9e36dff.txt#section-3.A
+            //= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section III-A
             //# The scheduler reevaluates path rankings when significant events occur,
             //# including: (1) Changes in RTT or loss rate: These delay-based metrics indicate
             //# evolving path conditions that may reduce the suitability of the current path.
@@ -201,11 +201,11 @@ impl Scheduler for Lamp5g {
         if self.dirty || self.needs_rerank(paths) {
             self.rerank(paths);
         }
-        //= shared/seeds/000_ac0d48eed9e36dff.txt#section-3.A
+        //= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section III-A
         //# To mitigate this issue, our scheduler continues to transmit packets over the
         //# highest-ranked available path as long as its ranking remains stable.
         //
-        //= shared/seeds/000_ac0d48eed9e36dff.txt#section-4.A
+        //= LAMP5G: A Link-Aware Multipath QUIC Scheduler for Heterogeneous and Disruption-Prone 5G Cellular Networks, Section IV-A
         //# However, our scheduling strategy restricts the amount of data transmitted on each
         //# path by its available congestion window.
         let can_send = |id: PathId| paths.iter().any(|p| p.id == id && p.can_send);

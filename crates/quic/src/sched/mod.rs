@@ -69,9 +69,8 @@
 //! | [`Lamp5g`] | stable ranking by `min(cwnd (1 − p) / RTT, T)` | LAMP5G Sections III-A, IV-A |
 //! | [`QosPolicy`] | per-class select / failover / fallback / duplicate / aggregate | CHYMP / MPF-Gateway Sections III-IV |
 //!
-//! [`scheduler_by_name`] builds any of them from its name. Citations of the form
-//! `//= shared/seeds/<file>#section-N` point at the papers' full texts in the project's shared
-//! seed directory (`/work/shared/seeds`, indexed by its README).
+//! [`scheduler_by_name`] builds any of them from its name. A paper is cited by its title and
+//! section (`//= <title>, Section V-A`), with the quoted sentence under it.
 //
 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-5.5
 //# As such, a packet scheduler is needed to decide which path to use

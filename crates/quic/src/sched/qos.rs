@@ -75,7 +75,7 @@
 //! `failure_ptos`. A shorthand for a class without its own policy starts from a copy of
 //! `default`. An invalid value leaves the configuration unchanged.
 //
-//= shared/seeds/004_fdd5ff033047e67e.txt#section-III
+//= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section III
 //# - **Path selection** for single-path usage,
 //# - **Total failure fallback** with designated primary and backup paths,
 //# - **QoS-compliant fallback** to switch paths during performance issues,
@@ -660,7 +660,7 @@ impl Scheduler for QosPolicy {
             _ => Decision::Wait,
         };
         match policy.mode {
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Single-interface transmission, allowing users to select a preferred interface.
             QosMode::Select => match policy.metric {
                 None => {
@@ -675,7 +675,7 @@ impl Scheduler for QosPolicy {
                     policy.hysteresis,
                 )),
             },
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Single-interface transmission with a backup interface, ensuring continuity in
             //# case of complete failure.
             QosMode::Failover => single(single_path(
@@ -687,7 +687,7 @@ impl Scheduler for QosPolicy {
                 |p| policy.healthy(p),
                 |p| policy.healthy(p) && p.pto_count == 0,
             )),
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - QoS-aware single-interface transmission with a backup, switching paths as
             //# needed for compliance.
             QosMode::Fallback => {
@@ -706,7 +706,7 @@ impl Scheduler for QosPolicy {
                     },
                 ))
             }
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Reliable transfer through packet duplication to enhance reliability.
             QosMode::Duplicate => {
                 // Every healthy allowed path gets a copy, whether its window has room now
@@ -729,7 +729,7 @@ impl Scheduler for QosPolicy {
                     _ => Decision::Duplicate(ids),
                 }
             }
-            //= shared/seeds/004_fdd5ff033047e67e.txt#section-IV
+            //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Throughput increase by aggregating capacity across multiple paths.
             QosMode::Aggregate => {
                 let sendable = || {

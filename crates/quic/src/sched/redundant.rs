@@ -15,7 +15,7 @@
 //! [`Decision::Duplicate`] owns a `Vec`, so a decision with two or more paths allocates once;
 //! the candidate list itself is gathered in a buffer the scheduler keeps.
 //
-//= shared/seeds/002_1270520b0abf4520.txt#section-3
+//= Combining 5G New Radio, Wi-Fi, and LiFi for Industry 4.0: Performance Evaluation (5G-CLARITY), Section 3
 //# - Redundant. Traffic will be transmitted on all available subflows with space in the CW in
 //# a redundant way, i.e., repeating the same packets through all the different paths.
 

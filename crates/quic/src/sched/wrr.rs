@@ -38,7 +38,7 @@
 //! partly used quota, then fresh paths, each in path-ID order. Quotas count packets, as
 //! reported through [`Scheduler::on_packet_sent`].
 //
-//= shared/seeds/002_1270520b0abf4520.txt#section-5
+//= Combining 5G New Radio, Wi-Fi, and LiFi for Industry 4.0: Performance Evaluation (5G-CLARITY), Section 5
 //# For this, we propose utilizing a scheduler that implements a true Weighted Round-Robin
 //# algorithm (freely available for Linux Kernels 5.4 and 5.5 at [29]) that allows subflows to
 //# be assigned different numbers of packets per round, with weights
@@ -188,7 +188,7 @@ impl Scheduler for WeightedRoundRobin {
         if let Some(id) = self.pick() {
             return Decision::Send(id);
         }
-        //= shared/seeds/002_1270520b0abf4520.txt#section-5
+        //= Combining 5G New Radio, Wi-Fi, and LiFi for Industry 4.0: Performance Evaluation (5G-CLARITY), Section 5
         //# However, if *CWND_LIMITED* is set to “N” (no), the scheduler enqueues exactly the
         //# number of packets for each subflow based on its assigned weight, even if the
         //# congestion window is not fully utilized.
@@ -202,7 +202,7 @@ impl Scheduler for WeightedRoundRobin {
             // path can take part at all.
             return Decision::Wait;
         }
-        //= shared/seeds/002_1270520b0abf4520.txt#section-5
+        //= Combining 5G New Radio, Wi-Fi, and LiFi for Industry 4.0: Performance Evaluation (5G-CLARITY), Section 5
         //# When this parameter is set to “Y” (yes), the scheduler attempts to fill the
         //# congestion window on all subflows, thereby increasing the data rate for subflows
         //# associated with faster network interfaces.

@@ -1238,7 +1238,7 @@ impl Streams {
             r.state = RecvState::SizeKnown;
         }
         r.asm.insert(offset, data);
-        //= https://www.rfc-editor.org/rfc/rfc9000#section-21.6
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-21.7
         //# QUIC deployments SHOULD provide mitigations for stream fragmentation attacks.
         //# Mitigations could consist of avoiding overcommitting memory, limiting the size
         //# of tracking data structures, delaying reassembly of STREAM frames, implementing

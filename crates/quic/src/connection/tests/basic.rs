@@ -174,6 +174,36 @@ fn idle_timeout_closes_silently() {
 }
 
 #[test]
+fn port_unreachable_ends_only_an_attempt_that_heard_nothing() {
+    let mut pair = Pair::default_pair();
+    let now = pair.now;
+    let server_ip = server_addr().ip();
+    // Another host's ICMP is not about this connection.
+    assert!(
+        !pair
+            .client()
+            .handle_port_unreachable(now, client_addr2().ip())
+    );
+    assert!(pair.client().handle_port_unreachable(now, server_ip));
+    assert!(pair.client().is_drained());
+    assert_eq!(
+        pair.client().close_reason(),
+        Some(&ConnectionError::PortUnreachable(server_ip))
+    );
+    // Once the server has answered, ICMP (unauthenticated) ends nothing, on either side.
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    let now = pair.now;
+    assert!(!pair.client().handle_port_unreachable(now, server_ip));
+    assert!(
+        !pair
+            .server()
+            .handle_port_unreachable(now, client_addr().ip())
+    );
+    assert!(!pair.client().is_closed() && !pair.server().is_closed());
+}
+
+#[test]
 fn server_answers_unknown_versions_with_version_negotiation() {
     let (_, server_tls) = tls_configs();
     let mut server = Endpoint::new(

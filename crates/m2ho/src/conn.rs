@@ -1,0 +1,384 @@
+//! Per-connection tracking from the packets the shim sees: window scale (from the SYN and
+//! the SYN-ACK), the highest sequence number received and the in-order point, the ACKs the
+//! device sends (duplicate-ACK detection), receiver-side RTT from TCP timestamps, and the
+//! bytes received per round trip.
+
+use crate::packet::{TcpSegment, flags};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+
+/// `a` after `b` in sequence space (RFC 9293 3.4, modulo 2^32).
+pub fn seq_gt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// `a` at or after `b` in sequence space.
+pub fn seq_ge(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// Which way a packet goes, seen from the device.
+#[derive(Debug, Copy, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Sent by the device (its ACKs carry the window M2HO rewrites).
+    Outbound,
+    /// Received by the device (the data whose sequence numbers and timestamps M2HO reads).
+    Inbound,
+}
+
+/// A connection, named from the device's side.
+#[derive(Debug, Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnKey {
+    /// The device's address.
+    pub local: IpAddr,
+    /// The device's port.
+    pub local_port: u16,
+    /// The peer's address.
+    pub remote: IpAddr,
+    /// The peer's port.
+    pub remote_port: u16,
+}
+
+impl ConnKey {
+    /// The key of a segment going `dir`.
+    pub fn of(seg: &TcpSegment, dir: Direction) -> ConnKey {
+        match dir {
+            Direction::Outbound => ConnKey {
+                local: seg.src,
+                local_port: seg.src_port,
+                remote: seg.dst,
+                remote_port: seg.dst_port,
+            },
+            Direction::Inbound => ConnKey {
+                local: seg.dst,
+                local_port: seg.dst_port,
+                remote: seg.src,
+                remote_port: seg.src_port,
+            },
+        }
+    }
+}
+
+/// An episode of missing data at the receiver: from the first segment beyond a hole to the
+/// segment that fills it. Its duplicate ACKs are unnecessary when the filler was sent before
+/// the segments that overtook it (reordering: its TSval is not newer than theirs), and
+/// necessary when it is a retransmission (newer TSval).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoleEpisode {
+    /// When the hole was first seen (ns).
+    pub start_ns: u64,
+    /// Where the data received beyond the hole starts (the hole is `[rcv_nxt, hole_end)`).
+    pub hole_end: u32,
+    /// Highest TSval among the out-of-order segments.
+    pub ooo_tsval_max: Option<u32>,
+    /// Duplicate ACKs the device sent during the episode.
+    pub dup_acks: u32,
+    /// Of those, how many M2HO suppressed.
+    pub suppressed: u32,
+}
+
+/// How a hole episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosedHole {
+    /// The episode.
+    pub episode: HoleEpisode,
+    /// True when the filler was an original transmission that arrived late (its duplicate
+    /// ACKs were unnecessary); false when it was a retransmission or cannot be told.
+    pub reordering: bool,
+    /// When it closed (ns).
+    pub end_ns: u64,
+}
+
+/// What the shim knows of one connection.
+#[derive(Debug, Clone, Default)]
+pub struct Conn {
+    /// Window scale the device announced in its SYN or SYN-ACK.
+    pub local_wscale: Option<u8>,
+    /// Window scale the peer announced.
+    pub remote_wscale: Option<u8>,
+    /// Whether the device's SYN or SYN-ACK was seen (window scale known).
+    pub local_syn_seen: bool,
+    /// Whether the peer's SYN or SYN-ACK was seen.
+    pub remote_syn_seen: bool,
+    /// The next in-order sequence number the device expects.
+    pub rcv_nxt: Option<u32>,
+    /// End of the highest sequence number received.
+    pub rcv_high: Option<u32>,
+    /// The last acknowledgment number the device sent, and the window field it carried.
+    pub last_ack: Option<(u32, u16)>,
+    /// Consecutive duplicate ACKs sent so far.
+    pub dup_run: u32,
+    /// TSvals the device sent, with when each was first sent (oldest first).
+    ts_sent: VecDeque<(u32, u64)>,
+    /// Latest receiver-side RTT sample (ns).
+    pub rtt_ns: Option<u64>,
+    /// Smallest RTT sample (ns).
+    pub rtt_min_ns: Option<u64>,
+    /// Start of the current byte-count window (ns) and bytes received in it.
+    window_start: Option<u64>,
+    window_bytes: u64,
+    /// Bytes received in the last complete round trip: M2HO's c_est (Sec. 4.5).
+    pub bytes_last_rtt: Option<u64>,
+    /// Payload bytes received in total.
+    pub bytes_received: u64,
+    /// The open hole episode, if any.
+    pub hole: Option<HoleEpisode>,
+    /// Last time a packet of this connection was seen (ns).
+    pub last_seen_ns: u64,
+    /// FIN or RST seen.
+    pub closing: bool,
+}
+
+/// Most TSvals remembered per connection for RTT samples.
+const TS_MEMORY: usize = 128;
+
+impl Conn {
+    /// The shift applied to the window fields the device sends, when known: the device's
+    /// announced scale if both ends announced one (RFC 7323 2.2), 0 if either did not, `None`
+    /// before both SYNs were seen.
+    pub fn local_shift(&self) -> Option<u8> {
+        if !(self.local_syn_seen && self.remote_syn_seen) {
+            return None;
+        }
+        match (self.local_wscale, self.remote_wscale) {
+            //= https://www.rfc-editor.org/rfc/rfc7323#section-2.3
+            //# If a Window Scale option is received with a shift.cnt value larger
+            //# than 14, the TCP SHOULD log the error but MUST use 14 instead of the
+            //# specified value.
+            (Some(l), Some(_)) => Some(l.min(14)),
+            _ => Some(0),
+        }
+    }
+
+    /// Notes a segment the device sent at `now`; returns whether it is a duplicate ACK
+    /// (RFC 5681 section 2: same acknowledgment number, no data, no SYN/FIN, same window).
+    pub fn on_outbound(&mut self, seg: &TcpSegment, now: u64) -> bool {
+        self.last_seen_ns = now;
+        if seg.has(flags::SYN) {
+            self.local_syn_seen = true;
+            self.local_wscale = seg.options.window_scale;
+        }
+        if seg.flags & (flags::FIN | flags::RST) != 0 {
+            self.closing = true;
+        }
+        if let Some((val, _)) = seg.options.timestamps
+            && self.ts_sent.back().is_none_or(|(v, _)| *v != val)
+        {
+            if self.ts_sent.len() == TS_MEMORY {
+                self.ts_sent.pop_front();
+            }
+            self.ts_sent.push_back((val, now));
+        }
+        if !seg.has(flags::ACK) {
+            return false;
+        }
+        //= https://www.rfc-editor.org/rfc/rfc5681#section-2
+        //# DUPLICATE ACKNOWLEDGMENT: An acknowledgment is considered a
+        //# "duplicate" in the following algorithm when (a) the receiver of the
+        //# ACK has outstanding data, (b) the incoming acknowledgment carries no
+        //# data, (c) the SYN and FIN bits are both off, (d) the acknowledgment
+        //# number is equal to the greatest acknowledgment received on the given
+        //# connection (TCP.UNA from [RFC793]) and (e) the advertised window in
+        //# the incoming acknowledgment equals the advertised window in the last
+        //# incoming acknowledgment.
+        let dup = seg.is_pure_ack()
+            && self
+                .last_ack
+                .is_some_and(|(a, w)| a == seg.ack && w == seg.window)
+            && self.rcv_high.is_some_and(|h| seq_gt(h, seg.ack));
+        if dup {
+            self.dup_run += 1;
+            if let Some(h) = self.hole.as_mut() {
+                h.dup_acks += 1;
+            }
+        } else if self.last_ack.is_none_or(|(a, _)| a != seg.ack) {
+            self.dup_run = 0;
+        }
+        if self.last_ack.is_none_or(|(a, _)| seq_ge(seg.ack, a)) {
+            self.last_ack = Some((seg.ack, seg.window));
+        }
+        dup
+    }
+
+    /// Notes a segment the device received at `now`; returns the hole episode it closed, if
+    /// any.
+    pub fn on_inbound(&mut self, seg: &TcpSegment, now: u64) -> Option<ClosedHole> {
+        self.last_seen_ns = now;
+        if seg.has(flags::SYN) {
+            self.remote_syn_seen = true;
+            self.remote_wscale = seg.options.window_scale;
+            self.rcv_nxt = Some(seg.seq.wrapping_add(1));
+            self.rcv_high = self.rcv_nxt;
+        }
+        if seg.flags & (flags::FIN | flags::RST) != 0 {
+            self.closing = true;
+        }
+        // Receiver-side RTT: the peer echoes a TSval the device sent (RFC 7323 4.1).
+        if let Some((_, ecr)) = seg.options.timestamps
+            && seg.payload_len > 0
+            && let Some(pos) = self.ts_sent.iter().position(|(v, _)| *v == ecr)
+        {
+            let sample = now.saturating_sub(self.ts_sent[pos].1).max(1);
+            self.rtt_ns = Some(sample);
+            self.rtt_min_ns = Some(self.rtt_min_ns.map_or(sample, |m| m.min(sample)));
+            self.ts_sent.drain(..=pos);
+        }
+        if seg.payload_len == 0 && !seg.has(flags::FIN) {
+            return None;
+        }
+        self.bytes_received += u64::from(seg.payload_len);
+        self.count_bytes(u64::from(seg.payload_len), now);
+        let start = seg.seq.wrapping_add(u32::from(seg.has(flags::SYN)));
+        let end = start
+            .wrapping_add(seg.payload_len)
+            .wrapping_add(u32::from(seg.has(flags::FIN)));
+        if self.rcv_high.is_none_or(|h| seq_gt(end, h)) {
+            self.rcv_high = Some(end);
+        }
+        let Some(nxt) = self.rcv_nxt else {
+            // Joined mid-connection: take the first segment as in order.
+            self.rcv_nxt = Some(end);
+            return None;
+        };
+        let tsval = seg.options.timestamps.map(|t| t.0);
+        if seq_gt(start, nxt) {
+            // Beyond a hole.
+            let h = self.hole.get_or_insert(HoleEpisode {
+                start_ns: now,
+                hole_end: start,
+                ooo_tsval_max: None,
+                dup_acks: 0,
+                suppressed: 0,
+            });
+            if seq_gt(h.hole_end, start) {
+                h.hole_end = start;
+            }
+            if let Some(v) = tsval {
+                h.ooo_tsval_max = Some(
+                    h.ooo_tsval_max
+                        .map_or(v, |m| if seq_gt(v, m) { v } else { m }),
+                );
+            }
+            return None;
+        }
+        if !seq_gt(end, nxt) {
+            return None; // old data
+        }
+        // Fills from the in-order point. The tracker keeps one hole: once the filler reaches
+        // the data received beyond it, everything up to the highest end is taken as there.
+        let high = self.rcv_high.unwrap_or(end);
+        let closed = self
+            .hole
+            .take_if(|h| seq_ge(end, h.hole_end))
+            .map(|episode| ClosedHole {
+                reordering: match (tsval, episode.ooo_tsval_max) {
+                    (Some(v), Some(m)) => !seq_gt(v, m),
+                    _ => false,
+                },
+                episode,
+                end_ns: now,
+            });
+        self.rcv_nxt = Some(if closed.is_some() { high } else { end });
+        if self.hole.is_some() && closed.is_none() {
+            // Part of the hole filled; the rest still open. A filler that was sent before
+            // the overtaking segments keeps the episode's classification possible.
+            if let (Some(v), Some(h)) = (tsval, self.hole.as_mut())
+                && h.ooo_tsval_max.is_some_and(|m| seq_gt(v, m))
+            {
+                h.ooo_tsval_max = None;
+            }
+        }
+        closed
+    }
+
+    fn count_bytes(&mut self, bytes: u64, now: u64) {
+        let Some(rtt) = self.rtt_ns else {
+            return;
+        };
+        let start = *self.window_start.get_or_insert(now);
+        if now.saturating_sub(start) >= rtt {
+            self.bytes_last_rtt = Some(self.window_bytes);
+            self.window_start = Some(now);
+            self.window_bytes = 0;
+        }
+        self.window_bytes += bytes;
+    }
+}
+
+/// The connections being tracked, with a bound on their number.
+#[derive(Debug, Clone)]
+pub struct ConnTable {
+    conns: BTreeMap<ConnKey, Conn>,
+    max: usize,
+    idle_ns: u64,
+}
+
+impl ConnTable {
+    /// A table of at most `max` connections, forgetting one idle for `idle_ns`.
+    pub fn new(max: usize, idle_ns: u64) -> Self {
+        ConnTable {
+            conns: BTreeMap::new(),
+            max: max.max(1),
+            idle_ns,
+        }
+    }
+
+    /// The entry of `key`, created if there is room (after expiring idle entries).
+    pub fn entry(&mut self, key: ConnKey, now: u64) -> Option<&mut Conn> {
+        if !self.conns.contains_key(&key) {
+            if self.conns.len() >= self.max {
+                self.expire(now);
+            }
+            if self.conns.len() >= self.max {
+                return None;
+            }
+            self.conns.insert(key, Conn::default());
+        }
+        self.conns.get_mut(&key)
+    }
+
+    /// Forgets connections idle for longer than the idle time (and closed ones idle for a
+    /// tenth of it).
+    pub fn expire(&mut self, now: u64) {
+        let idle = self.idle_ns;
+        self.conns.retain(|_, c| {
+            let quiet = now.saturating_sub(c.last_seen_ns);
+            quiet < idle && !(c.closing && quiet >= idle / 10)
+        });
+    }
+
+    /// A connection, if tracked.
+    pub fn get(&self, key: &ConnKey) -> Option<&Conn> {
+        self.conns.get(key)
+    }
+
+    /// All tracked connections.
+    pub fn iter(&self) -> impl Iterator<Item = (&ConnKey, &Conn)> {
+        self.conns.iter()
+    }
+
+    /// All tracked connections, mutable.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&ConnKey, &mut Conn)> {
+        self.conns.iter_mut()
+    }
+
+    /// Connections that received data within `within_ns` of `now` (at least one).
+    pub fn active(&self, now: u64, within_ns: u64) -> usize {
+        self.conns
+            .values()
+            .filter(|c| !c.closing && now.saturating_sub(c.last_seen_ns) <= within_ns)
+            .count()
+            .max(1)
+    }
+
+    /// Number of tracked connections.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// True when nothing is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+}

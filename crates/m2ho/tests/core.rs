@@ -1,0 +1,889 @@
+//! The sans-IO core against packets from a reference encoder (etherparse): parsing,
+//! window-scale-aware rewrites whose checksums verify, malformed and truncated packets
+//! passing unmodified, and the controller's states and actions (Sec. 4.1-4.5) driven by
+//! link events and packets.
+
+use etherparse::{PacketBuilder, SlicedPacket, TcpHeader, TcpOptionElement, TransportSlice};
+use polypath_link::{CellId, CellMeasurement, LinkEventKind, MeasEvent, RadioType};
+use polypath_m2ho::controller::{Reason, Verdict};
+use polypath_m2ho::packet::{self, ParseError};
+use polypath_m2ho::{Config, Controller, Direction, State};
+use proptest::prelude::*;
+
+const UE4: [u8; 4] = [10, 0, 0, 2];
+const SRV4: [u8; 4] = [10, 0, 0, 1];
+const UE6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+const SRV6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const MS: u64 = 1_000_000;
+
+/// A TCP segment built by etherparse. `out`: from the UE (port 5000) to the server (80).
+#[derive(Clone)]
+struct Seg {
+    v6: bool,
+    out: bool,
+    seq: u32,
+    ack: Option<u32>,
+    syn: bool,
+    fin: bool,
+    window: u16,
+    options: Vec<TcpOptionElement>,
+    payload: Vec<u8>,
+}
+
+impl Seg {
+    fn new(out: bool) -> Seg {
+        Seg {
+            v6: false,
+            out,
+            seq: 1000,
+            ack: None,
+            syn: false,
+            fin: false,
+            window: 1000,
+            options: Vec::new(),
+            payload: Vec::new(),
+        }
+    }
+    fn v6(mut self) -> Seg {
+        self.v6 = true;
+        self
+    }
+    fn seq(mut self, s: u32) -> Seg {
+        self.seq = s;
+        self
+    }
+    fn ack(mut self, a: u32) -> Seg {
+        self.ack = Some(a);
+        self
+    }
+    fn syn(mut self) -> Seg {
+        self.syn = true;
+        self
+    }
+    fn win(mut self, w: u16) -> Seg {
+        self.window = w;
+        self
+    }
+    fn opts(mut self, o: &[TcpOptionElement]) -> Seg {
+        self.options = o.to_vec();
+        self
+    }
+    fn data(mut self, n: usize) -> Seg {
+        self.payload = (0..n).map(|i| (i % 251) as u8).collect();
+        self
+    }
+    fn ts(self, val: u32, ecr: u32) -> Seg {
+        let mut o = self.options.clone();
+        o.push(TcpOptionElement::Timestamp(val, ecr));
+        self.opts(&o)
+    }
+    fn build(&self) -> Vec<u8> {
+        let (sp, dp) = if self.out { (5000, 80) } else { (80, 5000) };
+        let mut h = TcpHeader::new(sp, dp, self.seq, self.window);
+        h.syn = self.syn;
+        h.fin = self.fin;
+        if let Some(a) = self.ack {
+            h.ack = true;
+            h.acknowledgment_number = a;
+        }
+        h.set_options(&self.options).unwrap();
+        let b = if self.v6 {
+            let (s, d) = if self.out { (UE6, SRV6) } else { (SRV6, UE6) };
+            PacketBuilder::ipv6(s, d, 64).tcp_header(h)
+        } else {
+            let (s, d) = if self.out { (UE4, SRV4) } else { (SRV4, UE4) };
+            PacketBuilder::ipv4(s, d, 64).tcp_header(h)
+        };
+        let mut v = Vec::with_capacity(b.size(self.payload.len()));
+        b.write(&mut v, &self.payload).unwrap();
+        v
+    }
+}
+
+/// The checksum etherparse computes for the packet, and the one stored in it.
+fn reference_checksum(p: &[u8]) -> (u16, u16) {
+    let s = SlicedPacket::from_ip(p).unwrap();
+    let Some(TransportSlice::Tcp(t)) = s.transport else {
+        panic!("not tcp")
+    };
+    let hdr = t.to_header();
+    let payload = t.payload();
+    let calc = match s.net.unwrap() {
+        etherparse::NetSlice::Ipv4(ip) => hdr
+            .calc_checksum_ipv4_raw(ip.header().source(), ip.header().destination(), payload)
+            .unwrap(),
+        etherparse::NetSlice::Ipv6(ip) => hdr
+            .calc_checksum_ipv6_raw(ip.header().source(), ip.header().destination(), payload)
+            .unwrap(),
+        _ => panic!("arp"),
+    };
+    (calc, hdr.checksum)
+}
+
+fn window_of(p: &[u8]) -> u16 {
+    packet::parse(p).unwrap().window
+}
+
+#[test]
+fn parse_agrees_with_the_reference_encoder() {
+    for v6 in [false, true] {
+        let mut s = Seg::new(true)
+            .seq(0xfffffff0)
+            .ack(77)
+            .win(4321)
+            .opts(&[
+                TcpOptionElement::Noop,
+                TcpOptionElement::Noop,
+                TcpOptionElement::SelectiveAcknowledgement((1, 2), [Some((3, 4)), None, None]),
+            ])
+            .ts(11, 22)
+            .data(100);
+        if v6 {
+            s = s.v6();
+        }
+        let p = s.build();
+        let seg = packet::parse(&p).unwrap();
+        assert_eq!((seg.src_port, seg.dst_port), (5000, 80));
+        assert_eq!((seg.seq, seg.ack, seg.window), (0xfffffff0, 77, 4321));
+        assert_eq!(seg.payload_len, 100);
+        assert_eq!(seg.options.timestamps, Some((11, 22)));
+        assert_eq!(seg.options.sack_blocks, 2);
+        assert!(
+            packet::tcp_checksum_ok(&p, &seg),
+            "our verifier agrees with etherparse"
+        );
+        let syn = Seg::new(true)
+            .syn()
+            .opts(&[
+                TcpOptionElement::MaximumSegmentSize(1460),
+                TcpOptionElement::SelectiveAcknowledgementPermitted,
+                TcpOptionElement::WindowScale(7),
+            ])
+            .build();
+        let seg = packet::parse(&syn).unwrap();
+        assert_eq!(seg.options.mss, Some(1460));
+        assert_eq!(seg.options.window_scale, Some(7));
+        assert!(seg.options.sack_permitted);
+    }
+}
+
+proptest! {
+    /// Any window written into any segment (IPv4 or IPv6, any payload and options) leaves
+    /// a checksum equal to the reference encoder's recomputation.
+    #[test]
+    fn rewritten_checksums_verify(
+        v6 in any::<bool>(),
+        seq in any::<u32>(),
+        ack in any::<u32>(),
+        old in any::<u16>(),
+        new in any::<u16>(),
+        len in 0usize..300,
+        ts in proptest::option::of((any::<u32>(), any::<u32>())),
+    ) {
+        let mut s = Seg::new(true).seq(seq).ack(ack).win(old).data(len);
+        if let Some((a, b)) = ts {
+            s = s.ts(a, b);
+        }
+        if v6 {
+            s = s.v6();
+        }
+        let mut p = s.build();
+        let seg = packet::parse(&p).unwrap();
+        prop_assert_eq!(packet::set_window(&mut p, &seg, new), Some(old));
+        let (calc, stored) = reference_checksum(&p);
+        // Ones' complement has two zeros: 0x0000 and 0xffff verify alike.
+        prop_assert!(calc == stored || (calc | stored) == 0xffff && (calc & stored) == 0,
+            "calc {:#x} stored {:#x}", calc, stored);
+        prop_assert!(packet::tcp_checksum_ok(&p, &packet::parse(&p).unwrap()));
+        prop_assert_eq!(window_of(&p), new);
+    }
+}
+
+/// A connection whose handshake the controller saw: the UE (outbound) sent its SYN with
+/// window scale `ue_ws`, the server answered with `srv_ws`.
+fn handshake(m: &mut Controller, v6: bool, ue_ws: Option<u8>, srv_ws: Option<u8>, ts: bool) {
+    let v = |s: Seg| if v6 { s.v6() } else { s };
+    let mut o = vec![TcpOptionElement::MaximumSegmentSize(1448)];
+    if let Some(w) = ue_ws {
+        o.push(TcpOptionElement::WindowScale(w));
+    }
+    let mut syn = v(Seg::new(true).seq(100).syn().win(64240).opts(&o));
+    if ts {
+        syn = syn.ts(1, 0);
+    }
+    let mut p = syn.build();
+    assert_eq!(m.on_packet(0, Direction::Outbound, &mut p), Verdict::Pass);
+    let mut o = vec![TcpOptionElement::MaximumSegmentSize(1448)];
+    if let Some(w) = srv_ws {
+        o.push(TcpOptionElement::WindowScale(w));
+    }
+    let mut synack = v(Seg::new(false).seq(5000).ack(101).syn().win(65160).opts(&o));
+    if ts {
+        synack = synack.ts(1000, 1);
+    }
+    let mut p = synack.build();
+    assert_eq!(m.on_packet(MS, Direction::Inbound, &mut p), Verdict::Pass);
+}
+
+fn clamp(bytes: u64) -> Controller {
+    Controller::new(Config {
+        clamp_rwnd_bytes: Some(bytes),
+        ..Config::default()
+    })
+}
+
+#[test]
+fn rewrites_are_window_scale_aware_and_verify() {
+    for v6 in [false, true] {
+        let v = |s: Seg| if v6 { s.v6() } else { s };
+        // Both ends scale: the device's shift (7) applies to the windows it sends.
+        let mut m = clamp(64_000);
+        handshake(&mut m, v6, Some(7), Some(9), false);
+        let mut p = v(Seg::new(true).seq(101).ack(5001).win(3000)).build();
+        let orig = p.clone();
+        let verdict = m.on_packet(2 * MS, Direction::Outbound, &mut p);
+        // ceil(64 000 / 2^7) = 500 (64 000 bytes exactly).
+        assert_eq!(
+            verdict,
+            Verdict::Rewritten {
+                old: 3000,
+                new: 500
+            }
+        );
+        assert_eq!(window_of(&p), 500);
+        let (calc, stored) = reference_checksum(&p);
+        assert_eq!(calc, stored);
+        // Nothing else changed.
+        let diff: Vec<usize> = (0..p.len()).filter(|i| p[*i] != orig[*i]).collect();
+        let t = packet::parse(&p).unwrap().tcp_offset;
+        assert!(
+            diff.iter().all(|i| (t + 14..t + 18).contains(i)),
+            "{diff:?}"
+        );
+        // A window already below the clamp is left alone (M2HO only shrinks).
+        let mut p = v(Seg::new(true).seq(101).ack(5001).win(400)).build();
+        assert_eq!(
+            m.on_packet(3 * MS, Direction::Outbound, &mut p),
+            Verdict::Pass
+        );
+        // The SYN-ACK's window is never scaled: not rewritten even if large.
+        let mut m = clamp(1000);
+        let mut syn = v(Seg::new(true)
+            .syn()
+            .win(65000)
+            .opts(&[TcpOptionElement::WindowScale(7)]))
+        .build();
+        assert_eq!(m.on_packet(0, Direction::Outbound, &mut syn), Verdict::Pass);
+
+        // Only the device announced a scale: RFC 7323 says no scaling, shift 0.
+        let mut m = clamp(64_000);
+        handshake(&mut m, v6, Some(7), None, false);
+        let mut p = v(Seg::new(true).seq(101).ack(5001).win(65535)).build();
+        assert_eq!(
+            m.on_packet(2 * MS, Direction::Outbound, &mut p),
+            Verdict::Rewritten {
+                old: 65535,
+                new: 64_000
+            }
+        );
+        assert_eq!(reference_checksum(&p).0, reference_checksum(&p).1);
+
+        // A shift above 14 counts as 14.
+        let mut m = clamp(1 << 20);
+        handshake(&mut m, v6, Some(15), Some(2), false);
+        let mut p = v(Seg::new(true).seq(101).ack(5001).win(1000)).build();
+        assert_eq!(
+            m.on_packet(2 * MS, Direction::Outbound, &mut p),
+            Verdict::Rewritten { old: 1000, new: 64 }
+        );
+
+        // No handshake seen: the scale is unknown and nothing is rewritten.
+        let mut m = clamp(1000);
+        let mut p = v(Seg::new(true).seq(101).ack(5001).win(3000)).build();
+        let orig = p.clone();
+        assert_eq!(m.on_packet(0, Direction::Outbound, &mut p), Verdict::Pass);
+        assert_eq!(p, orig);
+        assert_eq!(m.stats().packets.unknown_scale, 1);
+    }
+}
+
+/// A change to a packet.
+type Corruption = Box<dyn Fn(&mut Vec<u8>)>;
+
+/// Every truncation and a set of corruptions of valid packets: each either parses (and is
+/// then a valid segment) or passes unmodified as unparsed; nothing panics.
+#[test]
+fn truncated_and_malformed_packets_pass_unmodified() {
+    let mut m = clamp(1000);
+    handshake(&mut m, false, Some(7), Some(7), true);
+    handshake(&mut m, true, Some(7), Some(7), true);
+    let mut unparsed = 0;
+    for v6 in [false, true] {
+        let v = |s: Seg| if v6 { s.v6() } else { s };
+        let good = v(Seg::new(true)
+            .seq(101)
+            .ack(5001)
+            .win(3000)
+            .ts(5, 6)
+            .data(40))
+        .build();
+        for cut in 0..good.len() {
+            let mut p = good[..cut].to_vec();
+            let orig = p.clone();
+            let verdict = m.on_packet(5 * MS, Direction::Outbound, &mut p);
+            assert!(
+                matches!(verdict, Verdict::Unparsed(_)),
+                "cut at {cut}: {verdict:?}"
+            );
+            assert_eq!(p, orig);
+            unparsed += 1;
+        }
+        let t = packet::parse(&good).unwrap().tcp_offset;
+        let corruptions: Vec<(&str, Corruption, ParseError)> = vec![
+            (
+                "version 5",
+                Box::new(|p: &mut Vec<u8>| p[0] = (p[0] & 0x0f) | 0x50),
+                ParseError::NotIp,
+            ),
+            (
+                "data offset 3",
+                Box::new(move |p: &mut Vec<u8>| p[t + 12] = 0x30),
+                ParseError::BadTcpHeader,
+            ),
+            // The timestamp option (after two NOPs... etherparse pads) claims 40 bytes.
+            (
+                "option length",
+                Box::new(move |p: &mut Vec<u8>| {
+                    let o = (t + 20..t + 32).find(|i| p[*i] == 8).unwrap();
+                    p[o + 1] = 40;
+                }),
+                ParseError::BadTcpOptions,
+            ),
+            (
+                "window scale of length 4",
+                Box::new(move |p: &mut Vec<u8>| {
+                    let o = (t + 20..t + 32).find(|i| p[*i] == 8).unwrap();
+                    p[o] = 3;
+                }),
+                ParseError::BadTcpOptions,
+            ),
+            (
+                "not tcp",
+                Box::new(
+                    move |p: &mut Vec<u8>| {
+                        if p[0] >> 4 == 4 { p[9] = 17 } else { p[6] = 17 }
+                    },
+                ),
+                ParseError::NotTcp,
+            ),
+        ];
+        for (what, f, want) in &corruptions {
+            let mut p = good.clone();
+            f(&mut p);
+            let orig = p.clone();
+            assert_eq!(
+                m.on_packet(5 * MS, Direction::Outbound, &mut p),
+                Verdict::Unparsed(*want),
+                "{what} ({})",
+                if v6 { "v6" } else { "v4" }
+            );
+            assert_eq!(p, orig, "{what}");
+            unparsed += 1;
+        }
+    }
+    // IPv4: a fragment, a header length below 20, a total length beyond the buffer, a TCP
+    // data offset beyond the segment.
+    let good = Seg::new(true).seq(101).ack(5001).win(3000).build();
+    for (f, want) in [
+        (
+            (|p: &mut Vec<u8>| p[6] |= 0x20) as fn(&mut Vec<u8>),
+            ParseError::Fragment,
+        ),
+        (|p: &mut Vec<u8>| p[7] = 8, ParseError::Fragment),
+        (|p: &mut Vec<u8>| p[0] = 0x44, ParseError::BadIpHeader),
+        (
+            |p: &mut Vec<u8>| p[3] = p[3].wrapping_add(1),
+            ParseError::BadIpHeader,
+        ),
+        (|p: &mut Vec<u8>| p[32] = 0xf0, ParseError::BadTcpHeader),
+    ] {
+        let mut p = good.clone();
+        f(&mut p);
+        let orig = p.clone();
+        assert_eq!(
+            m.on_packet(5 * MS, Direction::Outbound, &mut p),
+            Verdict::Unparsed(want)
+        );
+        assert_eq!(p, orig);
+        unparsed += 1;
+    }
+    // IPv6: a fragment header, an extension header running past the payload.
+    let good6 = Seg::new(true).v6().seq(101).ack(5001).win(3000).build();
+    let mut frag = good6.clone();
+    frag[6] = 44;
+    assert_eq!(
+        m.on_packet(5 * MS, Direction::Outbound, &mut frag),
+        Verdict::Unparsed(ParseError::Fragment)
+    );
+    let mut hbh = good6.clone();
+    hbh[6] = 0;
+    hbh[41] = 200;
+    assert_eq!(
+        m.on_packet(5 * MS, Direction::Outbound, &mut hbh),
+        Verdict::Unparsed(ParseError::BadIpHeader)
+    );
+    unparsed += 2;
+    // A hop-by-hop header before TCP is followed (and the rewrite still verifies).
+    let mut ext = good6[..40].to_vec();
+    ext[6] = 0; // next: hop-by-hop
+    let plen = u16::from_be_bytes([good6[4], good6[5]]) + 8;
+    ext[4..6].copy_from_slice(&plen.to_be_bytes());
+    ext.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]); // next TCP, PadN
+    ext.extend_from_slice(&good6[40..]);
+    let seg = packet::parse(&ext).unwrap();
+    assert_eq!(seg.tcp_offset, 48);
+    // The clamp (1000 bytes) is below the floor of two segments (2896 bytes): 23 units.
+    assert_eq!(
+        m.on_packet(6 * MS, Direction::Outbound, &mut ext),
+        Verdict::Rewritten { old: 3000, new: 23 }
+    );
+    assert!(packet::tcp_checksum_ok(&ext, &packet::parse(&ext).unwrap()));
+    assert_eq!(m.stats().packets.unparsed.values().sum::<u64>(), unparsed);
+}
+
+// ---------------------------------------------------------------- the controller
+
+fn meas(cell: u32, rat: RadioType) -> CellMeasurement {
+    CellMeasurement {
+        cell: CellId(cell),
+        rat,
+        rsrp_dbm: -90.0,
+        rsrq_db: -10.0,
+        sinr_db: 10.0,
+    }
+}
+
+fn report(
+    event: MeasEvent,
+    serving: (u32, RadioType),
+    neighbour: Option<(u32, RadioType)>,
+) -> LinkEventKind {
+    LinkEventKind::MeasurementReport {
+        meas_id: 1,
+        event,
+        serving: meas(serving.0, serving.1),
+        neighbours: neighbour.map(|n| meas(n.0, n.1)).into_iter().collect(),
+        on_leave: false,
+    }
+}
+
+fn command(source: u32, target: u32, rat: RadioType) -> LinkEventKind {
+    LinkEventKind::HandoverCommand {
+        source: CellId(source),
+        target: CellId(target),
+        target_rat: rat,
+        direction: polypath_link::HandoverDirection::Horizontal,
+        keeps_sn: false,
+    }
+}
+
+fn rb(cell: u32, slot: u64, rbs: u16, bytes: u32) -> LinkEventKind {
+    LinkEventKind::RbAllocation {
+        cell: CellId(cell),
+        slot,
+        rbs,
+        total_rbs: 106,
+        bytes,
+    }
+}
+
+/// Teaches the controller a burst of `bytes` on `cell` (sub-6) from slot `slot`.
+fn teach_burst(m: &mut Controller, now: u64, cell: u32, slot: u64, bytes: u32) {
+    m.on_link_event(
+        now,
+        &LinkEventKind::Measurement {
+            serving: None,
+            cells: vec![meas(cell, RadioType::NrFr1)],
+        },
+    );
+    let full = bytes - 1000;
+    m.on_link_event(now, &rb(cell, slot, 106, full));
+    m.on_link_event(now, &rb(cell, slot + 1, 10, 1000));
+    m.on_link_event(now, &rb(cell, slot + 2, 0, 0));
+}
+
+/// An outbound ACK of the connection set up by `handshake` (shift 7 on both sides).
+fn ack_pkt(ack: u32, win: u16) -> Vec<u8> {
+    Seg::new(true).seq(101).ack(ack).win(win).build()
+}
+
+fn sub6(c: u32) -> (u32, RadioType) {
+    (c, RadioType::NrFr1)
+}
+
+fn mmw(c: u32) -> (u32, RadioType) {
+    (c, RadioType::NrFr2)
+}
+
+#[test]
+fn prediction_shrinks_to_the_target_estimate_and_a1_cancels() {
+    let mut m = Controller::new(Config::default());
+    handshake(&mut m, false, Some(7), Some(7), false);
+    teach_burst(&mut m, MS, 2, 100, 256_000);
+    teach_burst(&mut m, MS, 3, 200, 128_000);
+    // Stable: no rewrite.
+    let mut p = ack_pkt(5001, 4000);
+    assert_eq!(
+        m.on_packet(10 * MS, Direction::Outbound, &mut p),
+        Verdict::Pass
+    );
+    // A3 towards cell 2 (sub-6 to sub-6): predicted; the window becomes cell 2's estimate.
+    m.on_link_event(20 * MS, &report(MeasEvent::A3, sub6(1), Some(sub6(2))));
+    assert_eq!(m.state(), State::Preparation);
+    assert_eq!(m.shrink_bytes(), Some(256_000));
+    let mut p = ack_pkt(5001, 4000);
+    assert_eq!(
+        m.on_packet(30 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 2000
+        }
+    );
+    // A1: the serving cell recovered (fallback 1); back to stable, windows untouched.
+    m.on_link_event(40 * MS, &report(MeasEvent::A1, sub6(1), None));
+    assert_eq!(m.state(), State::Stable);
+    let mut p = ack_pkt(5001, 4000);
+    assert_eq!(
+        m.on_packet(50 * MS, Direction::Outbound, &mut p),
+        Verdict::Pass
+    );
+    let t = m.stats().transitions.last().unwrap();
+    assert_eq!(t.reason, Reason::FallbackA1);
+    assert_eq!(
+        m.stats().predictions.last().unwrap().outcome,
+        Some(polypath_m2ho::predict::Outcome::CancelledByA1)
+    );
+    // An unknown sub-6 target: the smallest sub-6 estimate. A mmWave target (B1): the
+    // smallest sub-6 estimate too.
+    m.on_link_event(60 * MS, &report(MeasEvent::A3, sub6(1), Some(sub6(9))));
+    assert_eq!(m.shrink_bytes(), Some(128_000));
+    // The command names the real target: cell 2.
+    m.on_link_event(100 * MS, &command(1, 2, RadioType::NrFr1));
+    assert_eq!(m.shrink_bytes(), Some(256_000));
+}
+
+#[test]
+fn fallback_two_t2_returns_to_stable() {
+    let mut m = Controller::new(Config::default());
+    teach_burst(&mut m, 0, 1, 0, 100_000);
+    m.on_link_event(MS, &report(MeasEvent::A2, mmw(7), None));
+    assert_eq!(m.state(), State::Preparation);
+    // A2 from mmWave: the target is sub-6; its estimate is the smallest sub-6 one.
+    assert_eq!(m.shrink_bytes(), Some(100_000));
+    // 2·T2 = 292.4 ms with the initial T2 of 146.2 ms.
+    m.poll(MS + 292 * MS);
+    assert_eq!(m.state(), State::Preparation);
+    m.poll(MS + 293 * MS);
+    assert_eq!(m.state(), State::Stable);
+    assert_eq!(
+        m.stats().transitions.last().unwrap().reason,
+        Reason::FallbackExpired
+    );
+    assert_eq!(m.shrink_bytes(), None);
+}
+
+/// A handover end to end: prediction, command, execution, random access, suppression of
+/// duplicate ACKs, and the two ways suppression ends.
+#[test]
+fn smoothing_suppresses_duplicate_acks_until_either_release() {
+    for release in ["ack", "burst", "timeout"] {
+        let mut m = Controller::new(Config::default());
+        handshake(&mut m, false, Some(7), Some(7), false);
+        // Data up to 5001 + 10·1000 received in order, the device acked all of it.
+        for k in 0..10u32 {
+            let mut d = Seg::new(false)
+                .seq(5001 + k * 1000)
+                .ack(101)
+                .win(500)
+                .data(1000)
+                .build();
+            m.on_packet(2 * MS, Direction::Inbound, &mut d);
+        }
+        let mut p = ack_pkt(15001, 4000);
+        m.on_packet(3 * MS, Direction::Outbound, &mut p);
+        m.on_link_event(10 * MS, &report(MeasEvent::A3, sub6(1), Some(sub6(2))));
+        m.on_link_event(150 * MS, &command(1, 2, RadioType::NrFr1));
+        m.on_link_event(
+            180 * MS,
+            &LinkEventKind::HandoverExecution {
+                source: CellId(1),
+                target: CellId(2),
+            },
+        );
+        // Context release: the device got 17001.. but not 15001..17001.
+        let mut d = Seg::new(false)
+            .seq(17001)
+            .ack(101)
+            .win(500)
+            .data(1000)
+            .build();
+        m.on_packet(181 * MS, Direction::Inbound, &mut d);
+        m.on_link_event(
+            207 * MS,
+            &LinkEventKind::RandomAccessComplete { cell: CellId(2) },
+        );
+        assert_eq!(m.state(), State::Smoothing);
+        // The first ACK for 15001 after data beyond the hole is a duplicate: dropped.
+        let mut p = ack_pkt(15001, 4000);
+        assert_eq!(
+            m.on_packet(208 * MS, Direction::Outbound, &mut p),
+            Verdict::Drop
+        );
+        let mut p = ack_pkt(15001, 4000);
+        assert_eq!(
+            m.on_packet(209 * MS, Direction::Outbound, &mut p),
+            Verdict::Drop
+        );
+        match release {
+            "ack" => {
+                // The target redelivers the gap: the ACK now covers 18001, beyond the
+                // highest sequence number before the handover (18001 is its end: seq_gt
+                // needs more).
+                let mut d = Seg::new(false)
+                    .seq(15001)
+                    .ack(101)
+                    .win(500)
+                    .data(2000)
+                    .build();
+                m.on_packet(210 * MS, Direction::Inbound, &mut d);
+                let mut d = Seg::new(false)
+                    .seq(18001)
+                    .ack(101)
+                    .win(500)
+                    .data(1000)
+                    .build();
+                m.on_packet(210 * MS, Direction::Inbound, &mut d);
+                let mut p = ack_pkt(19001, 4000);
+                assert!(matches!(
+                    m.on_packet(211 * MS, Direction::Outbound, &mut p),
+                    Verdict::Pass | Verdict::Rewritten { .. }
+                ));
+                assert_eq!(m.state(), State::Stable);
+                assert_eq!(
+                    m.stats().transitions.last().unwrap().reason,
+                    Reason::AckBeyondPreHandover
+                );
+                assert_eq!(m.stats().suppression.released_by_ack, 1);
+            }
+            "burst" => {
+                // A burst on another cell changes nothing; the target's first burst ends it.
+                m.on_link_event(210 * MS, &rb(1, 1000, 106, 10_000));
+                m.on_link_event(210 * MS, &rb(1, 1001, 5, 500));
+                m.on_link_event(210 * MS, &rb(1, 1002, 0, 0));
+                assert_eq!(m.state(), State::Smoothing);
+                m.on_link_event(211 * MS, &rb(2, 2000, 106, 10_000));
+                m.on_link_event(211 * MS, &rb(2, 2001, 5, 500));
+                assert_eq!(m.state(), State::Smoothing);
+                m.on_link_event(211 * MS, &rb(2, 2002, 0, 0));
+                assert_eq!(m.state(), State::Stable);
+                assert_eq!(
+                    m.stats().transitions.last().unwrap().reason,
+                    Reason::FirstBurstEnded
+                );
+                // Duplicates pass again.
+                let mut p = ack_pkt(15001, 4000);
+                assert_eq!(
+                    m.on_packet(212 * MS, Direction::Outbound, &mut p),
+                    Verdict::Pass
+                );
+            }
+            _ => {
+                m.poll(207 * MS + 200 * MS);
+                assert_eq!(m.state(), State::Stable);
+                assert_eq!(
+                    m.stats().transitions.last().unwrap().reason,
+                    Reason::SuppressionTimeout
+                );
+            }
+        }
+        let s = m.stats();
+        assert_eq!(s.suppression.acks_suppressed, 2);
+        let h = s.handovers.last().unwrap();
+        assert!(h.predicted && h.commanded);
+        assert_eq!(h.earliness_ns, Some(170 * MS));
+        assert_eq!(h.command_earliness_ns, Some(30 * MS));
+        assert_eq!(s.t2_ns, (146_200_000 + 140 * MS) / 2);
+    }
+}
+
+/// Table 3's classification: a hole filled by a late original (older TSval) is reordering;
+/// one filled by a retransmission (newer TSval) is a loss.
+#[test]
+fn duplicate_ack_events_are_classified_by_timestamps() {
+    for (filler_tsval, reordering) in [(100u32, true), (300, false)] {
+        let mut m = Controller::new(Config {
+            suppress_dup_acks: false,
+            ..Config::default()
+        });
+        handshake(&mut m, false, Some(7), Some(7), true);
+        let mut d = Seg::new(false)
+            .seq(5001)
+            .ack(101)
+            .win(500)
+            .data(1000)
+            .ts(100, 1)
+            .build();
+        m.on_packet(2 * MS, Direction::Inbound, &mut d);
+        let mut p = Seg::new(true)
+            .seq(101)
+            .ack(6001)
+            .win(4000)
+            .ts(2, 100)
+            .build();
+        m.on_packet(3 * MS, Direction::Outbound, &mut p);
+        // 6001..7001 missing; three segments beyond it, three duplicate ACKs.
+        for k in 0..3u32 {
+            let mut d = Seg::new(false)
+                .seq(7001 + k * 1000)
+                .ack(101)
+                .win(500)
+                .data(1000)
+                .ts(200, 1)
+                .build();
+            m.on_packet(4 * MS, Direction::Inbound, &mut d);
+            let mut p = Seg::new(true)
+                .seq(101)
+                .ack(6001)
+                .win(4000)
+                .ts(3, 200)
+                .build();
+            m.on_packet(5 * MS, Direction::Outbound, &mut p);
+        }
+        let mut d = Seg::new(false)
+            .seq(6001)
+            .ack(101)
+            .win(500)
+            .data(1000)
+            .ts(filler_tsval, 1)
+            .build();
+        m.on_packet(6 * MS, Direction::Inbound, &mut d);
+        let ev = m.stats().dup_ack_events.last().copied().unwrap();
+        assert_eq!(ev.dup_acks, 3);
+        assert!(ev.is_congestion_event());
+        assert_eq!(ev.reordering, reordering);
+        assert_eq!(m.stats().packets.dup_acks, 3);
+    }
+}
+
+/// Sec. 4.5: after mmWave -> sub-6, windows follow Eq. 2; back on mmWave, they are free.
+#[test]
+fn rate_control_follows_eq2_after_mmwave_to_sub6() {
+    let mut m = Controller::new(Config {
+        suppress_dup_acks: false,
+        ..Config::default()
+    });
+    handshake(&mut m, false, Some(7), Some(7), true);
+    let mut seq = 5001u32;
+    let mut tsval = 10u32;
+    // One round trip: the device sends TSval k at t, the data echoing it arrives 40 ms
+    // later (RTT 40 ms) and then 60 ms later (RTT 60 ms, queueing).
+    let mut t = 10 * MS;
+    let send_ack = |m: &mut Controller, t: u64, ts: u32, ack: u32| {
+        let mut p = Seg::new(true).seq(101).ack(ack).win(4000).ts(ts, 1).build();
+        m.on_packet(t, Direction::Outbound, &mut p)
+    };
+    for (rtt_ms, segs) in [(40u64, 20u32), (60, 30), (60, 30)] {
+        send_ack(&mut m, t, tsval, seq);
+        t += rtt_ms * MS;
+        for _ in 0..segs {
+            let mut d = Seg::new(false)
+                .seq(seq)
+                .ack(101)
+                .win(500)
+                .data(1000)
+                .ts(7, tsval)
+                .build();
+            m.on_packet(t, Direction::Inbound, &mut d);
+            seq += 1000;
+        }
+        tsval += 1;
+    }
+    // Not yet: no vertical handover to sub-6 happened.
+    assert!(!m.rate_control_active());
+    assert_eq!(send_ack(&mut m, t, tsval, seq), Verdict::Pass);
+    let ho = |m: &mut Controller, t: u64, from: (u32, RadioType), to: (u32, RadioType)| {
+        m.on_link_event(
+            t,
+            &LinkEventKind::Measurement {
+                serving: Some(CellId(from.0)),
+                cells: vec![meas(from.0, from.1), meas(to.0, to.1)],
+            },
+        );
+        m.on_link_event(t, &command(from.0, to.0, to.1));
+        m.on_link_event(
+            t + 30 * MS,
+            &LinkEventKind::HandoverExecution {
+                source: CellId(from.0),
+                target: CellId(to.0),
+            },
+        );
+        m.on_link_event(
+            t + 60 * MS,
+            &LinkEventKind::RandomAccessComplete { cell: CellId(to.0) },
+        );
+    };
+    ho(&mut m, t, mmw(5), sub6(1));
+    assert!(m.rate_control_active());
+    t += 100 * MS;
+    // c_est: the 30 000 bytes of the last full round trip; RTT 60 ms, minimum 40 ms:
+    // 2 · 30 000 · 40/60 = 40 000 bytes = 312.5 -> 313 units of 128.
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!((c.rtt_min_ns, c.rtt_ns), (Some(40 * MS), Some(60 * MS)));
+    assert_eq!(c.bytes_last_rtt, Some(30_000));
+    assert_eq!(
+        send_ack(&mut m, t, tsval, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 313
+        }
+    );
+    // Horizontal sub-6 handovers keep it on; a handover to mmWave releases it.
+    ho(&mut m, t, sub6(1), sub6(2));
+    assert!(m.rate_control_active());
+    ho(&mut m, t + 200 * MS, sub6(2), mmw(6));
+    assert!(!m.rate_control_active());
+    assert_eq!(send_ack(&mut m, t + 400 * MS, tsval, seq), Verdict::Pass);
+    // Sub-6 to mmWave never turns it on.
+    ho(&mut m, t + 600 * MS, mmw(6), sub6(3));
+    assert!(m.rate_control_active());
+}
+
+/// Handovers without a report or command (radio link failure on mmWave, re-establishment
+/// on sub-6) are counted as unpredicted and do not enter smoothing.
+#[test]
+fn radio_link_failure_is_an_unpredicted_handover() {
+    let mut m = Controller::new(Config::default());
+    m.on_link_event(0, &LinkEventKind::RandomAccessComplete { cell: CellId(5) });
+    assert!(
+        m.stats().handovers.is_empty(),
+        "the first attach is no handover"
+    );
+    m.on_link_event(MS, &report(MeasEvent::A2, mmw(5), None));
+    assert_eq!(m.state(), State::Preparation);
+    m.on_link_event(
+        5 * MS,
+        &LinkEventKind::LinkDown {
+            cell: Some(CellId(5)),
+            reason: polypath_link::DownReason::NoCoverage,
+        },
+    );
+    assert_eq!(m.state(), State::Stable);
+    m.on_link_event(
+        40 * MS,
+        &LinkEventKind::RandomAccessComplete { cell: CellId(1) },
+    );
+    assert_eq!(m.state(), State::Stable);
+    let h = m.stats().handovers.last().unwrap();
+    assert!(!h.commanded && !h.predicted);
+    assert_eq!(h.source, Some(CellId(5)));
+}
