@@ -592,13 +592,20 @@ fn single_path(
 /// is full: a path's window bounds the data in flight but not the queue at its bottleneck,
 /// so a sender whose window stays open (a tunnel carrying congestion-controlled traffic)
 /// would otherwise keep every packet on the path with the smallest RTT.
+///
+/// A path carrying less than half its window is not being given data: its latest rate
+/// sample measures what it was given (idle probes, say, after its link came back), not
+/// what it can carry, and trusting it alone would keep it idle for good. Its rate is then at
+/// least its window over its smoothed RTT, until the data it is given yields real samples.
 fn expected_delivery(p: &PathSnapshot) -> f64 {
-    let rate = p
-        .delivery_rate
-        .filter(|r| *r > 0)
-        .map(|r| r as f64)
-        .unwrap_or_else(|| p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6))
-        .max(1.0);
+    let window_rate = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
+    let starved = p.bytes_in_flight + p.queued_bytes < p.cwnd / 2;
+    let rate = match p.delivery_rate.filter(|r| *r > 0).map(|r| r as f64) {
+        Some(measured) if !starved => measured,
+        Some(measured) => measured.max(window_rate),
+        None => window_rate,
+    }
+    .max(1.0);
     let ahead = (p.bytes_in_flight + p.queued_bytes + u64::from(p.mtu)) as f64;
     p.min_rtt.as_secs_f64() + ahead / rate
 }
@@ -1277,6 +1284,28 @@ mod tests {
         assert_eq!(sim.run(&mut s, 50), 50);
         assert_eq!(sim.sent(2), 0);
         assert!(sim.sent(0) >= 50 && sim.sent(1) > 0);
+    }
+
+    #[test]
+    fn aggregate_gives_an_idle_path_data_despite_a_stale_low_rate() {
+        // After an outage, a path's latest rate sample is its idle probes' (11 kB/s here)
+        // while the other path is busy at 2 MB/s: the idle path, its window open, gets data.
+        let mut s = QosPolicy::default();
+        let now = Instant::now();
+        let pending = PendingData::default();
+        let mut busy = snapshot(0, 9, true);
+        busy.cwnd = 55_000;
+        busy.bytes_in_flight = 50_000;
+        busy.delivery_rate = Some(2_000_000);
+        let mut idle = snapshot(1, 8, true);
+        idle.cwnd = 9_000;
+        idle.bytes_in_flight = 0;
+        idle.delivery_rate = Some(11_000);
+        let mut paths = [busy, idle];
+        assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(1)));
+        // Once it carries half its window, its own samples count again.
+        paths[1].bytes_in_flight = 6_000;
+        assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(0)));
     }
 
     #[test]
