@@ -593,13 +593,15 @@ fn single_path(
 /// so a sender whose window stays open (a tunnel carrying congestion-controlled traffic)
 /// would otherwise keep every packet on the path with the smallest RTT.
 ///
-/// A path carrying less than half its window is not being given data: its latest rate
-/// sample measures what it was given (idle probes, say, after its link came back), not
-/// what it can carry, and trusting it alone would keep it idle for good. Its rate is then at
-/// least its window over its smoothed RTT, until the data it is given yields real samples.
+/// A path with no more than a packet in flight (nothing queued) is not being given data: its
+/// latest rate sample measures what it was given (idle probes, say, after its link came
+/// back), not what it can carry, and trusting it alone would keep it idle for good. Its
+/// rate is then at least its window over its smoothed RTT, until the data it is given
+/// yields real samples. (A busier path keeps its measured rate: its window may stay open
+/// far beyond what its bottleneck carries.)
 fn expected_delivery(p: &PathSnapshot) -> f64 {
     let window_rate = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
-    let starved = p.bytes_in_flight + p.queued_bytes < p.cwnd / 2;
+    let starved = p.bytes_in_flight + p.queued_bytes < 2 * u64::from(p.mtu);
     let rate = match p.delivery_rate.filter(|r| *r > 0).map(|r| r as f64) {
         Some(measured) if !starved => measured,
         Some(measured) => measured.max(window_rate),
@@ -1303,8 +1305,8 @@ mod tests {
         idle.delivery_rate = Some(11_000);
         let mut paths = [busy, idle];
         assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(1)));
-        // Once it carries half its window, its own samples count again.
-        paths[1].bytes_in_flight = 6_000;
+        // Once it carries more than a packet, its own samples count again.
+        paths[1].bytes_in_flight = 2_400;
         assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(0)));
     }
 
