@@ -41,9 +41,11 @@ start_client() {
   client_pid=$!
 }
 
-# stop_client NAME: saves client NAME's metrics and status, then stops it.
+# stop_client NAME: saves client NAME's metrics and status and its TUN device's counters
+# (the kernel's drops of packets the gateway did not read in time), then stops it.
 stop_client() {
   curl -s -m 2 http://127.0.0.1:9101/metrics > "$out/gwc-$1-metrics.txt"
   curl -s -m 2 http://127.0.0.1:9101/status > "$out/gwc-$1-status.json"
+  ip -s -j link show dev gw0 > "$out/gwc-$1-tun.json" 2>/dev/null
   stop $client_pid
 }

@@ -464,6 +464,24 @@ fn duplication_leaves_the_product_of_the_loss_rates() {
     };
     let (report, out) = emulate(&dir, "duplicate.toml");
     let rt = &report.summary.realtime;
+    // What else than the links' loss can lose a packet's every copy, printed for a failure
+    // to be read: packets sent once only (a class's second interface taken for down, e.g.
+    // when a busy machine stalls the probes) and the client TUN device's drops.
+    let client_metrics = read(&out.join("gwc-dup2-metrics.txt"));
+    let copies: Vec<&str> = client_metrics
+        .lines()
+        .filter(|l| l.starts_with("polypath_gw_duplicates_sent_total") && !l.contains("default"))
+        .collect();
+    let downs = decisions(&report, &out, "dup2")
+        .iter()
+        .filter(|(_, d)| d["reason"].as_str().is_some_and(|r| r.starts_with("down")))
+        .count();
+    let tun: Value =
+        serde_json::from_str(&read(&out.join("gwc-dup2-tun.json"))).unwrap_or_default();
+    eprintln!(
+        "second copies sent: {copies:?}; interfaces taken for down: {downs}; client TUN drops: {}",
+        tun[0]["stats64"]["tx"]["dropped"]
+    );
     for (port, pa, pb) in [(6000, 0.10, 0.05), (6001, 0.10, 0.10)] {
         let r = read_json(&out.join(format!("udp-{port}.json")));
         let n = r["expected"].as_f64().unwrap_or(0.0);
