@@ -34,6 +34,9 @@ start_client() {
   local cname=$1 cserver=$2 ifaces="" i
   shift 2
   wait_for "$out/cert.pem" || { echo "no server certificate" >&2; return 1; }
+  # The server is listening once it says so (its NAT and TUN set-up can take seconds on a
+  # busy machine, longer than a client waits for its hello's answer).
+  wait_for "$out/gws.out" 60 || { echo "the server gateway is not listening" >&2; return 1; }
   for i in "$@"; do ifaces="$ifaces --interface $i"; done
   RUST_LOG=${RUST_LOG:-info} "$bin" gw client --server "$cserver" --name "$cname" --cc "${GW_CC:-bbr}" \
     --token "$cname-token" --pin "$out/cert.pem" --status 127.0.0.1:9101 \
