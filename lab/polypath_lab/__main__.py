@@ -78,8 +78,9 @@ def describe(module) -> str:
     """An experiment's summary for ``list``: the first paragraph of its module docstring,
     whole, wrapped and indented."""
     first = (module.__doc__ or "").strip().split("\n\n", 1)[0]
+    # Lines break between words only: a hyphenated word ("real-time") stays whole.
     return textwrap.fill(" ".join(first.split()), width=88, initial_indent="    ",
-                         subsequent_indent="    ")
+                         subsequent_indent="    ", break_on_hyphens=False)
 
 
 if __name__ == "__main__":
