@@ -329,8 +329,9 @@ impl TransportArgs {
         matches!(self.path_manager.as_str(), "fullmesh" | "full_mesh")
     }
 
-    /// Applies the `--weights-at` changes to `conn` at their times (from now, which should
-    /// be when the connection was established), in a task that ends with the returned guard.
+    /// Applies the `--weights-at` changes to `conn` at their times (from now: the server
+    /// calls it when the connection is established, the client once its initial paths are
+    /// open), in a task that ends with the returned guard.
     pub fn schedule_weight_changes(&self, conn: &Connection) -> WeightChanges {
         let mut planned = self.weights_at.clone();
         planned.sort_by_key(|c| c.after);
