@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--full", action="store_true",
                    help="full sets where an experiment runs a reduced one by default (m2ho: "
                         "300 s emulated stretches per variant instead of 60; coexistence: "
-                        "every case, pairing and configuration)")
+                        "every case, pairing and configuration; chymp: 100 000 duplicated "
+                        "packets per loss pair and a third pair)")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -81,8 +82,9 @@ def describe(module) -> str:
     """An experiment's summary for ``list``: the first paragraph of its module docstring,
     whole, wrapped and indented."""
     first = (module.__doc__ or "").strip().split("\n\n", 1)[0]
+    # Lines break between words only: a hyphenated word ("real-time") stays whole.
     return textwrap.fill(" ".join(first.split()), width=88, initial_indent="    ",
-                         subsequent_indent="    ")
+                         subsequent_indent="    ", break_on_hyphens=False)
 
 
 if __name__ == "__main__":

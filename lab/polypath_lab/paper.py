@@ -236,3 +236,28 @@ COEX_LOSS = {'symmetric': {'mptcp': {'bbr-bbr': (0.0, 0.203, 0.03, 0.032),
                      'reno-bbr': (0.0, 0.594, 0.214, 0.197)},
            'mpquic': {'bbr-bbr': (0.0, 0.351, 0.188, 0.128),
                       'reno-bbr': (0.0, 0.603, 0.296, 0.225)}}}
+
+# CHYMP / MPF-Gateway ("To Poly or Not to Poly: QoS-Aware Multi-Path Networking").
+
+#: CHYMP, Table I: the PMF's interface measurements (throughput in
+#: Mbit/s, average delay in ms, packet loss in percent).
+CHYMP_TABLE_I = {
+    "eth": {"throughput": 93.61, "delay": 0.15, "loss": 0.25},
+    "wifi": {"throughput": 74.45, "delay": 0.19, "loss": 0.00},
+}
+
+#: CHYMP, Figs. 6-7: the policy's delay requirement and Wi-Fi's raised delay, ms.
+CHYMP_QOS_DELAY_LIMIT_MS = 1.0
+CHYMP_QOS_RAISED_DELAY_MS = 1.5
+
+#: CHYMP, Section VI-C and Fig. 10: CHYMP's effective throughput over MPTCP's in
+#: stable conditions ("5.5% higher").
+CHYMP_STABLE_GAIN = 0.055
+
+#: CHYMP, Section VI-C and Fig. 11: CHYMP completes the transfer under an
+#: interface failure "8.2% faster" than MPTCP.
+CHYMP_FAILURE_SPEEDUP = 0.082
+
+#: CHYMP, Section VI-B and Fig. 9: MPTCP halts transmission on every link for
+#: about 80 ms when the Wi-Fi interface fails.
+CHYMP_MPTCP_HALT_MS = 80.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -94,8 +95,8 @@ def quick_experiment(tmp_path_factory):
 def test_quick_experiment_shapes(name, quick_experiment):
     from polypath_lab import emu
 
-    if name == "coexistence" and emu.unavailable():
-        pytest.skip(f"coexistence runs in the emulator: {emu.unavailable()}")
+    if name in ("coexistence", "chymp") and emu.unavailable():
+        pytest.skip(f"{name} runs in the emulator: {emu.unavailable()}")
     e, out = quick_experiment(name)
     for c in e.checks:
         print(f"{name}: [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.measured}")

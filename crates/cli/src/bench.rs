@@ -39,6 +39,9 @@ pub enum BenchCommand {
     /// Many clients uploading to one `polypath server` at once (default 1000 x 8 MB), with
     /// the server's peak and after-load memory.
     Server(crate::bench_server::ServerLoadArgs),
+    /// Many client gateways on one server gateway at once in the emulator (default 50),
+    /// each pinging and downloading through its own session (needs root).
+    Gateway(crate::bench_gateway::GatewayBenchArgs),
 }
 
 /// `polypath bench loopback`.
@@ -184,6 +187,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Emu(args) => crate::bench_emu::run(args),
         BenchCommand::Server(args) => crate::bench_server::run(args),
+        BenchCommand::Gateway(args) => crate::bench_gateway::run(args),
         BenchCommand::Loopback(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

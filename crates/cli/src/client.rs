@@ -188,7 +188,6 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     let bound = endpoint.local_addrs();
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
-    let weight_changes = args.transport.schedule_weight_changes(&conn);
     if multipath {
         match args.initial_paths {
             InitialPaths::All => {
@@ -208,6 +207,9 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
             InitialPaths::First => {}
         }
     }
+    // Weight changes count from here, once the initial paths are open: a change due at once
+    // applies to every path, not to whichever had opened when its task first ran.
+    let weight_changes = args.transport.schedule_weight_changes(&conn);
     let outcome = run_transfer(&conn, args, direction, size).await;
     let client_paths = client_paths(&conn, started);
     let summary = outcome.map(|(seconds, digest, report)| Summary {

@@ -10,12 +10,19 @@
 //! polypath bench loopback [--bytes N] [--paths 1|2] [--json]
 //! polypath bench emu [--seconds N] [--json]
 //! polypath bench server [--clients N] [--size BYTES] [--preload LIB] [--json]
+//! polypath bench gateway [--clients 50] [--scenarios scenarios/gateway] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
 //! polypath tcp send --connect ADDR:PORT [--bind ADDR] [--bytes N | --time DURATION]
 //!                   [--rate 100Mbit/s [--message-size 100B]] [--mptcp] [--cc NAME]
 //!                   [--interval 1s] [--json] [--csv FILE]
+//! polypath gw server --config FILE [--cert FILE --key FILE | --cert-out FILE] [--status ADDR]
+//! polypath gw client --server ADDR --interface NAME=IP[@IP]... --name NAME
+//!                    (--token T | --token-file F) (--pin FILE | --ca FILE | --insecure)
+//!                    [--tun gw0] [--status ADDR] [--decision-log FILE]
+//! polypath udp send --to ADDR:PORT --count N [--rate PPS] [--size BYTES]
+//! polypath udp recv --listen ADDR:PORT --expect N [--idle 2s]
 //! polypath m2ho run [--link-events SOCKET | --events-file FILE | --events-stdin] [--queue N]
 //!                   [--param KEY=VALUE]... [--stats FILE] [--csv FILE] [--duration D] [--json]
 //! polypath m2ho clean
@@ -40,10 +47,12 @@
 
 mod bench;
 mod bench_emu;
+mod bench_gateway;
 mod bench_server;
 mod client;
 mod emu;
 mod feed;
+mod gw;
 mod m2ho;
 mod relay;
 mod server;
@@ -51,6 +60,7 @@ mod setup;
 mod sim;
 mod tcp;
 mod transfer;
+mod udp;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -84,6 +94,13 @@ enum Command {
     /// Kernel TCP / MPTCP bulk transfers, iperf3-like: goodput, RTT, cwnd, retransmissions.
     #[command(subcommand)]
     Tcp(tcp::TcpCommand),
+    /// The QoS-aware multipath gateway (CHYMP / MPF-Gateway): `gw server`, `gw client`.
+    #[command(subcommand)]
+    Gw(gw::GwCommand),
+    /// A numbered UDP stream at a fixed rate and its receiver: loss, duplicates, the
+    /// longest gap between deliveries, one-way delays.
+    #[command(subcommand)]
+    Udp(udp::UdpCommand),
     /// M2HO: keep this host's kernel TCP fast across 5G handovers (NFQUEUE shim fed with
     /// link-layer events), its cleanup, and a replay of link events through its predictor.
     #[command(subcommand)]
@@ -107,6 +124,8 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Relay(args) => relay::run(args),
         Command::Tcp(cmd) => tcp::run(cmd),
+        Command::Gw(cmd) => gw::run(cmd),
+        Command::Udp(cmd) => udp::run(cmd),
         Command::M2ho(cmd) => m2ho::run(cmd),
     };
     match result {
@@ -123,6 +142,27 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
+    /// The example systemd units start the gateway with options this binary takes.
+    #[test]
+    fn the_example_systemd_units_parse() {
+        for unit in [
+            include_str!("../../gateway/dist/polypath-gw-server.service"),
+            include_str!("../../gateway/dist/polypath-gw-client.service"),
+        ] {
+            let exec = unit.split("ExecStart=").nth(1).expect("an ExecStart line");
+            let mut line = String::new();
+            for l in exec.lines() {
+                line += l.trim_end_matches('\\');
+                if !l.ends_with('\\') {
+                    break;
+                }
+            }
+            let mut args: Vec<&str> = line.split_whitespace().collect();
+            args[0] = "polypath";
+            Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
@@ -134,6 +174,9 @@ mod tests {
             &["polypath", "tcp", "send", "--help"],
             &["polypath", "client", "--help"],
             &["polypath", "server", "--help"],
+            &["polypath", "gw", "server", "--help"],
+            &["polypath", "gw", "client", "--help"],
+            &["polypath", "udp", "recv", "--help"],
             &["polypath", "m2ho", "run", "--help"],
             &["polypath", "m2ho", "replay", "--help"],
         ] {

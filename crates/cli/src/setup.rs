@@ -336,8 +336,9 @@ impl TransportArgs {
         })
     }
 
-    /// Applies the `--weights-at` changes to `conn` at their times (from now, which should
-    /// be when the connection was established), in a task that ends with the returned guard.
+    /// Applies the `--weights-at` changes to `conn` at their times (from now: the server
+    /// calls it when the connection is established, the client once its initial paths are
+    /// open), in a task that ends with the returned guard.
     pub fn schedule_weight_changes(&self, conn: &Connection) -> WeightChanges {
         let mut planned = self.weights_at.clone();
         planned.sort_by_key(|c| c.after);
@@ -400,6 +401,16 @@ pub fn server_tls(
     key: Option<&Path>,
     listen: SocketAddr,
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
+    server_tls_for(cert, key, listen, crate::transfer::ALPN)
+}
+
+/// [`server_tls`] for the application protocol `alpn`.
+pub fn server_tls_for(
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    listen: SocketAddr,
+    alpn: &[u8],
+) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
     let (chain, key, generated) = match (cert, key) {
         (Some(cert), Some(key)) => (
             load_certificate_chain(cert).map_err(|e| e.to_string())?,
@@ -417,13 +428,8 @@ pub fn server_tls(
         }
         _ => return Err("--cert and --key go together".into()),
     };
-    let config = server_config(
-        chain,
-        key,
-        vec![crate::transfer::ALPN.to_vec()],
-        keylog_enabled(),
-    )
-    .map_err(|e| e.to_string())?;
+    let config = server_config(chain, key, vec![alpn.to_vec()], keylog_enabled())
+        .map_err(|e| e.to_string())?;
     Ok((config, generated))
 }
 
@@ -451,6 +457,14 @@ pub struct VerifyArgs {
 
 /// The client's TLS configuration.
 pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, String> {
+    client_tls_for(verify, crate::transfer::ALPN)
+}
+
+/// [`client_tls`] for the application protocol `alpn`.
+pub fn client_tls_for(
+    verify: &VerifyArgs,
+    alpn: &[u8],
+) -> Result<Arc<rustls::ClientConfig>, String> {
     let verification = if let Some(pin) = &verify.pin {
         let chain = load_certificate_chain(pin).map_err(|e| e.to_string())?;
         ServerVerification::Pinned(chain[0].clone())
@@ -471,12 +485,7 @@ pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, Stri
                 .into(),
         );
     };
-    client_config(
-        vec![crate::transfer::ALPN.to_vec()],
-        verification,
-        keylog_enabled(),
-    )
-    .map_err(|e| e.to_string())
+    client_config(vec![alpn.to_vec()], verification, keylog_enabled()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -540,9 +540,9 @@ fn substitute(
                     EmuError::from(scenario.error_at(
                         field,
                         format!(
-                            "unknown placeholder `{{{name}}}` (known: {{out}}, {{from}}, \
-                             {{to}}, {{local}}, {{remote}}, {{polypath}}, {{addr:HOST}}, \
-                             {{addr:HOST.IFACE}})"
+                            "unknown placeholder `{{{name}}}` (known: {{out}}, {{dir}}, \
+                             {{from}}, {{to}}, {{local}}, {{remote}}, {{polypath}}, \
+                             {{addr:HOST}}, {{addr:HOST.IFACE}})"
                         ),
                     ))
                 })?
@@ -690,6 +690,19 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
     let mut procs: Vec<Proc> = Vec::new();
     let mut gens: Vec<(Arc<udpgen::Shared>, std::thread::JoinHandle<()>)> = Vec::new();
     let out_abs = std::fs::canonicalize(&work).unwrap_or(work.clone());
+    // `{dir}`: the scenario file's folder, for files that come with the scenario.
+    let scenario_dir = scenario
+        .file
+        .parent()
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .unwrap_or_else(|| PathBuf::from("."));
     for plan in std::mem::take(&mut factory.plans) {
         match plan {
             Plan::Udp {
@@ -753,6 +766,7 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                         paths.first().map(|p| p.1.to_string()).unwrap_or_default(),
                     ),
                     ("polypath", polypath.display().to_string()),
+                    ("dir", scenario_dir.display().to_string()),
                 ];
                 let line = substitute(scenario, &format!("flow[{flow}].command"), &command, &vars)?;
                 let stem = procs_dir.join(format!("{}-{instance}", f.name));

@@ -14,9 +14,14 @@
 //! anything else is a pass. Each returns a count of what got through (frames decoded,
 //! packets opened, operations run) so that the tests can check their inputs reached the
 //! code behind the decoders.
+//!
+//! The gateway's targets (`gw_control`, `gw_tunnel`) cover its control-message decoder,
+//! the policies the control plane carries, the tunnel framing, the IP headers it reads and
+//! the measurement probes.
 #![warn(missing_docs)]
 
 mod crypto;
+mod gateway;
 mod m2ho;
 pub mod seeds;
 mod stateful;
@@ -24,6 +29,7 @@ mod text;
 mod wire;
 
 pub use crypto::{packet_unprotect, retry_integrity, retry_token};
+pub use gateway::{gw_control, gw_tunnel};
 pub use m2ho::m2ho_packet;
 pub use stateful::endpoint_pair;
 pub use text::{link_events, scenario, traces, transfer_request};
@@ -79,6 +85,14 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "transfer_request",
         body: transfer_request,
+    },
+    Target {
+        name: "gw_control",
+        body: gw_control,
+    },
+    Target {
+        name: "gw_tunnel",
+        body: gw_tunnel,
     },
     Target {
         name: "m2ho_packet",

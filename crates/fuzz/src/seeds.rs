@@ -31,6 +31,8 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             b"PPT1D\xff\xff\xff\xff\xff\xff\xff\xff".to_vec(),
         ],
         "endpoint_pair" => endpoint_pair_seeds(),
+        "gw_control" => gw_control_seeds(),
+        "gw_tunnel" => gw_tunnel_seeds(),
         "m2ho_packet" => m2ho_packet_seeds(),
         _ => Vec::new(),
     }
@@ -330,6 +332,79 @@ fn endpoint_pair_seeds() -> Vec<Vec<u8>> {
     s.extend_from_slice(&[0, 0, 0, deliver_all, 15]);
     seeds.push(s);
     seeds
+}
+
+/// Control streams: a hello and a welcome carrying a policy with classes, fed in 7-byte
+/// chunks (the first byte), and a steer message.
+fn gw_control_seeds() -> Vec<Vec<u8>> {
+    use polypath_gateway::control::{Control, InterfaceInfo, VERSION};
+    let hello = Control::Hello {
+        version: VERSION,
+        client: "train-7".into(),
+        token: "s3cret".into(),
+        interfaces: vec![InterfaceInfo {
+            name: "eth0".into(),
+            ip: std::net::IpAddr::from([10, 0, 1, 1]),
+            path_id: Some(0),
+        }],
+    };
+    let welcome = Control::Welcome {
+        session: "00000000deadbeef".into(),
+        tunnel_ip: std::net::IpAddr::from([10, 200, 1, 1]),
+        gateway_ip: std::net::IpAddr::from([10, 200, 0, 1]),
+        routes: vec!["10.99.0.0/24".into()],
+        mtu: 1380,
+        pmf_port: 4434,
+        relay_port: 4435,
+        policy: r#"{"policy_num":"UC03","allowed_interfaces":[{"name":"eth0","priority":2},{"name":"wlan0","priority":1}],"traffic_requirements":{"delay":1},"classes":[{"name":"voice","match":{"protocol":["udp"],"dst_ports":["5000-5010"],"dscp":[46]},"mode":"duplicate"}]}"#.into(),
+        policy_name: "c.json".into(),
+    };
+    let steer = Control::Steer {
+        scheduler: serde_json::json!({"low_latency": {"mode": "failover", "allowed_paths": [{"path_id": 1, "priority": 1}]}}),
+        reason: "delay".into(),
+    };
+    let stream = |msgs: &[&Control]| {
+        let mut v = vec![7u8];
+        for m in msgs {
+            v.extend_from_slice(&m.encode());
+        }
+        v
+    };
+    vec![stream(&[&hello, &steer]), stream(&[&welcome])]
+}
+
+/// Tunnel datagrams: an IPv4 UDP packet in context 0 and 2, an IPv6 one, and a probe.
+fn gw_tunnel_seeds() -> Vec<Vec<u8>> {
+    use polypath_gateway::framing;
+    use polypath_gateway::pmf::{Kind, Probe};
+    let mut v4 = vec![0u8; 48];
+    v4[0] = 0x45;
+    v4[2..4].copy_from_slice(&48u16.to_be_bytes());
+    v4[6] = 0x40;
+    v4[8] = 64;
+    v4[9] = 17;
+    v4[12..16].copy_from_slice(&[10, 200, 1, 2]);
+    v4[16..20].copy_from_slice(&[10, 99, 0, 10]);
+    let mut v6 = vec![0u8; 60];
+    v6[0] = 0x60;
+    v6[4..6].copy_from_slice(&20u16.to_be_bytes());
+    v6[6] = 6;
+    let probe = Probe {
+        kind: Kind::Answer,
+        session: 0xdead_beef,
+        iface: 1,
+        seq: 9,
+        t1: 1,
+        t2: 2,
+        t3: 3,
+        extra: 0,
+    };
+    vec![
+        framing::encode(&v4, None).to_vec(),
+        framing::encode(&v4, Some(300)).to_vec(),
+        framing::encode(&v6, None).to_vec(),
+        probe.encode(0),
+    ]
 }
 
 /// TCP segments as the M2HO shim sees them: an IPv4 SYN with MSS, SACK-permitted, window

@@ -68,6 +68,8 @@ fn decoders() {
         ("scenario", 1000, 400, 1),
         ("traces", 3000, 100, 150),
         ("transfer_request", 3000, 20, 2),
+        ("gw_control", 3000, 300, 2),
+        ("gw_tunnel", 3000, 120, 4),
         ("m2ho_packet", 4000, 120, 250),
     ] {
         let reached = run(target(name), runs, max_len);

@@ -5,7 +5,7 @@ use crate::state::{ConnWaiters, PathTimes, Shared, State, dir_index, register};
 use bytes::Bytes;
 use polypath_link::LinkEvent;
 use polypath_quic::connection::OpenPathError;
-use polypath_quic::sched::{PathEvent, PathStatus};
+use polypath_quic::sched::{PathEvent, PathStatus, QosClass};
 use polypath_quic::streams::{ReadError as CoreReadError, WriteError as CoreWriteError};
 use polypath_quic::{
     ConnectionError, ConnectionHandle, ConnectionStats, Dir, PathId, PathInfo, StreamId,
@@ -221,17 +221,77 @@ impl Connection {
         }
     }
 
-    /// Queues an unreliable datagram (RFC 9221).
+    /// Queues an unreliable datagram (RFC 9221) of class [`QosClass::BestEffort`].
     pub fn send_datagram(&self, data: Bytes) -> Result<(), DatagramError> {
+        self.send_datagram_with_class(data, QosClass::BestEffort)
+    }
+
+    /// Queues an unreliable datagram (RFC 9221) of QoS class `class`, which the
+    /// connection's scheduler schedules under that class's policy.
+    pub fn send_datagram_with_class(
+        &self,
+        data: Bytes,
+        class: QosClass,
+    ) -> Result<(), DatagramError> {
         self.with(|(conn, w, driver)| {
             if let Some(e) = &w.lost {
                 return Err(DatagramError::ConnectionLost(e.clone()));
             }
-            conn.send_datagram(data).map_err(DatagramError::Refused)?;
+            conn.send_datagram_with_class(data, class)
+                .map_err(DatagramError::Refused)?;
             wake(driver);
             Ok(())
         })
         .map_err(DatagramError::ConnectionLost)?
+    }
+
+    /// Bytes of datagrams queued in the connection and not yet sent.
+    pub fn datagram_queued_bytes(&self) -> usize {
+        self.with(|(conn, _, _)| conn.datagram_queued_bytes())
+            .unwrap_or(0)
+    }
+
+    /// Outgoing datagrams the connection dropped so far (its send buffer was full).
+    pub fn datagrams_dropped(&self) -> u64 {
+        self.with(|(conn, _, _)| conn.datagrams_dropped())
+            .unwrap_or(0)
+    }
+
+    /// Waits until fewer than `limit` bytes of datagrams (of `class` only, when given) are
+    /// queued in the connection, so that an application keeping its own queues
+    /// (priorities, rate limits) hands the connection only what it is about to send.
+    /// Fails with the reason the connection ended if it has.
+    pub async fn datagram_room(
+        &self,
+        class: Option<QosClass>,
+        limit: usize,
+    ) -> Result<(), ConnectionError> {
+        poll_fn(|cx| {
+            self.poll_with(
+                |e| e,
+                |(conn, w, _)| {
+                    if let Some(e) = &w.lost {
+                        return Poll::Ready(Err(e.clone()));
+                    }
+                    let queued = match class {
+                        Some(c) => conn.datagram_queued_bytes_of(c),
+                        None => conn.datagram_queued_bytes(),
+                    };
+                    if queued < limit {
+                        return Poll::Ready(Ok(()));
+                    }
+                    register(&mut w.datagram_senders, cx);
+                    Poll::Pending
+                },
+            )
+        })
+        .await
+    }
+
+    /// Bytes of datagrams of `class` queued in the connection and not yet sent.
+    pub fn datagram_queued_bytes_of(&self, class: QosClass) -> usize {
+        self.with(|(conn, _, _)| conn.datagram_queued_bytes_of(class))
+            .unwrap_or(0)
     }
 
     /// Largest datagram payload the peer accepts on every path now, if it accepts any.
@@ -533,6 +593,17 @@ fn write_error(e: CoreWriteError) -> WriteError {
 }
 
 impl SendStream {
+    /// Sets the QoS class of the stream's data from its next frame on (every stream starts
+    /// as [`QosClass::BestEffort`]): the scheduler schedules it under that class's policy.
+    pub fn set_class(&self, class: QosClass) -> Result<(), WriteError> {
+        self.conn
+            .with(|(conn, _, driver)| {
+                conn.set_stream_class(self.id, class);
+                wake(driver);
+            })
+            .map_err(WriteError::ConnectionLost)
+    }
+
     /// The stream's ID.
     pub fn id(&self) -> StreamId {
         self.id
@@ -541,26 +612,31 @@ impl SendStream {
     /// Writes a prefix of `data`, waiting until flow control admits at least one byte;
     /// returns how many bytes were taken.
     pub async fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
-        poll_fn(|cx| {
-            self.conn
-                .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
-                    if let Some(e) = &w.lost {
-                        return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+        poll_fn(|cx| self.poll_write_some(cx, data)).await
+    }
+
+    fn poll_write_some(
+        &self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<Result<usize, WriteError>> {
+        self.conn
+            .poll_with(WriteError::ConnectionLost, |(conn, w, driver)| {
+                if let Some(e) = &w.lost {
+                    return Poll::Ready(Err(WriteError::ConnectionLost(e.clone())));
+                }
+                match conn.write(self.id, data) {
+                    Ok(n) => {
+                        wake(driver);
+                        Poll::Ready(Ok(n))
                     }
-                    match conn.write(self.id, data) {
-                        Ok(n) => {
-                            wake(driver);
-                            Poll::Ready(Ok(n))
-                        }
-                        Err(CoreWriteError::Blocked) => {
-                            w.writers.insert(self.id, cx.waker().clone());
-                            Poll::Pending
-                        }
-                        Err(e) => Poll::Ready(Err(write_error(e))),
+                    Err(CoreWriteError::Blocked) => {
+                        w.writers.insert(self.id, cx.waker().clone());
+                        Poll::Pending
                     }
-                })
-        })
-        .await
+                    Err(e) => Poll::Ready(Err(write_error(e))),
+                }
+            })
     }
 
     /// Writes all of `data`.
@@ -672,30 +748,35 @@ impl RecvStream {
     /// Reads the next in-order bytes (at most `max`), waiting until some arrive;
     /// `Ok(None)` at the end of the stream.
     pub async fn read_chunk(&mut self, max: usize) -> Result<Option<Bytes>, ReadError> {
-        poll_fn(|cx| {
-            self.conn
-                .poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
-                    match conn.read(self.id, max) {
-                        Ok(chunk) => {
-                            // Reading may open flow-control windows (MAX_STREAM_DATA).
-                            wake(driver);
-                            Poll::Ready(Ok(chunk))
-                        }
-                        Err(CoreReadError::Blocked) => {
-                            if let Some(e) = &w.lost {
-                                return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
-                            }
-                            w.readers.insert(self.id, cx.waker().clone());
-                            Poll::Pending
-                        }
-                        Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
-                        Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
-                            Poll::Ready(Err(ReadError::ClosedStream))
-                        }
+        poll_fn(|cx| self.poll_read_chunk(cx, max)).await
+    }
+
+    fn poll_read_chunk(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<Result<Option<Bytes>, ReadError>> {
+        self.conn
+            .poll_with(ReadError::ConnectionLost, |(conn, w, driver)| {
+                match conn.read(self.id, max) {
+                    Ok(chunk) => {
+                        // Reading may open flow-control windows (MAX_STREAM_DATA).
+                        wake(driver);
+                        Poll::Ready(Ok(chunk))
                     }
-                })
-        })
-        .await
+                    Err(CoreReadError::Blocked) => {
+                        if let Some(e) = &w.lost {
+                            return Poll::Ready(Err(ReadError::ConnectionLost(e.clone())));
+                        }
+                        w.readers.insert(self.id, cx.waker().clone());
+                        Poll::Pending
+                    }
+                    Err(CoreReadError::Reset(code)) => Poll::Ready(Err(ReadError::Reset(code))),
+                    Err(CoreReadError::ClosedStream | CoreReadError::UnknownStream) => {
+                        Poll::Ready(Err(ReadError::ClosedStream))
+                    }
+                }
+            })
     }
 
     /// Reads into `buf`, waiting until some bytes arrive; returns how many, or `Ok(None)`
@@ -740,5 +821,64 @@ impl Drop for RecvStream {
         let _ = self.conn.with(|(_, w, _)| {
             w.readers.remove(&self.id);
         });
+    }
+}
+
+/// Tokio's byte-stream interface on a stream's sending half: `poll_write` takes what flow
+/// control admits, `poll_flush` has nothing to do (written bytes are the connection's to
+/// send), `poll_shutdown` finishes the stream (FIN).
+impl tokio::io::AsyncWrite for SendStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.poll_write_some(cx, buf)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::BrokenPipe, e.to_string()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Ready(match self.finish() {
+            Ok(()) | Err(WriteError::ClosedStream) => Ok(()),
+            Err(e) => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                e.to_string(),
+            )),
+        })
+    }
+}
+
+/// Tokio's byte-stream interface on a stream's receiving half (end of stream reads as 0).
+impl tokio::io::AsyncRead for RecvStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        match self.poll_read_chunk(cx, buf.remaining()) {
+            Poll::Ready(Ok(Some(chunk))) => {
+                buf.put_slice(&chunk);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(None)) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                e.to_string(),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }

@@ -55,7 +55,7 @@ mod state;
 pub use connection::{Connection, RecvStream, SendStream};
 pub use endpoint::Endpoint;
 pub use error::{ConnectError, DatagramError, IoError, PathError, ReadError, WriteError};
-pub use polypath_quic::sched::{PathEvent, PathStatus};
+pub use polypath_quic::sched::{PathEvent, PathStatus, QosClass};
 pub use polypath_quic::{ConnectionError, ConnectionStats, PathId, PathInfo, StreamId};
 pub use qlog::QlogDir;
 pub use state::PathTimes;

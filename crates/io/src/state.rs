@@ -135,6 +135,9 @@ impl State {
                 continue;
             };
             let mut path_changed = false;
+            // Whatever touched the connection (a transmit, an acknowledgment) may have
+            // drained its datagram queue.
+            wake_all(&mut waiters.datagram_senders);
             while let Some(event) = self.quic.poll_connection_event(h) {
                 path_changed |= matches!(
                     event,
@@ -216,6 +219,9 @@ pub(crate) struct ConnWaiters {
     /// Open (waiting for the peer's stream limit).
     pub open: [Vec<Waker>; 2],
     pub datagrams: Vec<Waker>,
+    /// Tasks waiting for the connection's outgoing datagram queue to drain
+    /// ([`crate::Connection::datagram_room`]); woken whenever the connection is touched.
+    pub datagram_senders: Vec<Waker>,
     pub path_events: VecDeque<PathEvent>,
     pub path_waiters: Vec<Waker>,
     /// Woken whenever a datagram for the connection was processed (for retries that
@@ -392,6 +398,7 @@ impl ConnWaiters {
             wake_all(list);
         }
         wake_all(&mut self.datagrams);
+        wake_all(&mut self.datagram_senders);
         wake_all(&mut self.path_waiters);
         wake_all(&mut self.progress);
         wake_all(&mut self.closed);

@@ -30,6 +30,11 @@ pub struct TransportConfig {
     /// Send a PING when nothing was sent for this long (keeps NAT bindings and idle
     /// timers alive); `None` disables keep-alives.
     pub keep_alive_interval: Option<Duration>,
+    /// Multipath: every this often, send a PING on each usable path with nothing in flight,
+    /// so an idle path's RTT estimate follows the path (a scheduler choosing by RTT would
+    /// otherwise keep comparing with a sample from when the path last carried data);
+    /// `None` (the default) sends none.
+    pub idle_path_probe_interval: Option<Duration>,
     /// RTT assumed before the first sample (RFC 9002 section 6.2.2 recommends 333 ms).
     pub initial_rtt: Duration,
     /// max_ack_delay we advertise: how long we may delay acknowledgments.
@@ -98,6 +103,7 @@ impl Default for TransportConfig {
         TransportConfig {
             max_idle_timeout: Some(Duration::from_secs(30)),
             keep_alive_interval: None,
+            idle_path_probe_interval: None,
             //= https://www.rfc-editor.org/rfc/rfc9002#section-6.2.2
             //# When no previous RTT is available, the initial RTT
             //# SHOULD be set to 333 milliseconds.

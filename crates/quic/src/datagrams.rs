@@ -1,6 +1,7 @@
 //! Unreliable datagrams (RFC 9221): the queues between the application and DATAGRAM frames.
 
 use crate::TransportError;
+use crate::sched::QosClass;
 use bytes::Bytes;
 use std::collections::VecDeque;
 
@@ -29,16 +30,20 @@ pub enum SendDatagramError {
 }
 
 /// Queues of outgoing and incoming datagrams of one connection.
+///
+/// Outgoing datagrams wait in one first-in first-out queue per [`QosClass`] (the class the
+/// application gave each one); the queues share one send buffer.
 #[derive(Debug)]
 pub struct DatagramQueues {
-    outgoing: VecDeque<Bytes>,
+    outgoing: [VecDeque<Bytes>; 4],
     outgoing_bytes: usize,
     send_buffer: usize,
     incoming: VecDeque<Bytes>,
     incoming_bytes: usize,
     /// None when receiving datagrams is disabled (we advertise no max_datagram_frame_size).
     receive_buffer: Option<usize>,
-    /// Datagrams dropped because a queue was full.
+    /// Datagrams dropped because a queue was full (or, for a copy queued on a path, because
+    /// the path stopped taking data).
     pub dropped_outgoing: u64,
     /// Datagrams received but dropped because the application did not read fast enough.
     pub dropped_incoming: u64,
@@ -49,7 +54,7 @@ impl DatagramQueues {
     /// application (None disables receiving), `send_buffer` bytes of outgoing ones.
     pub fn new(receive_buffer: Option<usize>, send_buffer: usize) -> Self {
         DatagramQueues {
-            outgoing: VecDeque::new(),
+            outgoing: Default::default(),
             outgoing_bytes: 0,
             send_buffer,
             incoming: VecDeque::new(),
@@ -60,12 +65,24 @@ impl DatagramQueues {
         }
     }
 
-    /// Queues a datagram for sending; `max_size` is the largest payload that currently fits
-    /// in one DATAGRAM frame (None if the peer does not accept datagrams). When the send
-    /// buffer is full the oldest queued datagrams are dropped to make room.
+    /// Queues a datagram of class [`QosClass::BestEffort`] for sending (see
+    /// [`DatagramQueues::push_outgoing_class`]).
     pub fn push_outgoing(
         &mut self,
         data: Bytes,
+        max_size: Option<usize>,
+    ) -> Result<(), SendDatagramError> {
+        self.push_outgoing_class(data, QosClass::BestEffort, max_size)
+    }
+
+    /// Queues a datagram of `class` for sending; `max_size` is the largest payload that
+    /// currently fits in one DATAGRAM frame (None if the peer does not accept datagrams).
+    /// When the send buffer is full, the oldest queued datagrams of the least demanding
+    /// class that has any (last in [`QosClass::BY_DEMAND`]) are dropped to make room.
+    pub fn push_outgoing_class(
+        &mut self,
+        data: Bytes,
+        class: QosClass,
         max_size: Option<usize>,
     ) -> Result<(), SendDatagramError> {
         let max = max_size.ok_or(SendDatagramError::UnsupportedByPeer)?;
@@ -76,7 +93,11 @@ impl DatagramQueues {
             });
         }
         while self.outgoing_bytes + data.len() > self.send_buffer {
-            match self.outgoing.pop_front() {
+            let victim = QosClass::BY_DEMAND
+                .iter()
+                .rev()
+                .find_map(|c| self.outgoing[c.index()].pop_front());
+            match victim {
                 Some(old) => {
                     self.outgoing_bytes -= old.len();
                     self.dropped_outgoing += 1;
@@ -85,41 +106,76 @@ impl DatagramQueues {
             }
         }
         self.outgoing_bytes += data.len();
-        self.outgoing.push_back(data);
+        self.outgoing[class.index()].push_back(data);
         Ok(())
     }
 
     /// Takes the next datagram to send if its DATAGRAM frame (with a length field) fits in
-    /// `space` bytes.
-    pub fn pop_outgoing_if_fits(&mut self, space: usize) -> Option<Bytes> {
-        let front = self.outgoing.front()?;
+    /// `space` bytes: the oldest of `class`, or with `None` the oldest of the most demanding
+    /// class that has one.
+    pub fn pop_outgoing_if_fits(&mut self, space: usize, class: Option<QosClass>) -> Option<Bytes> {
+        let queue = match class {
+            Some(c) => &mut self.outgoing[c.index()],
+            None => {
+                let c = self.next_class()?;
+                &mut self.outgoing[c.index()]
+            }
+        };
+        let front = queue.front()?;
         if datagram_frame_len(front.len()) > space {
             return None;
         }
-        let data = self.outgoing.pop_front()?;
+        let data = queue.pop_front()?;
         self.outgoing_bytes -= data.len();
         Some(data)
     }
 
-    /// Size of the next queued outgoing datagram.
-    pub fn next_outgoing_len(&self) -> Option<usize> {
-        self.outgoing.front().map(Bytes::len)
+    /// The most demanding class with a datagram waiting.
+    pub fn next_class(&self) -> Option<QosClass> {
+        QosClass::BY_DEMAND
+            .into_iter()
+            .find(|c| !self.outgoing[c.index()].is_empty())
+    }
+
+    /// Size of the next queued outgoing datagram of `class` (of the most demanding class
+    /// with one when `None`).
+    pub fn next_outgoing_len(&self, class: Option<QosClass>) -> Option<usize> {
+        let c = class.or_else(|| self.next_class())?;
+        self.outgoing[c.index()].front().map(Bytes::len)
+    }
+
+    /// Number of queued outgoing datagrams of `class`.
+    pub fn queued(&self, class: QosClass) -> usize {
+        self.outgoing[class.index()].len()
+    }
+
+    /// Bytes of the queued outgoing datagrams of `class`.
+    pub fn queued_bytes_of(&self, class: QosClass) -> usize {
+        self.outgoing[class.index()].iter().map(Bytes::len).sum()
+    }
+
+    /// Bytes of every queued outgoing datagram.
+    pub fn queued_bytes(&self) -> usize {
+        self.outgoing_bytes
     }
 
     /// Drops every queued outgoing datagram larger than `max` (after the path MTU shrank),
     /// returning how many were dropped.
     pub fn drop_oversized(&mut self, max: usize) -> usize {
-        let before = self.outgoing.len();
-        self.outgoing.retain(|d| d.len() <= max);
-        self.outgoing_bytes = self.outgoing.iter().map(Bytes::len).sum();
-        let dropped = before - self.outgoing.len();
+        let mut dropped = 0;
+        for queue in &mut self.outgoing {
+            let before = queue.len();
+            queue.retain(|d| d.len() <= max);
+            dropped += before - queue.len();
+        }
+        self.outgoing_bytes = self.outgoing.iter().flatten().map(Bytes::len).sum();
         self.dropped_outgoing += dropped as u64;
         dropped
     }
 
     /// True if datagrams wait to be sent.
     pub fn has_outgoing(&self) -> bool {
-        !self.outgoing.is_empty()
+        self.outgoing_bytes > 0 || self.outgoing.iter().any(|q| !q.is_empty())
     }
 
     /// Handles a received DATAGRAM frame.
@@ -227,7 +283,7 @@ mod tests {
             .unwrap();
         assert_eq!(q.dropped_outgoing, 1);
         assert_eq!(
-            q.pop_outgoing_if_fits(100).unwrap(),
+            q.pop_outgoing_if_fits(100, None).unwrap(),
             Bytes::from_static(b"cd")
         );
         assert!(matches!(
@@ -238,5 +294,38 @@ mod tests {
             q.push_outgoing(Bytes::new(), None),
             Err(SendDatagramError::UnsupportedByPeer)
         );
+    }
+
+    #[test]
+    fn classes_queue_apart_and_the_least_demanding_make_room() {
+        let mut q = DatagramQueues::new(Some(100), 6);
+        let push = |q: &mut DatagramQueues, d: &'static [u8], c| {
+            q.push_outgoing_class(Bytes::from_static(d), c, Some(100))
+                .unwrap()
+        };
+        push(&mut q, b"b1", QosClass::Bulk);
+        push(&mut q, b"e1", QosClass::BestEffort);
+        push(&mut q, b"c1", QosClass::Critical);
+        assert_eq!(q.next_class(), Some(QosClass::Critical));
+        // Full: the bulk datagram goes first, whatever its age.
+        push(&mut q, b"c2", QosClass::Critical);
+        assert_eq!(q.dropped_outgoing, 1);
+        assert_eq!(q.queued(QosClass::Bulk), 0);
+        assert_eq!(q.queued_bytes(), 6);
+        assert_eq!(
+            q.pop_outgoing_if_fits(100, Some(QosClass::BestEffort)),
+            Some(Bytes::from_static(b"e1"))
+        );
+        assert_eq!(
+            q.pop_outgoing_if_fits(100, None),
+            Some(Bytes::from_static(b"c1"))
+        );
+        assert_eq!(q.next_outgoing_len(None), Some(2));
+        assert_eq!(
+            q.pop_outgoing_if_fits(3, None),
+            None,
+            "a 2-byte datagram's frame is 4 bytes"
+        );
+        assert!(q.has_outgoing());
     }
 }

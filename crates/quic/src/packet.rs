@@ -4,18 +4,14 @@
 //! Receiving: [`decode_header`] parses the still-protected first packet of a datagram and
 //! reports its length, so that coalesced packets can be split off one by one:
 //!
-//! ```
-//! # use polypath_quic::packet::{decode_header, Header};
-//! # fn demo(datagram: &[u8]) {
+//! ```text
 //! let mut rest = datagram;
 //! while !rest.is_empty() {
 //!     let Ok(hdr) = decode_header(rest, 8) else { break };
 //!     let (packet, tail) = rest.split_at(hdr.packet_len);
 //!     // ... remove header protection and decrypt `packet` ...
-//! #   let _ = packet;
 //!     rest = tail;
 //! }
-//! # }
 //! ```
 //!
 //! Sending: [`write_long_header`] / [`write_short_header`] append a header whose packet

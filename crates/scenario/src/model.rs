@@ -145,6 +145,33 @@ impl std::fmt::Display for Prefix {
     }
 }
 
+impl std::str::FromStr for Prefix {
+    type Err = String;
+
+    /// `10.0.0.0/8`, `2001:db8::/32`, or one address (a host prefix).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, len) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = addr
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(l) => l
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&l| l <= max)
+                .ok_or_else(|| format!("`{s}`: prefix length must be 0..={max}"))?,
+        };
+        Ok(Prefix { addr, len })
+    }
+}
+
 impl Prefix {
     /// Whether `ip` falls inside this prefix (never across address families).
     pub fn contains(&self, ip: IpAddr) -> bool {

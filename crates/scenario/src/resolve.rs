@@ -715,22 +715,7 @@ fn parse_ip(ctx: &Ctx<'_>, path: &str, s: &str) -> Result<IpAddr, Error> {
 }
 
 fn parse_prefix(ctx: &Ctx<'_>, path: &str, s: &str) -> Result<Prefix, Error> {
-    let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, Some(l)),
-        None => (s, None),
-    };
-    let addr = parse_ip(ctx, path, addr)?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let len = match len {
-        None => max,
-        Some(l) => l
-            .trim()
-            .parse::<u8>()
-            .ok()
-            .filter(|&l| l <= max)
-            .ok_or_else(|| ctx.err(path, format!("`{s}`: prefix length must be 0..={max}")))?,
-    };
-    Ok(Prefix { addr, len })
+    s.parse().map_err(|e: String| ctx.err(path, e))
 }
 
 fn offset_ip(ip: IpAddr, by: u32) -> Option<IpAddr> {

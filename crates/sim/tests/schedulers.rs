@@ -204,9 +204,11 @@ fn all_differ(case: &str, workload: Workload, more: &str, ties: &[(&str, &str)])
 }
 
 /// A 2 MB download with a 1 MB connection receive window, short enough that the fast
-/// path's full window (where ECF and BLEST depart from minRTT) matters. Ties by definition:
-/// QoS with its default configuration aggregates over all paths on the lowest smoothed RTT
-/// with window room, which is minRTT; LAMP5G without link hints ranks by
+/// path's full window (where ECF and BLEST depart from minRTT) matters. Ties: QoS with its
+/// default configuration aggregates over all paths, each packet on the path that would
+/// deliver it first (minimum RTT plus the bytes ahead over the delivery rate); with the
+/// 1 MB window the fast path's backlog never makes the slow path sooner, so it sends what
+/// minRTT sends (the outputs are identical); LAMP5G without link hints ranks by
 /// `cwnd (1 − p) / RTT`, and the fast path leads on both window and RTT here, so its
 /// ranking is minRTT's order. LAMP5G's own difference shows on paths where the lower RTT is
 /// not the higher capacity: there it must differ from minRTT.
@@ -237,7 +239,8 @@ fn every_scheduler_leaves_its_own_output_on_a_download() {
 /// sends on the fastest path with window room whenever it can (minRTT, ECF and BLEST,
 /// whose only departures from minRTT concern a full fast path; LAMP5G, whose transport
 /// estimate `cwnd / RTT` ranks the fast path first and never re-ranks here; QoS
-/// aggregation, which is minRTT) sends exactly what minRTT sends: they must tie. Round
+/// aggregation, whose earliest-delivery choice is the fast path while it has no backlog)
+/// sends exactly what minRTT sends: they must tie. Round
 /// robin, redundant and WRR must differ from them and from one another.
 #[test]
 fn app_limited_flow_separates_the_schedulers_that_spread_traffic() {

@@ -28,6 +28,9 @@ class Context:
 
 def registry() -> dict:
     """Experiment modules by name, in report order."""
-    from . import clarity, coexistence, lamp5g_handover, lamp5g_table1, m2ho
+    from . import chymp, clarity, coexistence, lamp5g_handover, lamp5g_table1, m2ho
 
-    return {m.NAME: m for m in (lamp5g_table1, lamp5g_handover, clarity, m2ho, coexistence)}
+    return {
+        m.NAME: m
+        for m in (lamp5g_table1, lamp5g_handover, clarity, m2ho, coexistence, chymp)
+    }

@@ -405,7 +405,7 @@ impl Connection {
     pub(super) fn has_scheduled_work(&self) -> bool {
         self.streams.has_stream_data()
             || self.datagrams.has_outgoing()
-            || self.paths.values().any(|p| !p.queue.is_empty())
+            || self.paths.values().any(|p| p.has_queued_data())
     }
 }
 

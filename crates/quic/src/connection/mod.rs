@@ -30,7 +30,7 @@ use crate::datagrams::{DatagramQueues, SendDatagramError};
 use crate::link_hints::LinkHints;
 use crate::pm::{PathAction, PathManager};
 use crate::qlog::QlogStream;
-use crate::sched::{PathEvent, PathSnapshot, PathState, PathStatus, Scheduler};
+use crate::sched::{PathEvent, PathSnapshot, PathState, PathStatus, QosClass, Scheduler};
 use crate::shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
 use crate::streams::{
     CryptoStream, ReadError, ReceiveBudget, StreamEvent, StreamLimits, Streams, WriteError,
@@ -320,6 +320,8 @@ pub struct Connection {
     /// (idle-timer restart rule of RFC 9000 section 10.1).
     sent_ack_eliciting_since_receive: bool,
     keep_alive_deadline: Option<Instant>,
+    /// When idle paths are probed next ([`TransportConfig::idle_path_probe_interval`]).
+    idle_path_probe_deadline: Option<Instant>,
     packets_since_key_update: u64,
 
     events: VecDeque<Event>,
@@ -504,6 +506,7 @@ impl Connection {
             idle_deadline: idle_timeout.map(|t| p.now + t),
             sent_ack_eliciting_since_receive: false,
             keep_alive_deadline: None,
+            idle_path_probe_deadline: None,
             packets_since_key_update: 0,
             events: VecDeque::new(),
             endpoint_events: VecDeque::new(),
@@ -674,10 +677,53 @@ impl Connection {
         r
     }
 
-    /// Queues an unreliable datagram (RFC 9221).
+    /// Queues an unreliable datagram (RFC 9221) of class [`QosClass::BestEffort`].
     pub fn send_datagram(&mut self, data: Bytes) -> Result<(), SendDatagramError> {
+        self.send_datagram_with_class(data, QosClass::BestEffort)
+    }
+
+    /// Queues an unreliable datagram (RFC 9221) of QoS class `class`: the scheduler
+    /// decides its path under that class's policy (see [`crate::sched::QosClass`]).
+    pub fn send_datagram_with_class(
+        &mut self,
+        data: Bytes,
+        class: QosClass,
+    ) -> Result<(), SendDatagramError> {
         let max = self.max_datagram_size();
-        self.datagrams.push_outgoing(data, max)
+        self.datagrams.push_outgoing_class(data, class, max)
+    }
+
+    /// Bytes of datagrams queued for sending and not yet sent (copies queued on paths by
+    /// a duplicating scheduler included): how far the application is ahead of the paths.
+    pub fn datagram_queued_bytes(&self) -> usize {
+        self.datagrams.queued_bytes()
+            + self
+                .paths
+                .values()
+                .map(|p| p.datagram_queue_bytes)
+                .sum::<usize>()
+    }
+
+    /// Bytes of datagrams of `class` queued for sending (copies queued on paths aside).
+    pub fn datagram_queued_bytes_of(&self, class: QosClass) -> usize {
+        self.datagrams.queued_bytes_of(class)
+    }
+
+    /// Outgoing datagrams dropped so far: the send buffer was full, or a path holding a
+    /// duplicated copy stopped taking data.
+    pub fn datagrams_dropped(&self) -> u64 {
+        self.datagrams.dropped_outgoing
+    }
+
+    /// Sets the QoS class of stream `id`'s data from its next frame on (all streams start as
+    /// [`QosClass::BestEffort`]); false if the stream does not exist or has no sending part.
+    pub fn set_stream_class(&mut self, id: StreamId, class: QosClass) -> bool {
+        self.streams.set_class(id, class)
+    }
+
+    /// The QoS class of stream `id`'s data, if the stream exists.
+    pub fn stream_class(&self, id: StreamId) -> Option<QosClass> {
+        self.streams.class(id)
     }
 
     /// Takes the oldest received datagram.

@@ -128,7 +128,17 @@ pub(crate) struct Path {
     /// queue of MPTCP); it leaves on this path before any other data. See the contract in
     /// [`crate::sched`].
     pub queue: std::collections::VecDeque<crate::streams::StreamChunk>,
-    /// Bytes of stream data in [`Self::queue`].
+    /// Copies of datagrams a [`crate::sched::Decision::Duplicate`] gave this path: they
+    /// leave on it, before any other data, when its window and pacer allow, and are dropped
+    /// if it stops taking data (datagrams are never retransmitted).
+    pub datagram_queue: std::collections::VecDeque<bytes::Bytes>,
+    /// Bytes of the copies in [`Self::datagram_queue`].
+    pub datagram_queue_bytes: usize,
+    /// The QoS class of the data last queued on the path; the packets that carry the queued
+    /// data are filled up with data of that class only.
+    pub queue_class: Option<crate::sched::QosClass>,
+    /// Bytes of stream data in [`Self::queue`] and of datagrams in
+    /// [`Self::datagram_queue`].
     pub queued_bytes: u64,
     pub stats: PathStats,
 }
@@ -195,6 +205,9 @@ impl Path {
             last_received: None,
             pacing_release: None,
             queue: Default::default(),
+            datagram_queue: Default::default(),
+            datagram_queue_bytes: 0,
+            queue_class: None,
             queued_bytes: 0,
             stats: PathStats::default(),
         }
@@ -252,6 +265,11 @@ impl Path {
     /// True if the congestion window has room for a full-sized packet (pacing aside).
     pub fn window_has_room(&self) -> bool {
         self.bytes_in_flight + u64::from(self.mtu) <= self.cc.window()
+    }
+
+    /// True if stream data or datagram copies wait in the path's own queues.
+    pub fn has_queued_data(&self) -> bool {
+        !self.queue.is_empty() || !self.datagram_queue.is_empty()
     }
 
     /// True if the scheduler may give this path one more packet: its window has room for

@@ -6,7 +6,7 @@ use super::*;
 use crate::frame::{self, Frame};
 use crate::packet::{self, LongType};
 use crate::recovery::SentPacket;
-use crate::sched::{Decision, PathSnapshot, PendingData};
+use crate::sched::{Decision, PathSnapshot, PendingData, QosClass};
 use crate::streams::ControlFrame;
 
 /// The bytes of a 1-RTT packet that are not frames, at most: the short header with a
@@ -29,6 +29,9 @@ const TAG_LEN: usize = 16;
 /// Smallest room worth starting a packet in.
 const MIN_PACKET_ROOM: usize = 48;
 
+/// Bytes of duplicated datagram copies a path holds before the duplicated class waits.
+const DATAGRAM_COPIES_BYTES: usize = 64 * 1024;
+
 /// What kind of packet to build.
 #[derive(Debug, Clone, Copy, Default)]
 struct BuildOptions {
@@ -42,6 +45,8 @@ struct BuildOptions {
     path_only: bool,
     /// A PMTU probe of exactly this size.
     mtu_probe: Option<u16>,
+    /// Take new stream data and datagrams of this class only (any class when `None`).
+    data_class: Option<QosClass>,
 }
 
 /// Where the header of a packet being built lies in the buffer.
@@ -350,7 +355,8 @@ impl Connection {
             if !self.has_scheduled_work() && !self.has_control_frames() {
                 break;
             }
-            let Some(target) = self.next_data_path(now, batch.map(|(id, _)| id)) else {
+            let Some((target, data_class)) = self.next_data_path(now, batch.map(|(id, _)| id))
+            else {
                 break;
             };
             if batch.is_some_and(|(id, _)| id != target) {
@@ -365,9 +371,10 @@ impl Connection {
             let mtu = usize::from(path.mtu);
             let start = buf.len();
             let payload_before = path.stats.payload_bytes_sent;
-            let queued_earlier = !path.queue.is_empty();
+            let queued_earlier = path.has_queued_data();
             let opts = BuildOptions {
                 allow_data: true,
+                data_class,
                 ..Default::default()
             };
             let Some(size) = self.build_packet(now, AckSpace::Path(target), buf, start + mtu, opts)
@@ -391,28 +398,47 @@ impl Connection {
         self.finish_transmit(id, buf.len(), (count > 1).then_some(segment))
     }
 
-    /// The path the next data packet leaves on now, or `None` to wait (the contract of
-    /// [`crate::sched`]). A path whose pacer releases data queued on it earlier goes first
-    /// (only `batch`'s path while a GSO batch is being built). Otherwise the scheduler
-    /// chooses: a chosen path that can transmit at once (nothing queued, pacer released)
-    /// is returned; otherwise the next stream data is queued on the chosen path (on every
-    /// listed path for [`Decision::Duplicate`]) and the loop goes on, until a path can
-    /// transmit now, the scheduler waits, or no stream data is left to queue.
-    fn next_data_path(&mut self, now: Instant, batch: Option<PathId>) -> Option<PathId> {
+    /// The path the next data packet leaves on now, with the class of the data it takes, or
+    /// `None` to wait (the contract of [`crate::sched`]). A path whose pacer releases data
+    /// queued on it earlier goes first (only `batch`'s path while a GSO batch is being
+    /// built). Otherwise the scheduler chooses, asked about the classes with data waiting
+    /// one at a time, most demanding first, until it does not answer
+    /// [`Decision::Wait`]: a chosen path that can transmit at once (nothing queued, pacer
+    /// released) is returned; otherwise the next stream data of the class is queued on the
+    /// chosen path (on every listed path for [`Decision::Duplicate`], which also queues a
+    /// copy of the class's next datagram on each) and the loop goes on, until a path can
+    /// transmit now, the scheduler waits, or nothing is left to queue.
+    fn next_data_path(
+        &mut self,
+        now: Instant,
+        batch: Option<PathId>,
+    ) -> Option<(PathId, Option<QosClass>)> {
         let pacing = self.config.pacing;
         loop {
             for path in self.paths.values_mut() {
                 // Every path with queued data is checked, so each sets its pacing timer.
-                if !path.queue.is_empty()
+                if path.has_queued_data()
                     && path.is_usable()
                     && path.can_send_data(now, pacing)
                     && batch.is_none_or(|id| id == path.id)
                 {
-                    return Some(path.id);
+                    return Some((path.id, path.queue_class));
                 }
             }
-            let pending = self.pending_data();
-            let targets = match self.schedule(now, &pending) {
+            let mut chosen = None;
+            for class in self.waiting_classes() {
+                let pending = self.pending_data(class);
+                match self.schedule(now, &pending) {
+                    Decision::Wait => continue,
+                    decision => {
+                        chosen = Some((decision, pending, class));
+                        break;
+                    }
+                }
+            }
+            let (decision, pending, class) = chosen?;
+            let duplicate = matches!(decision, Decision::Duplicate(_));
+            let targets = match decision {
                 Decision::Send(id) => {
                     // The scheduler's own choice (not the control-frame fallback) with
                     // every usable path able to take the packet: its top path.
@@ -429,8 +455,8 @@ impl Connection {
                     if unconstrained && self.last_top_path.replace(id).is_some_and(|l| l != id) {
                         self.stats.top_path_switches += 1;
                     }
-                    if path.queue.is_empty() && path.can_send_data(now, pacing) {
-                        return Some(id);
+                    if !path.has_queued_data() && path.can_send_data(now, pacing) {
+                        return Some((id, Some(class)));
                     }
                     vec![id]
                 }
@@ -451,6 +477,35 @@ impl Connection {
                 }
                 Decision::Wait => return None,
             };
+            if duplicate && self.datagrams.queued(class) > 0 {
+                // While a listed path holds its share of copies already, the datagrams wait
+                // in the class's queue (and the application's): every copy is sent, at the
+                // pace of the slowest listed path, rather than one path dropping its copies.
+                let full = targets.iter().any(|id| {
+                    self.paths
+                        .get(id)
+                        .is_some_and(|p| p.datagram_queue_bytes >= DATAGRAM_COPIES_BYTES)
+                });
+                if full {
+                    return None;
+                }
+                // Datagrams go before stream data in a packet, so the class's next datagram
+                // is what gets duplicated.
+                let data = self
+                    .datagrams
+                    .pop_outgoing_if_fits(usize::MAX, Some(class))?;
+                let len = data.len() as u64;
+                for id in targets {
+                    if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
+                        path.datagram_queue_bytes += data.len();
+                        path.queued_bytes += len;
+                        path.datagram_queue.push_back(data.clone());
+                        path.queue_class = Some(class);
+                        self.scheduler.on_packet_sent(now, id, len);
+                    }
+                }
+                continue;
+            }
             // Stream data only: datagrams and control frames wait for a pacer instead.
             let mtu = targets
                 .iter()
@@ -459,12 +514,13 @@ impl Connection {
                 .min()?;
             let chunk = self
                 .streams
-                .poll_stream_data(mtu.saturating_sub(SHORT_PACKET_OVERHEAD))?;
+                .poll_stream_data(mtu.saturating_sub(SHORT_PACKET_OVERHEAD), Some(class))?;
             let len = chunk.data.len() as u64;
             for id in targets {
                 if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
                     path.queued_bytes += len;
                     path.queue.push_back(chunk.clone());
+                    path.queue_class = Some(class);
                     self.scheduler.on_packet_sent(now, id, len);
                 }
             }
@@ -477,18 +533,31 @@ impl Connection {
     /// with nothing queued (this poll sets those it waits for).
     fn trim_queues(&mut self) {
         let held_back = self.held_back_paths();
-        let dropped: Vec<PathId> = self
+        let dropped: Vec<(PathId, bool)> = self
             .paths
             .values()
-            .filter(|p| !p.queue.is_empty())
+            .filter(|p| p.has_queued_data())
             .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
-            .map(|p| p.id)
+            .map(|p| (p.id, !p.is_usable() || held_back.contains(&p.id)))
             .collect();
-        for id in dropped {
-            self.return_queued_data(id);
+        for (id, gone) in dropped {
+            if gone {
+                self.return_queued_data(id);
+            } else if let Some(path) = self.paths.get_mut(&id) {
+                // A stalled path keeps its datagram copies (another path carries the
+                // other copy; this one may still arrive); its stream data goes back.
+                let copies = path.datagram_queue_bytes as u64;
+                let chunks = std::mem::take(&mut path.queue);
+                path.queued_bytes = copies;
+                for chunk in chunks {
+                    let len = chunk.data.len() as u64;
+                    self.streams
+                        .on_stream_lost(chunk.id, chunk.offset, len, chunk.fin);
+                }
+            }
         }
         for path in self.paths.values_mut() {
-            if path.queue.is_empty() {
+            if !path.has_queued_data() {
                 // A release left from an earlier poll could lie in the past.
                 path.pacing_release = None;
             }
@@ -496,12 +565,16 @@ impl Connection {
     }
 
     /// Puts the stream data queued on path `id` back in the connection's send queue, as
-    /// data to retransmit (it goes out before new data, on whichever path is chosen).
+    /// data to retransmit (it goes out before new data, on whichever path is chosen), and
+    /// drops the datagram copies queued on it.
     pub(super) fn return_queued_data(&mut self, id: PathId) {
         let Some(path) = self.paths.get_mut(&id) else {
             return;
         };
         path.queued_bytes = 0;
+        self.datagrams.dropped_outgoing += path.datagram_queue.len() as u64;
+        path.datagram_queue.clear();
+        path.datagram_queue_bytes = 0;
         for chunk in std::mem::take(&mut path.queue) {
             let len = chunk.data.len() as u64;
             self.streams
@@ -519,15 +592,29 @@ impl Connection {
             .collect()
     }
 
-    /// What waits to be sent, as the scheduler sees it.
-    fn pending_data(&self) -> PendingData {
-        let (new_stream_bytes, retransmit_bytes) = self.streams.pending_bytes();
+    /// The classes with stream data or datagrams waiting, most demanding first; just
+    /// [`QosClass::BestEffort`] when nothing waits (the scheduler is then asked about control
+    /// frames only).
+    fn waiting_classes(&self) -> Vec<QosClass> {
+        let mut classes: Vec<QosClass> = QosClass::BY_DEMAND
+            .into_iter()
+            .filter(|c| self.datagrams.queued(*c) > 0 || self.streams.has_stream_data_of(*c))
+            .collect();
+        if classes.is_empty() {
+            classes.push(QosClass::BestEffort);
+        }
+        classes
+    }
+
+    /// What of `class` waits to be sent, as the scheduler sees it.
+    fn pending_data(&self, class: QosClass) -> PendingData {
+        let (new_stream_bytes, retransmit_bytes) = self.streams.pending_bytes(Some(class));
         PendingData {
             new_stream_bytes,
             retransmit_bytes,
-            datagrams: usize::from(self.datagrams.has_outgoing()),
-            datagram_bytes: self.datagrams.next_outgoing_len().unwrap_or(0) as u64,
-            class: Default::default(),
+            datagrams: self.datagrams.queued(class),
+            datagram_bytes: self.datagrams.queued_bytes_of(class) as u64,
+            class,
             flow_credit: Some(self.streams.send_credit()),
         }
     }
@@ -730,7 +817,8 @@ impl Connection {
                     ack_eliciting |= self.write_crypto_frames(space, buf, end, &mut sent);
                 }
                 if opts.allow_data && !opts.path_only {
-                    ack_eliciting |= self.write_data_frames(path_id, buf, end, &mut sent);
+                    ack_eliciting |=
+                        self.write_data_frames(path_id, buf, end, &mut sent, opts.data_class);
                 }
             }
         }
@@ -1127,9 +1215,26 @@ impl Connection {
         buf: &mut Vec<u8>,
         end: usize,
         sent: &mut SentFrames,
+        class: Option<QosClass>,
     ) -> bool {
         let mut wrote = false;
+        let mut copies = false;
         if let Some(path) = self.paths.get_mut(&path_id) {
+            while let Some(data) = path.datagram_queue.front() {
+                if crate::datagrams::datagram_frame_len(data.len()) > end.saturating_sub(buf.len())
+                {
+                    break;
+                }
+                let Some(data) = path.datagram_queue.pop_front() else {
+                    break;
+                };
+                path.queued_bytes -= data.len() as u64;
+                path.datagram_queue_bytes -= data.len();
+                sent.datagram_bytes += data.len() as u64;
+                frame::Datagram { data }.encode(true, buf);
+                wrote = true;
+                copies = true;
+            }
             while let Some(chunk) = path.queue.pop_front() {
                 path.queued_bytes -= chunk.data.len() as u64;
                 let len = chunk.data.len() as u64;
@@ -1155,17 +1260,26 @@ impl Connection {
                 wrote = true;
             }
         }
-        while let Some(data) = self
-            .datagrams
-            .pop_outgoing_if_fits(end.saturating_sub(buf.len()))
-        {
-            sent.datagram_bytes += data.len() as u64;
-            frame::Datagram { data }.encode(true, buf);
-            wrote = true;
-        }
-        while let Some(chunk) = self.streams.poll_stream_data(end.saturating_sub(buf.len())) {
-            write_stream_chunk(chunk, buf, sent);
-            wrote = true;
+        // A packet carrying duplicated datagrams takes nothing else new: what it would take
+        // would leave on this path alone. A packet of no class (a probe) takes datagrams of
+        // the default class only: any other class's datagrams wait for a packet whose path
+        // that class's policy chose.
+        if !copies {
+            while let Some(data) = self.datagrams.pop_outgoing_if_fits(
+                end.saturating_sub(buf.len()),
+                Some(class.unwrap_or(QosClass::BestEffort)),
+            ) {
+                sent.datagram_bytes += data.len() as u64;
+                frame::Datagram { data }.encode(true, buf);
+                wrote = true;
+            }
+            while let Some(chunk) = self
+                .streams
+                .poll_stream_data(end.saturating_sub(buf.len()), class)
+            {
+                write_stream_chunk(chunk, buf, sent);
+                wrote = true;
+            }
         }
         if let Some(p) = self.paths.get_mut(&path_id) {
             p.stats.payload_bytes_sent += sent.payload_bytes();

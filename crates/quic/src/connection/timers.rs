@@ -15,6 +15,7 @@ impl Connection {
             _ => {}
         }
         let mut t = earliest(self.idle_deadline, self.keep_alive_deadline);
+        t = earliest(t, self.idle_path_probe_deadline);
         t = earliest(t, self.key_discard_deadline());
         t = earliest(t, self.path_manager_deadline());
         let data_waiting = self.has_scheduled_work();
@@ -78,6 +79,16 @@ impl Connection {
             self.keep_alive_deadline = self.config.keep_alive_interval.map(|k| now + k);
             if let Some(path) = self.paths.values_mut().find(|p| p.is_usable()) {
                 path.space.ping_pending = true;
+            }
+        }
+        if self.idle_path_probe_deadline.is_some_and(|d| now >= d) {
+            self.idle_path_probe_deadline = self.config.idle_path_probe_interval.map(|k| now + k);
+            if self.paths.len() > 1 {
+                for path in self.paths.values_mut() {
+                    if path.is_usable() && path.bytes_in_flight == 0 {
+                        path.space.ping_pending = true;
+                    }
+                }
             }
         }
         if self.key_discard_deadline().is_some_and(|d| now >= d) {
@@ -337,5 +348,8 @@ impl Connection {
             .idle_timeout
             .map(|t| now + t.max(3 * self.largest_pto()));
         self.keep_alive_deadline = self.config.keep_alive_interval.map(|k| now + k);
+        if self.idle_path_probe_deadline.is_none() {
+            self.idle_path_probe_deadline = self.config.idle_path_probe_interval.map(|k| now + k);
+        }
     }
 }

@@ -296,7 +296,16 @@ impl PathSnapshot {
     }
 }
 
-/// Quality-of-service class of waiting data, set by the application per stream or datagram.
+/// Quality-of-service class of waiting data, set by the application per stream
+/// ([`crate::Connection::set_stream_class`]) or per datagram
+/// ([`crate::Connection::send_datagram_with_class`]); everything is [`QosClass::BestEffort`]
+/// unless the application says otherwise.
+///
+/// The connection asks the scheduler for one class at a time: the most demanding class
+/// with data waiting first ([`QosClass::BY_DEMAND`]), and, when the scheduler answers
+/// [`Decision::Wait`] for it, the next one, so a class waiting for its own path does not
+/// hold back the others. A packet scheduled for a class carries data of that class only
+/// (stream data queued on a path earlier and control frames aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum QosClass {
     /// Ordinary data.
@@ -310,6 +319,50 @@ pub enum QosClass {
     Critical,
 }
 
+impl QosClass {
+    /// Every class, most demanding first: the order in which the connection serves the
+    /// classes that have data waiting.
+    pub const BY_DEMAND: [QosClass; 4] = [
+        QosClass::Critical,
+        QosClass::LowLatency,
+        QosClass::BestEffort,
+        QosClass::Bulk,
+    ];
+
+    /// A dense index (0 to 3) for per-class tables, in declaration order.
+    pub fn index(self) -> usize {
+        match self {
+            QosClass::BestEffort => 0,
+            QosClass::Bulk => 1,
+            QosClass::LowLatency => 2,
+            QosClass::Critical => 3,
+        }
+    }
+
+    /// The class's configuration name: `best_effort`, `bulk`, `low_latency`, `critical`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QosClass::BestEffort => "best_effort",
+            QosClass::Bulk => "bulk",
+            QosClass::LowLatency => "low_latency",
+            QosClass::Critical => "critical",
+        }
+    }
+}
+
+impl std::str::FromStr for QosClass {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        QosClass::BY_DEMAND
+            .into_iter()
+            .find(|c| c.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                format!("unknown QoS class {s:?} (best_effort, bulk, low_latency, critical)")
+            })
+    }
+}
+
 /// What is waiting to be sent, summarised for the scheduler. New fields may be added: build
 /// one outside this crate from [`PendingData::default`] and set the fields that matter.
 #[derive(Debug, Clone, Default)]
@@ -319,11 +372,12 @@ pub struct PendingData {
     pub new_stream_bytes: u64,
     /// Bytes of stream data declared lost and waiting for retransmission.
     pub retransmit_bytes: u64,
-    /// Number of queued datagrams.
+    /// Number of queued datagrams (of this decision's class).
     pub datagrams: usize,
-    /// Bytes of queued datagrams.
+    /// Bytes of those queued datagrams.
     pub datagram_bytes: u64,
-    /// The most demanding QoS class among the waiting data.
+    /// The QoS class of the data this decision is for: the fields above count that
+    /// class's data only (see [`QosClass`] for the order in which classes are asked about).
     pub class: QosClass,
     /// Bytes of new stream data the peer's connection-level flow control still admits: the
     /// peer's MAX_DATA limit minus the stream bytes sent so far. `None` if the connection

@@ -5,10 +5,10 @@
 //! | mode | behaviour |
 //! |---|---|
 //! | `select` | single path: the highest-priority usable allowed path, or with `metric` set the best allowed path by that metric (switching only when another path is better by the hysteresis margin) |
-//! | `failover` | primary/backup: the highest-priority allowed path until it fails (abandoned, not usable, or `failure_ptos` probe timeouts in a row), then the next; back to a higher-priority path once it has been healthy for `hold_time_ms` |
+//! | `failover` | primary/backup: the highest-priority allowed path until it fails (abandoned, not usable, `failure_ptos` probe timeouts in a row, or its link reported down by a link-layer hint), then the next; back to a higher-priority path once it has been healthy for `hold_time_ms` |
 //! | `fallback` | QoS-compliant fallback: like `failover`, but the active path is also left when it violates the traffic requirements (delay, throughput, loss); a higher-priority path is taken back only once it meets them with the `hysteresis` margin continuously for `hold_time_ms` |
-//! | `duplicate` | every packet on every allowed path that can send (highest priority first) |
-//! | `aggregate` | all allowed paths, minimum-RTT first with spill to the others as windows fill (the backup rule applies) |
+//! | `duplicate` | every packet on every healthy allowed path (highest priority first), a copy waiting on a path whose window is full |
+//! | `aggregate` | all allowed paths: each packet on the path that would deliver it first (minimum RTT plus the bytes ahead of it over the path's delivery rate), so data spreads over the paths in proportion to their rates (the backup rule applies) |
 //!
 //! In the single-path modes and in `duplicate`, the policy's priorities decide which paths
 //! are used, whatever the paths' PATH_STATUS; `aggregate` applies the backup rule. In the
@@ -106,7 +106,7 @@ pub enum QosMode {
     Fallback,
     /// Every packet on every allowed path.
     Duplicate,
-    /// All allowed paths together (minimum RTT first).
+    /// All allowed paths together (earliest expected delivery first).
     #[default]
     Aggregate,
 }
@@ -362,30 +362,21 @@ impl ClassPolicy {
             .map(|(i, a)| (a.priority.unwrap_or(u32::MAX), i))
     }
 
+    /// Usable, fewer than `failure_ptos` probe timeouts in a row, and its link not reported
+    /// unavailable ([`PathSnapshot::link_unavailable`]: a link-down hint, or a link that
+    /// came back and is not yet acknowledged).
     fn healthy(&self, p: &PathSnapshot) -> bool {
-        p.is_usable() && p.pto_count < self.failure_ptos
+        p.is_usable() && p.pto_count < self.failure_ptos && !p.link_unavailable
     }
 }
 
-/// The classes, in the order of the per-class state.
+/// The classes, in the order of the per-class state ([`QosClass::index`]).
 const CLASSES: [QosClass; 4] = [
     QosClass::BestEffort,
     QosClass::Bulk,
     QosClass::LowLatency,
     QosClass::Critical,
 ];
-
-/// Class names, in [`CLASSES`] order, as configuration keys.
-const CLASS_NAMES: [&str; 4] = ["best_effort", "bulk", "low_latency", "critical"];
-
-fn class_index(class: QosClass) -> usize {
-    match class {
-        QosClass::BestEffort => 0,
-        QosClass::Bulk => 1,
-        QosClass::LowLatency => 2,
-        QosClass::Critical => 3,
-    }
-}
 
 /// The policies of all classes.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -423,7 +414,7 @@ impl QosPolicyConfig {
         self.default
             .validate()
             .map_err(|e| format!("default.{e}"))?;
-        for (name, policy) in CLASS_NAMES.iter().zip(self.classes()) {
+        for (name, policy) in CLASSES.iter().map(|c| c.name()).zip(self.classes()) {
             if let Some(p) = policy {
                 p.validate().map_err(|e| format!("{name}.{e}"))?;
             }
@@ -433,7 +424,7 @@ impl QosPolicyConfig {
 
     /// The policy that applies to `class`.
     pub fn policy(&self, class: QosClass) -> &ClassPolicy {
-        self.classes()[class_index(class)].unwrap_or(&self.default)
+        self.classes()[class.index()].unwrap_or(&self.default)
     }
 
     fn classes(&self) -> [Option<&ClassPolicy>; 4] {
@@ -498,7 +489,7 @@ impl QosPolicy {
 
     /// The path a single-path mode currently uses for `class`.
     pub fn active_path(&self, class: QosClass) -> Option<PathId> {
-        self.states[class_index(class)].active
+        self.states[class.index()].active
     }
 
     fn set_config(&mut self, config: QosPolicyConfig) -> Result<(), String> {
@@ -592,6 +583,35 @@ fn single_path(
     state.active
 }
 
+/// When a packet given to `p` now would be delivered, in seconds from now: the path's
+/// minimum RTT (its propagation and processing time, a round trip, as every path is
+/// measured alike) plus the time its rate needs for the bytes ahead of the packet and the
+/// packet itself. The rate is the path's delivery-rate estimate, or its window over its
+/// smoothed RTT before there is one. Choosing the smallest spreads data over the paths in
+/// proportion to their rates once the fastest path has a backlog, whether or not its window
+/// is full: a path's window bounds the data in flight but not the queue at its bottleneck,
+/// so a sender whose window stays open (a tunnel carrying congestion-controlled traffic)
+/// would otherwise keep every packet on the path with the smallest RTT.
+///
+/// A path with no more than a packet in flight (nothing queued) is not being given data: its
+/// latest rate sample measures what it was given (idle probes, say, after its link came
+/// back), not what it can carry, and trusting it alone would keep it idle for good. Its
+/// rate is then at least its window over its smoothed RTT, until the data it is given
+/// yields real samples. (A busier path keeps its measured rate: its window may stay open
+/// far beyond what its bottleneck carries.)
+fn expected_delivery(p: &PathSnapshot) -> f64 {
+    let window_rate = p.cwnd as f64 / p.srtt.as_secs_f64().max(1e-6);
+    let starved = p.bytes_in_flight + p.queued_bytes < 2 * u64::from(p.mtu);
+    let rate = match p.delivery_rate.filter(|r| *r > 0).map(|r| r as f64) {
+        Some(measured) if !starved => measured,
+        Some(measured) => measured.max(window_rate),
+        None => window_rate,
+    }
+    .max(1.0);
+    let ahead = (p.bytes_in_flight + p.queued_bytes + u64::from(p.mtu)) as f64;
+    p.min_rtt.as_secs_f64() + ahead / rate
+}
+
 /// `select` with a metric: the best candidate, switching only past the hysteresis margin.
 fn select_by_metric(
     state: &mut ClassState,
@@ -640,7 +660,7 @@ impl Scheduler for QosPolicy {
         pending: &PendingData,
     ) -> Decision {
         let policy = self.config.policy(pending.class);
-        let state = &mut self.states[class_index(pending.class)];
+        let state = &mut self.states[pending.class.index()];
         candidates(policy, paths, &mut self.scratch);
         let cands = self.scratch.as_slice();
         let can_send = |id: PathId| paths.iter().any(|p| p.id == id && p.can_send);
@@ -698,15 +718,24 @@ impl Scheduler for QosPolicy {
             //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
             //# - Reliable transfer through packet duplication to enhance reliability.
             QosMode::Duplicate => {
-                let mut ids = cands.iter().map(|c| c.2).filter(|id| can_send(*id));
-                match (ids.next(), ids.next()) {
-                    (None, _) => Decision::Wait,
-                    (Some(only), None) => Decision::Send(only),
-                    (Some(a), Some(b)) => {
-                        let mut all = vec![a, b];
-                        all.extend(ids);
-                        Decision::Duplicate(all)
-                    }
+                // Every healthy allowed path gets a copy, whether its window has room now
+                // or not (the copy waits on the path, the contract of
+                // `Decision::Duplicate`): skipping a path whose window is full for a moment
+                // would send that packet once only. A failed path gets none.
+                let healthy: Vec<PathId> = cands
+                    .iter()
+                    .filter(|c| paths.get(c.3).is_some_and(|p| policy.healthy(p)))
+                    .map(|c| c.2)
+                    .collect();
+                let ids = if healthy.is_empty() {
+                    cands.iter().map(|c| c.2).collect()
+                } else {
+                    healthy
+                };
+                match ids.as_slice() {
+                    _ if !ids.iter().any(|id| can_send(*id)) => Decision::Wait,
+                    [only] => Decision::Send(*only),
+                    _ => Decision::Duplicate(ids),
                 }
             }
             //= To Poly or Not to Poly: QoS-Aware Multi-Path Networking (CHYMP / MPF-Gateway), Section IV
@@ -715,7 +744,11 @@ impl Scheduler for QosPolicy {
                 let allowed = cands.iter().filter_map(|c| paths.get(c.3));
                 usable_among(allowed)
                     .filter(|p| p.can_send)
-                    .min_by_key(|p| (p.srtt, p.id))
+                    .min_by(|a, b| {
+                        expected_delivery(a)
+                            .total_cmp(&expected_delivery(b))
+                            .then(a.id.cmp(&b.id))
+                    })
                     .map_or(Decision::Wait, |p| Decision::Send(p.id))
             }
         }
@@ -1151,6 +1184,13 @@ mod tests {
             s.schedule(t0 + ms(510), &paths, &pending),
             Decision::Send(PathId(0))
         );
+        // A link-down hint fails over at once, before any probe timeout.
+        paths[0].link_unavailable = true;
+        assert_eq!(
+            s.schedule(t0 + ms(520), &paths, &pending),
+            Decision::Send(PathId(1))
+        );
+        paths[0].link_unavailable = false;
         // Abandoning the primary fails over at once.
         paths[0].state = PathState::Abandoned;
         assert_eq!(
@@ -1219,11 +1259,19 @@ mod tests {
             s.schedule(now, &paths, &PendingData::default()),
             Decision::Send(PathId(2))
         );
+        // A full window keeps a path's copy waiting on it: still both paths.
         paths[1].can_send = false;
+        assert_eq!(
+            s.schedule(now, &paths, &critical),
+            Decision::Duplicate(vec![PathId(1), PathId(0)])
+        );
+        // A failed path gets no copy.
+        paths[1].pto_count = 2;
         assert_eq!(
             s.schedule(now, &paths, &critical),
             Decision::Send(PathId(0))
         );
+        paths[1].pto_count = 0;
         paths[0].can_send = false;
         assert_eq!(s.schedule(now, &paths, &critical), Decision::Wait);
         // In a loop, critical data goes out on both allowed paths.
@@ -1232,6 +1280,28 @@ mod tests {
         assert_eq!(sim.run(&mut s, 50), 50);
         assert_eq!(sim.sent(2), 0);
         assert!(sim.sent(0) >= 50 && sim.sent(1) > 0);
+    }
+
+    #[test]
+    fn aggregate_gives_an_idle_path_data_despite_a_stale_low_rate() {
+        // After an outage, a path's latest rate sample is its idle probes' (11 kB/s here)
+        // while the other path is busy at 2 MB/s: the idle path, its window open, gets data.
+        let mut s = QosPolicy::default();
+        let now = Instant::now();
+        let pending = PendingData::default();
+        let mut busy = snapshot(0, 9, true);
+        busy.cwnd = 55_000;
+        busy.bytes_in_flight = 50_000;
+        busy.delivery_rate = Some(2_000_000);
+        let mut idle = snapshot(1, 8, true);
+        idle.cwnd = 9_000;
+        idle.bytes_in_flight = 0;
+        idle.delivery_rate = Some(11_000);
+        let mut paths = [busy, idle];
+        assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(1)));
+        // Once it carries more than a packet, its own samples count again.
+        paths[1].bytes_in_flight = 2_400;
+        assert_eq!(s.schedule(now, &paths, &pending), Decision::Send(PathId(0)));
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub use send::{SendBuffer, Transmit};
 
 use crate::error::TransportError;
 use crate::frame::FrameType;
+use crate::sched::QosClass;
 use crate::shared::{Dir, Side, StreamId};
 use crate::varint::VarInt;
 use bytes::Bytes;
@@ -560,6 +561,8 @@ impl RecvHalf {
 struct Stream {
     send: Option<SendHalf>,
     recv: Option<RecvHalf>,
+    /// The QoS class of the stream's data ([`Streams::set_class`]).
+    class: QosClass,
     want_retx: bool,
     want_new: bool,
     queued_retx: bool,
@@ -622,6 +625,8 @@ struct Sched {
     new: VecDeque<StreamId>,
     n_retx: usize,
     n_new: usize,
+    /// Streams wanting to send (retransmissions or new data) per class ([`QosClass::index`]).
+    n_class: [usize; 4],
 }
 
 impl Sched {
@@ -630,6 +635,7 @@ impl Sched {
             Some(h) if h.is_sending() => (h.buf.has_retransmit(), h.buf.has_new_data()),
             _ => (false, false),
         };
+        let wanted = s.want_retx || s.want_new;
         if r != s.want_retx {
             if r {
                 self.n_retx += 1;
@@ -646,6 +652,11 @@ impl Sched {
             }
             s.want_new = n;
         }
+        match (wanted, r || n) {
+            (false, true) => self.n_class[s.class.index()] += 1,
+            (true, false) => self.n_class[s.class.index()] -= 1,
+            _ => {}
+        }
         if r && !s.queued_retx {
             self.retx.push_back(id);
             s.queued_retx = true;
@@ -654,6 +665,30 @@ impl Sched {
             self.new.push_back(id);
             s.queued_new = true;
         }
+    }
+
+    /// Moves stream `s` to `class`, keeping the per-class counts.
+    fn set_class(&mut self, s: &mut Stream, class: QosClass) {
+        if s.want_retx || s.want_new {
+            self.n_class[s.class.index()] -= 1;
+            self.n_class[class.index()] += 1;
+        }
+        s.class = class;
+    }
+}
+
+/// The position in `queue` of the next stream to serve: the first, or with `class` the
+/// first whose stream is of that class (entries of other classes keep their turn).
+fn next_turn(
+    queue: &VecDeque<StreamId>,
+    map: &BTreeMap<StreamId, Stream>,
+    class: Option<QosClass>,
+) -> Option<usize> {
+    match class {
+        None => (!queue.is_empty()).then_some(0),
+        Some(c) => queue
+            .iter()
+            .position(|id| map.get(id).is_some_and(|s| s.class == c)),
     }
 }
 
@@ -1557,17 +1592,42 @@ impl Streams {
         self.sched.n_retx > 0 || self.sched.n_new > 0
     }
 
+    /// True if stream data (new or retransmitted) or a FIN of a stream of `class` waits to
+    /// be sent.
+    pub fn has_stream_data_of(&self, class: QosClass) -> bool {
+        self.sched.n_class[class.index()] > 0
+    }
+
+    /// Sets the QoS class of stream `id`'s data (from the next frame on); false if the
+    /// stream does not exist or has no sending part.
+    pub fn set_class(&mut self, id: StreamId, class: QosClass) -> bool {
+        match self.map.get_mut(&id) {
+            Some(s) if s.send.is_some() => {
+                self.sched.set_class(s, class);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The QoS class of stream `id`'s data, if the stream exists.
+    pub fn class(&self, id: StreamId) -> Option<QosClass> {
+        self.map.get(&id).map(|s| s.class)
+    }
+
     /// Connection-level credit left for new stream data: the peer's MAX_DATA minus the
     /// bytes written to our streams so far.
     pub fn send_credit(&self) -> u64 {
         self.fc.peer_max_data.saturating_sub(self.fc.written)
     }
 
-    /// Bytes of stream data waiting to be sent: (never sent, declared lost). Walks the
-    /// streams that are sending; used to brief the packet scheduler.
-    pub fn pending_bytes(&self) -> (u64, u64) {
+    /// Bytes of stream data waiting to be sent: (never sent, declared lost), of the streams
+    /// of `class` (of every stream when `None`). Walks the streams that are sending; used to
+    /// brief the packet scheduler.
+    pub fn pending_bytes(&self, class: Option<QosClass>) -> (u64, u64) {
         self.map
             .values()
+            .filter(|s| class.is_none_or(|c| s.class == c))
             .filter_map(|s| s.send.as_ref())
             .filter(|h| h.is_sending())
             .fold((0, 0), |(new, lost), h| {
@@ -1581,13 +1641,18 @@ impl Streams {
     }
 
     /// The next STREAM frame's data, sized so that the whole frame (type, Stream ID, Offset
-    /// if nonzero, Length, data) fits in `max_frame_len` bytes. Lost data goes first; among
-    /// streams, round robin, one frame per stream per turn.
+    /// if nonzero, Length, data) fits in `max_frame_len` bytes, from a stream of `class`
+    /// (any stream when `None`). Lost data goes first; among streams, round robin, one
+    /// frame per stream per turn (streams of other classes keep their turns).
     //= https://www.rfc-editor.org/rfc/rfc9000#section-13.3
     //# Endpoints SHOULD prioritize retransmission of data over sending new data, unless
     //# priorities specified by the application indicate otherwise; see
     //# {{stream-prioritization}}.
-    pub fn poll_stream_data(&mut self, max_frame_len: usize) -> Option<StreamChunk> {
+    pub fn poll_stream_data(
+        &mut self,
+        max_frame_len: usize,
+        class: Option<QosClass>,
+    ) -> Option<StreamChunk> {
         for retx in [true, false] {
             loop {
                 let queue = if retx {
@@ -1595,7 +1660,10 @@ impl Streams {
                 } else {
                     &mut self.sched.new
                 };
-                let Some(id) = queue.pop_front() else {
+                let Some(pos) = next_turn(queue, &self.map, class) else {
+                    break;
+                };
+                let Some(id) = queue.remove(pos) else {
                     break;
                 };
                 let Some(s) = self.map.get_mut(&id) else {
@@ -1622,10 +1690,10 @@ impl Streams {
                     // Not even this stream's frame fits: keep its turn and stop.
                     if retx {
                         s.queued_retx = true;
-                        self.sched.retx.push_front(id);
+                        self.sched.retx.insert(pos, id);
                     } else {
                         s.queued_new = true;
-                        self.sched.new.push_front(id);
+                        self.sched.new.insert(pos, id);
                     }
                     return None;
                 };

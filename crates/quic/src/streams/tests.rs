@@ -93,7 +93,7 @@ fn flush(from: &mut Streams, to: &mut Streams) {
             from.on_control_acked(f);
             progress = true;
         }
-        while let Some(c) = from.poll_stream_data(1200) {
+        while let Some(c) = from.poll_stream_data(1200, None) {
             to.on_stream(c.id, c.offset, c.data.clone(), c.fin).unwrap();
             from.on_stream_acked(c.id, c.offset, c.data.len() as u64, c.fin);
             progress = true;
@@ -642,7 +642,7 @@ fn send_states_through_data_recvd() {
     assert_eq!(c.send_state(id), Some(SendState::Ready));
     assert_eq!(c.recv_state(id), None);
     c.write(id, b"hello").unwrap();
-    let ch = c.poll_stream_data(8).unwrap();
+    let ch = c.poll_stream_data(8, None).unwrap();
     // type + id + length + 5 bytes = 8
     assert_eq!((ch.offset, &ch.data[..], ch.fin), (0, &b"hello"[..], false));
     assert_eq!(ch.encoded_len(), 8);
@@ -650,7 +650,7 @@ fn send_states_through_data_recvd() {
     c.finish(id).unwrap();
     assert_eq!(c.finish(id), Err(WriteError::ClosedStream));
     assert_eq!(c.write(id, b"x"), Err(WriteError::ClosedStream));
-    let fin = c.poll_stream_data(100).unwrap();
+    let fin = c.poll_stream_data(100, None).unwrap();
     assert_eq!((fin.offset, fin.data.len(), fin.fin), (5, 0, true));
     assert_eq!(c.send_state(id), Some(SendState::DataSent));
     // FIN lost, data acked: still Data Sent, FIN retransmitted.
@@ -658,7 +658,7 @@ fn send_states_through_data_recvd() {
     c.on_stream_lost(id, 5, 0, true);
     assert_eq!(c.send_state(id), Some(SendState::DataSent));
     assert!(c.has_stream_data());
-    let again = c.poll_stream_data(100).unwrap();
+    let again = c.poll_stream_data(100, None).unwrap();
     assert_eq!(again, fin);
     c.on_stream_acked(id, 5, 0, true);
     assert_eq!(events(&mut c), vec![StreamEvent::Finished { id }]);
@@ -751,7 +751,7 @@ fn app_reset_moves_through_reset_sent_and_reset_recvd() {
     let (mut c, mut s) = pair(limits(1_000, 1_000, 4));
     let id = c.open(Dir::Bi).unwrap();
     c.write(id, &[5; 1_000]).unwrap();
-    let ch = c.poll_stream_data(500).unwrap();
+    let ch = c.poll_stream_data(500, None).unwrap();
     c.reset(id, v(77)).unwrap();
     assert_eq!(c.reset(id, v(77)), Err(WriteError::ClosedStream));
     assert_eq!(c.write(id, b"x"), Err(WriteError::ClosedStream));
@@ -812,7 +812,7 @@ fn stop_sending_triggers_reset_with_the_same_code() {
     );
     // More data after STOP_SENDING still counts toward flow control.
     c.write(id, &[1; 1000]).unwrap();
-    let ch = c.poll_stream_data(2000).unwrap();
+    let ch = c.poll_stream_data(2000, None).unwrap();
     s.on_stream(id, ch.offset, ch.data.clone(), false).unwrap();
     assert_eq!(s.recv_buffered(), 0, "discarded");
     // STOP_SENDING arrives: the peer resets with the same code.
@@ -989,13 +989,13 @@ fn round_robin_between_streams_and_lost_data_first() {
         c.write(id, &[0; 1000]).unwrap();
     }
     let order: Vec<_> = (0..6)
-        .map(|_| c.poll_stream_data(300).unwrap().id)
+        .map(|_| c.poll_stream_data(300, None).unwrap().id)
         .collect();
     assert_eq!(order, [ids[0], ids[1], ids[2], ids[0], ids[1], ids[2]]);
     c.on_stream_lost(ids[2], 0, 200, false);
-    let ch = c.poll_stream_data(1200).unwrap();
+    let ch = c.poll_stream_data(1200, None).unwrap();
     assert_eq!((ch.id, ch.offset, ch.data.len()), (ids[2], 0, 200));
-    let next = c.poll_stream_data(1200).unwrap();
+    let next = c.poll_stream_data(1200, None).unwrap();
     assert_eq!(next.id, ids[0]);
 }
 
@@ -1009,16 +1009,16 @@ fn stream_frames_fit_exactly() {
     assert_eq!(VarInt::encoded_size(id.0), 2);
     c.write(id, &[0; 100_000]).unwrap();
     // Offset 0 is omitted: 1 + 2 + 2 + 95 = 100.
-    let ch = c.poll_stream_data(100).unwrap();
+    let ch = c.poll_stream_data(100, None).unwrap();
     assert_eq!((ch.data.len(), ch.encoded_len()), (95, 100));
     // 1 + 2 + 2 (offset 95) + 1 + 60 = 66: len 60 has a one-byte length.
-    let ch = c.poll_stream_data(66).unwrap();
+    let ch = c.poll_stream_data(66, None).unwrap();
     assert_eq!((ch.data.len(), ch.encoded_len()), (60, 66));
     // Too small for any data.
-    assert!(c.poll_stream_data(6).is_none());
+    assert!(c.poll_stream_data(6, None).is_none());
     assert!(c.has_stream_data());
     for max in [7usize, 8, 64, 65, 66, 67, 1200, 16_390, 20_000] {
-        let ch = c.poll_stream_data(max).unwrap();
+        let ch = c.poll_stream_data(max, None).unwrap();
         assert!(ch.encoded_len() <= max);
         assert!(ch.encoded_len() + 1 >= max, "{max}: {}", ch.encoded_len());
     }
@@ -1043,7 +1043,7 @@ fn zero_length_stream_with_fin() {
     let (mut c, mut s) = default_pair();
     let id = c.open(Dir::Uni).unwrap();
     c.finish(id).unwrap();
-    let ch = c.poll_stream_data(3).unwrap();
+    let ch = c.poll_stream_data(3, None).unwrap();
     assert_eq!(
         (ch.offset, ch.data.len(), ch.fin, ch.encoded_len()),
         (0, 0, true, 3)
@@ -1061,7 +1061,7 @@ fn write_bytes_takes_what_fits_without_copying() {
     let mut rest = src.clone();
     assert_eq!(c.write_bytes(id, &mut rest), Ok(600));
     assert_eq!(rest.len(), 400);
-    let ch = c.poll_stream_data(2000).unwrap();
+    let ch = c.poll_stream_data(2000, None).unwrap();
     assert_eq!(ch.data.as_ptr(), src.as_ptr());
     assert_eq!(ch.data.len(), 600);
 }
@@ -1234,7 +1234,7 @@ impl Net {
             if let Some(f) = s.poll_control(max) {
                 assert!(f.encoded_len() <= max);
                 self.flight.push((from_a, Frame::Ctl(f), true));
-            } else if let Some(c) = s.poll_stream_data(max) {
+            } else if let Some(c) = s.poll_stream_data(max, None) {
                 assert!(c.encoded_len() <= max);
                 self.flight.push((from_a, Frame::Data(c), true));
             }
@@ -1414,7 +1414,7 @@ fn hundred_megabytes_with_bounded_memory() {
             }
         }
         // A window of frames in flight; every 97th frame is lost once.
-        while let Some(ch) = c.poll_stream_data(1400) {
+        while let Some(ch) = c.poll_stream_data(1400, None) {
             in_flight.push_back(ch);
             if in_flight.len() >= 64 {
                 break;

@@ -698,3 +698,157 @@ fn the_peer_of_a_regained_link_probes_the_path_when_its_packets_resume() {
     let after = bytes_on(pair.server(), id) - sent_before;
     assert!(after > 20_000, "the path is in use again: {after} bytes");
 }
+
+/// The QoS policy scheduler with per-class modes: `low_latency` on the second path only,
+/// `critical` duplicated over both, everything else (best effort) on the first path only.
+fn class_policy() -> Arc<dyn SchedulerFactory> {
+    let config = crate::sched::QosPolicyConfig::from_json(
+        r#"{
+          "default": { "mode": "select", "allowed_paths": [{ "path_id": 0, "priority": 1 }] },
+          "low_latency": { "mode": "select", "allowed_paths": [{ "path_id": 1, "priority": 1 }] },
+          "critical": { "mode": "duplicate" }
+        }"#,
+    )
+    .unwrap();
+    Arc::new(crate::sched::QosPolicyFactory::new(config).unwrap())
+}
+
+fn datagram_bytes_received(pair: &mut Pair) -> Vec<Bytes> {
+    std::iter::from_fn(|| pair.server().recv_datagram()).collect()
+}
+
+#[test]
+fn each_datagram_takes_its_class_path() {
+    use crate::sched::QosClass;
+    let (mut pair, id) = two_paths(class_policy());
+    let (b0, b1) = (
+        bytes_on(pair.client(), PathId::ZERO),
+        bytes_on(pair.client(), id),
+    );
+    for k in 0..50u8 {
+        let class = if k % 2 == 0 {
+            QosClass::LowLatency
+        } else {
+            QosClass::BestEffort
+        };
+        pair.client()
+            .send_datagram_with_class(Bytes::from(vec![k; 500]), class)
+            .unwrap();
+    }
+    assert_eq!(pair.client().datagram_queued_bytes(), 50 * 500);
+    assert_eq!(
+        pair.client().datagram_queued_bytes_of(QosClass::LowLatency),
+        25 * 500
+    );
+    pair.run_until(Duration::from_secs(2), |p| {
+        p.client().datagram_queued_bytes() == 0
+    });
+    // The last ones are still on their way.
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let got = datagram_bytes_received(&mut pair);
+    assert_eq!(got.len(), 50, "every datagram arrived once");
+    let (d0, d1) = (
+        bytes_on(pair.client(), PathId::ZERO) - b0,
+        bytes_on(pair.client(), id) - b1,
+    );
+    // 25 x 500 bytes on each path, nothing of one class on the other's path.
+    assert!((12_500..13_500).contains(&d0), "path 0 carried {d0}");
+    assert!((12_500..13_500).contains(&d1), "path 1 carried {d1}");
+}
+
+#[test]
+fn a_stream_of_a_class_takes_its_class_path() {
+    use crate::sched::QosClass;
+    let (mut pair, id) = two_paths(class_policy());
+    let b1 = bytes_on(pair.client(), id);
+    let s = pair.client().open_stream(Dir::Uni).unwrap();
+    assert_eq!(pair.client().stream_class(s), Some(QosClass::BestEffort));
+    assert!(pair.client().set_stream_class(s, QosClass::LowLatency));
+    assert_eq!(pair.client().stream_class(s), Some(QosClass::LowLatency));
+    let data = vec![7u8; 200_000];
+    let mut written = 0;
+    while written < data.len() {
+        written += pair.client().write(s, &data[written..]).unwrap();
+        pair.run_until(Duration::from_millis(20), |_| false);
+    }
+    pair.client().finish(s).unwrap();
+    pair.run_until(Duration::from_secs(3), |_| false);
+    let d1 = bytes_on(pair.client(), id) - b1;
+    assert!(
+        d1 >= 200_000,
+        "the low-latency stream went on path 1: {d1} bytes"
+    );
+    let d0 = pair
+        .client()
+        .paths()
+        .iter()
+        .find(|p| p.snapshot.id == PathId::ZERO)
+        .map_or(0, |p| p.stats.payload_bytes_sent);
+    assert!(d0 < 20_000, "little stream data on path 0: {d0}");
+}
+
+#[test]
+fn a_duplicated_class_sends_each_datagram_on_both_paths() {
+    use crate::sched::QosClass;
+    let (mut pair, id) = two_paths(class_policy());
+    let (b0, b1) = (
+        bytes_on(pair.client(), PathId::ZERO),
+        bytes_on(pair.client(), id),
+    );
+    for k in 0..40u8 {
+        pair.client()
+            .send_datagram_with_class(Bytes::from(vec![k; 300]), QosClass::Critical)
+            .unwrap();
+        pair.run_until(Duration::from_millis(5), |_| false);
+    }
+    pair.run_until(Duration::from_secs(2), |p| {
+        p.client().datagram_queued_bytes() == 0
+    });
+    // The last ones are still on their way.
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let got = datagram_bytes_received(&mut pair);
+    assert_eq!(got.len(), 80, "two copies of each datagram arrived");
+    let (d0, d1) = (
+        bytes_on(pair.client(), PathId::ZERO) - b0,
+        bytes_on(pair.client(), id) - b1,
+    );
+    assert!(
+        d0 >= 12_000 && d1 >= 12_000,
+        "both paths carried every datagram: {d0}, {d1}"
+    );
+    // Copies are dropped, not kept, when a path stops taking data: none waits now.
+    assert_eq!(pair.client().datagrams_dropped(), 0);
+}
+
+#[test]
+fn idle_paths_are_probed_when_asked() {
+    let transport = |probe: Option<Duration>| TransportConfig {
+        idle_path_probe_interval: probe,
+        ..mp_transport(Arc::new(crate::sched::MinRttFactory))
+    };
+    for probe in [None, Some(Duration::from_millis(50))] {
+        let mut pair = Pair::new(transport(probe), transport(probe));
+        pair.handshake();
+        pair.run_until(Duration::from_millis(100), |_| false);
+        let now = pair.now;
+        let id = pair
+            .client()
+            .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+            .unwrap();
+        pair.run_until(Duration::from_millis(500), |_| false);
+        let sent = |pair: &mut Pair| {
+            pair.client()
+                .paths()
+                .iter()
+                .find(|p| p.snapshot.id == id)
+                .map_or(0, |p| p.stats.packets_sent)
+        };
+        let before = sent(&mut pair);
+        pair.run_until(Duration::from_secs(1), |_| false);
+        let probes = sent(&mut pair) - before;
+        match probe {
+            None => assert!(probes <= 1, "{probes} packets on an idle path"),
+            Some(_) => assert!(probes >= 15, "only {probes} probes in 1 s at 50 ms"),
+        }
+    }
+}
