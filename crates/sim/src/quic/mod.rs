@@ -62,8 +62,11 @@ use agent::*;
 use options::*;
 use transfer::*;
 
-pub(crate) use agent::queue_datagrams;
 pub use options::parse_receive_window;
+// The noq peer's agent shares the transfer application and the datagram queueing.
+#[cfg(feature = "noq")]
+pub(crate) use agent::queue_datagrams;
+#[cfg(feature = "noq")]
 pub(crate) use transfer::{ReadStep, Transfer, TransferConn};
 
 /// ALPN protocol of simulated transfers.
