@@ -1,6 +1,7 @@
 //! `polypath emu run`: builds the testbed for a scenario, runs it in real time, writes the
 //! outputs and removes everything it created.
 
+use polypath_quic::registry;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -208,14 +209,24 @@ fn quic_args(scenario: &Scenario, i: usize, q: &QuicFlow) -> Result<QuicArgs, Em
             "the emulator runs `polypath client`, which makes bulk transfers only".into(),
         ));
     }
-    // `polypath client` and `server` take the simulator's policy names (one registry).
+    // `polypath client` and `server` take the simulator's policy names (one registry); the
+    // command lines carry each policy's own name, whatever alias the scenario used.
+    fn canonical<F: ?Sized, X>(
+        list: &'static [registry::Policy<F, X>],
+        name: &str,
+    ) -> Result<String, String> {
+        registry::find(list, name)
+            .map(|p| p.name.to_string())
+            .ok_or_else(|| format!("unknown name `{name}`; known: {}", registry::known(list)))
+    }
     let mut common = vec![
         "--scheduler".to_string(),
-        q.scheduler.clone(),
+        canonical(registry::SCHEDULERS, &q.scheduler).map_err(|e| refuse("scheduler", e))?,
         "--cc".into(),
-        q.cc.clone(),
+        canonical(registry::CONGESTION_CONTROLLERS, &q.cc).map_err(|e| refuse("cc", e))?,
         "--path-manager".into(),
-        q.path_manager.clone(),
+        canonical(registry::PATH_MANAGERS, &q.path_manager)
+            .map_err(|e| refuse("path_manager", e))?,
     ];
     if let Some(rate) = q.rate {
         // The sending side applies it: the client on an upload, the server on a download.
