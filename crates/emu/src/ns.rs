@@ -10,7 +10,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -164,51 +164,8 @@ impl Drop for Netns {
     }
 }
 
-/// `TUNSETIFF`: `_IOW('T', 202, int)`.
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
 fn open_tun(name: &str) -> Result<OwnedFd, EmuError> {
-    let path = c"/dev/net/tun";
-    // SAFETY: open(2) with a valid C string.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(EmuError::io("/dev/net/tun", io::Error::last_os_error()));
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
-        _pad: [0; 22],
-    };
-    let bytes = name.as_bytes();
-    if bytes.len() >= libc::IFNAMSIZ {
-        return Err(EmuError::Setup(format!(
-            "interface name `{name}` is longer than {} bytes",
-            libc::IFNAMSIZ - 1
-        )));
-    }
-    req.name[..bytes.len()].copy_from_slice(bytes);
-    // SAFETY: TUNSETIFF takes a pointer to an ifreq, which `req` is laid out as.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
-        return Err(EmuError::Setup(format!(
-            "cannot create TUN device `{name}`: {}",
-            io::Error::last_os_error()
-        )));
-    }
-    Ok(fd)
+    polypath_tun::open(name).map_err(|e| EmuError::Setup(e.to_string()))
 }
 
 /// Kills every process inside namespace `name` (SIGKILL).

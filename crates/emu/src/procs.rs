@@ -68,6 +68,34 @@ pub struct ProcessReport {
     pub stderr: String,
 }
 
+impl ProcessReport {
+    /// The report of a process not started yet: `command` on `host` for `flow`'s instance,
+    /// its output in `out` + `.stdout` / `.stderr`.
+    pub(crate) fn planned(
+        flow: &str,
+        instance: u32,
+        role: Role,
+        host: &str,
+        command: String,
+        out: &str,
+    ) -> Self {
+        ProcessReport {
+            flow: flow.to_string(),
+            instance,
+            role,
+            host: host.to_string(),
+            command,
+            started_s: None,
+            ended_s: None,
+            exit_code: None,
+            signal: None,
+            stopped_by_emulator: false,
+            stdout: format!("{out}.stdout"),
+            stderr: format!("{out}.stderr"),
+        }
+    }
+}
+
 /// A process to start, running, or ended.
 pub(crate) struct Proc {
     pub report: ProcessReport,

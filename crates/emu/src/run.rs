@@ -781,20 +781,14 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                 ];
                 let line = substitute(scenario, &format!("flow[{flow}].command"), &command, &vars)?;
                 let stem = procs_dir.join(format!("{}-{instance}", f.name));
-                let report = ProcessReport {
-                    flow: f.name.clone(),
+                let report = ProcessReport::planned(
+                    &f.name,
                     instance,
-                    role: Role::Command,
-                    host: scenario.hosts[from].name.clone(),
-                    command: line.clone(),
-                    started_s: None,
-                    ended_s: None,
-                    exit_code: None,
-                    signal: None,
-                    stopped_by_emulator: false,
-                    stdout: format!("{}.stdout", stem.display()),
-                    stderr: format!("{}.stderr", stem.display()),
-                };
+                    Role::Command,
+                    &scenario.hosts[from].name,
+                    line.clone(),
+                    &stem.display().to_string(),
+                );
                 procs.push(Proc::new(
                     report,
                     vec!["sh".into(), "-c".into(), line],
@@ -818,21 +812,16 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                 let f = &scenario.flows[flow];
                 let stem = procs_dir.join(format!("{}-{instance}", f.name));
                 let (argv_recv, argv_send) = tcp_args(&polypath, port, &paths, &t, start, stop);
-                let report =
-                    |role: Role, host: usize, argv: &[String], suffix: &str| ProcessReport {
-                        flow: f.name.clone(),
+                let report = |role: Role, host: usize, argv: &[String], suffix: &str| {
+                    ProcessReport::planned(
+                        &f.name,
                         instance,
                         role,
-                        host: scenario.hosts[host].name.clone(),
-                        command: argv.join(" "),
-                        started_s: None,
-                        ended_s: None,
-                        exit_code: None,
-                        signal: None,
-                        stopped_by_emulator: false,
-                        stdout: format!("{}-{suffix}.stdout", stem.display()),
-                        stderr: format!("{}-{suffix}.stderr", stem.display()),
-                    };
+                        &scenario.hosts[host].name,
+                        argv.join(" "),
+                        &format!("{}-{suffix}", stem.display()),
+                    )
+                };
                 let recv_report = report(Role::TcpReceiver, to, &argv_recv, "recv");
                 let listening = PathBuf::from(&recv_report.stdout);
                 procs.push(Proc::new(
@@ -925,21 +914,16 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     client.extend(["--qlog".to_string(), qlog.display().to_string()]);
                     server.extend(["--qlog".to_string(), qlog.display().to_string()]);
                 }
-                let report =
-                    |role: Role, host: usize, argv: &[String], suffix: &str| ProcessReport {
-                        flow: f.name.clone(),
+                let report = |role: Role, host: usize, argv: &[String], suffix: &str| {
+                    ProcessReport::planned(
+                        &f.name,
                         instance,
                         role,
-                        host: scenario.hosts[host].name.clone(),
-                        command: argv.join(" "),
-                        started_s: None,
-                        ended_s: None,
-                        exit_code: None,
-                        signal: None,
-                        stopped_by_emulator: false,
-                        stdout: format!("{}-{suffix}.stdout", stem.display()),
-                        stderr: format!("{}-{suffix}.stderr", stem.display()),
-                    };
+                        &scenario.hosts[host].name,
+                        argv.join(" "),
+                        &format!("{}-{suffix}", stem.display()),
+                    )
+                };
                 let server_report = report(Role::QuicServer, to, &server, "server");
                 let listening = PathBuf::from(&server_report.stdout);
                 procs.push(Proc::new(

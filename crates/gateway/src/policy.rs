@@ -839,39 +839,8 @@ mod tests {
     use super::*;
     use crate::classify::tests::ipv4;
 
-    /// The paper's Fig. 7, verbatim.
-    pub(crate) const FIG7: &str = r#"{
-  "policy_num": "UC03",
-  "allowed_interfaces": [
-    {
-      "type": "Ethernet",
-      "priority": 2,
-      "name": "enp3s0f1",
-      "ip": "192.168.1.12",
-      "metrics": {
-        "delayavg": 0.149524,
-        "packetloss": 0,
-        "throughput": 93
-      }
-    },
-    {
-      "type": "Wi-Fi",
-      "priority": 1,
-      "name": "wlp4s0",
-      "ip": "192.168.0.242",
-      "metrics": {
-        "delayavg": 0.207738,
-        "packetloss": 0,
-        "throughput": 67
-      }
-    }
-  ],
-  "traffic_requirements": {
-    "delay": 1,
-    "throughput": 5,
-    "packetloss": 1
-  }
-}"#;
+    /// The paper's Fig. 7, verbatim (the QoS scheduler's tests read the same file).
+    pub(crate) const FIG7: &str = include_str!("../../quic/src/sched/qos_fig7.json");
 
     #[test]
     fn the_papers_policy_is_a_fallback_default_class() {

@@ -4,20 +4,10 @@
 //! the device removes it with its addresses and routes, and the NAT table is deleted.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 
 use tokio::io::unix::AsyncFd;
-
-/// `TUNSETIFF`: `_IOW('T', 202, int)`.
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
 
 /// Runs a command; an error carries the command line and what it printed.
 pub fn run(program: &str, args: &[&str]) -> io::Result<()> {
@@ -52,39 +42,7 @@ impl Tun {
     /// Creates TUN device `name` in this process's network namespace, sets its MTU and
     /// address (a host address, `/32` or `/128`) and brings it up.
     pub fn create(name: &str, mtu: u16, addr: std::net::IpAddr) -> io::Result<Tun> {
-        let bytes = name.as_bytes();
-        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("TUN device name `{name}` must be 1 to 15 bytes"),
-            ));
-        }
-        let path = c"/dev/net/tun";
-        // SAFETY: open(2) with a valid C string.
-        let raw = unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
-            _pad: [0; 22],
-        };
-        req.name[..bytes.len()].copy_from_slice(bytes);
-        // SAFETY: TUNSETIFF takes a pointer to an ifreq, which `req` is laid out as.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
-            return Err(io::Error::other(format!(
-                "cannot create TUN device `{name}`: {}",
-                io::Error::last_os_error()
-            )));
-        }
+        let fd = polypath_tun::open(name)?;
         let mtu_s = mtu.to_string();
         ip(&[
             "link",

@@ -874,39 +874,8 @@ mod tests {
     use crate::sched::tests::{Sim, snapshot};
     use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-    /// The policy of the paper's Fig. 7, verbatim.
-    const FIG7: &str = r#"{
-      "policy_num": "UC03",
-      "allowed_interfaces": [
-        {
-          "type": "Ethernet",
-          "priority": 2,
-          "name": "enp3s0f1",
-          "ip": "192.168.1.12",
-          "metrics": {
-            "delayavg": 0.149524,
-            "packetloss": 0,
-            "throughput": 93
-          }
-        },
-        {
-          "type": "Wi-Fi",
-          "priority": 1,
-          "name": "wlp4s0",
-          "ip": "192.168.0.242",
-          "metrics": {
-            "delayavg": 0.207738,
-            "packetloss": 0,
-            "throughput": 67
-          }
-        }
-      ],
-      "traffic_requirements": {
-        "delay": 1,
-        "throughput": 5,
-        "packetloss": 1
-      }
-    }"#;
+    /// The policy of the paper's Fig. 7, verbatim (shared with the gateway's tests).
+    const FIG7: &str = include_str!("qos_fig7.json");
 
     fn low_latency() -> PendingData {
         PendingData {
