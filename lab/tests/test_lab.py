@@ -380,7 +380,7 @@ def test_coexistence_refuses_a_run_that_did_not_apply_its_configuration(tmp_path
     procs = [{"role": "tcp_sender", "flow": "mptcp", "stdout": str(sender_out),
               "command": "polypath tcp send --connect 10.1.200.1:5201 --mptcp --cc cubic"},
              {"role": "quic_client", "flow": "mpquic", "stdout": str(tmp_path / "c"),
-              "command": "polypath client --scheduler rr --cc bbr --path-manager manual"}]
+              "command": "polypath client --scheduler roundrobin --cc bbr --path-manager default"}]
     run = RunResult(Run("x", {}, 1), tmp_path, {"processes": procs})
     cx.check_applied(run, cx.Config("cubic", "bbr", "rr"))
     for wrong in (cx.Config("reno", "bbr", "rr"), cx.Config("cubic", "bbr"),

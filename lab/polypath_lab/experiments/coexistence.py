@@ -292,11 +292,16 @@ def run_configs(ctx: Context, case: str, configs: list[Config], seconds: float,
     return {r.run.labels["config"].key: analyse(r, seconds, scale) for r in results}
 
 
+#: The registry's own names (``polypath_quic::registry``) of the scheduler aliases this
+#: experiment uses: the emulator puts the registry's name on the binary's command line.
+REGISTRY_NAME = {"default": "minrtt", "rr": "roundrobin"}
+
+
 def check_applied(r: RunResult, config: Config) -> None:
     """Raises :class:`LabError` unless every TCP sender the emulator started ran the
     pairing's MPTCP controller over MPTCP and every polypath client its controller and
     scheduler (so a configuration that changed nothing cannot pass for one that did)."""
-    scheduler = "minrtt" if config.scheduler == "default" else config.scheduler
+    scheduler = REGISTRY_NAME.get(config.scheduler, config.scheduler)
     want = {"tcp_sender": [f"--cc {config.mptcp}", "--mptcp"],
             "quic_client": [f"--cc {config.mpquic}", f"--scheduler {scheduler}"]}
     seen = set()
