@@ -16,10 +16,15 @@ LAB_PY := $(VENV)/bin/python
 build:
 	$(CARGO) build --release -p polypath
 
-# The lab's Python environment (matplotlib, tomli-w, pyarrow, Ray, pytest from PyPI).
-$(VENV)/.installed: lab/pyproject.toml
+# The lab's Python environment: what the experiments need (matplotlib, tomli-w, pyarrow
+# from PyPI), then for the tests and the sweeps' Ray backend pytest and Ray too.
+$(VENV)/.base: lab/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e lab
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.base
 	$(VENV)/bin/pip install --quiet -e 'lab[test,ray]'
 	touch $@
 
@@ -40,7 +45,10 @@ system-deps:
 	  else echo "note: not root, not installing$$missing: the emulator tests will skip"; fi; \
 	fi
 
-demo: build lab-deps
+# The release build, the lab's environment and the emulator's Debian packages (mostly
+# downloads) side by side.
+demo:
+	$(MAKE) -j2 build $(VENV)/.base system-deps
 	POLYPATH_BIN=target/release/polypath $(LAB_PY) -m polypath_lab run all --out report
 
 # One feature set for lint and tests: the simulator's noq peer (test-only) is on, so one

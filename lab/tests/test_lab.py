@@ -65,6 +65,15 @@ def test_list_gives_each_experiment_its_whole_summary(capsys):
         assert first.endswith("."), first
 
 
+def test_default_and_full_sets_take_their_own_seeds():
+    from polypath_lab.__main__ import DEFAULT_SEEDS, FULL_SEEDS, pick_seeds
+
+    assert pick_seeds(None, False) == DEFAULT_SEEDS
+    assert pick_seeds(None, True) == FULL_SEEDS
+    assert len(FULL_SEEDS) > len(DEFAULT_SEEDS)
+    assert pick_seeds("4, 2", True) == [4, 2]
+
+
 def test_unknown_experiment_and_bad_seeds_are_errors(capsys):
     with pytest.raises(SystemExit):
         main(["run", "no-such-experiment"])

@@ -4,7 +4,7 @@
 //! in real time) and each removes everything it created.
 
 mod common;
-use common::{POLYPATH, scratch};
+use common::{POLYPATH, Scratch, scratch};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -32,7 +32,7 @@ fn can_emulate() -> bool {
 
 /// Takes the emulator (one test at a time) and a fresh folder `name`; `None` (after saying
 /// why) when the emulator cannot run here.
-fn testbed(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+fn testbed(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Scratch)> {
     let guard = serial();
     if !can_emulate() {
         return None;

@@ -5,7 +5,7 @@
 //! time (they measure in real time) and the emulator removes everything they created.
 
 mod common;
-use common::{POLYPATH, scratch};
+use common::{POLYPATH, Scratch, scratch};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -23,7 +23,7 @@ fn scenarios() -> PathBuf {
 
 /// Takes the emulator (one test at a time) and a fresh folder `name`; `None` (after saying
 /// why) when the emulator or nftables is missing.
-fn testbed(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+fn testbed(name: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Scratch)> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Err(why) = polypath_emu::available() {
         eprintln!("SKIPPED: the emulator cannot run here: {why}");

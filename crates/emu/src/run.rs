@@ -714,6 +714,31 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
         })
         .and_then(|d| std::fs::canonicalize(d).ok())
         .unwrap_or_else(|| PathBuf::from("."));
+    // A process of flow `flow`'s `instance` on host `host`, with that host's link-event
+    // feed; `command` is how the report shows it, `log` its log files' stem.
+    let process = |(flow, instance): (usize, u32),
+                   role: Role,
+                   host: usize,
+                   argv: Vec<String>,
+                   command: String,
+                   log: &str,
+                   (start, stop): (u64, Option<u64>)| {
+        Proc::new(
+            ProcessReport::planned(
+                &scenario.flows[flow].name,
+                instance,
+                role,
+                &scenario.hosts[host].name,
+                command,
+                log,
+            ),
+            argv,
+            vec![(FEED_ENV.to_string(), feeds[host].path.display().to_string())],
+            hosts[host].ns.raw_fd(),
+            start,
+            stop,
+        )
+    };
     for plan in std::mem::take(&mut factory.plans) {
         match plan {
             Plan::Udp {
@@ -781,21 +806,14 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                 ];
                 let line = substitute(scenario, &format!("flow[{flow}].command"), &command, &vars)?;
                 let stem = procs_dir.join(format!("{}-{instance}", f.name));
-                let report = ProcessReport::planned(
-                    &f.name,
-                    instance,
+                procs.push(process(
+                    (flow, instance),
                     Role::Command,
-                    &scenario.hosts[from].name,
-                    line.clone(),
+                    from,
+                    vec!["sh".into(), "-c".into(), line.clone()],
+                    line,
                     &stem.display().to_string(),
-                );
-                procs.push(Proc::new(
-                    report,
-                    vec!["sh".into(), "-c".into(), line],
-                    vec![(FEED_ENV.to_string(), feeds[from].path.display().to_string())],
-                    hosts[from].ns.raw_fd(),
-                    start,
-                    stop,
+                    (start, stop),
                 ));
             }
             Plan::Tcp {
@@ -812,39 +830,29 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                 let f = &scenario.flows[flow];
                 let stem = procs_dir.join(format!("{}-{instance}", f.name));
                 let (argv_recv, argv_send) = tcp_args(&polypath, port, &paths, &t, start, stop);
-                let report = |role: Role, host: usize, argv: &[String], suffix: &str| {
-                    ProcessReport::planned(
-                        &f.name,
-                        instance,
-                        role,
-                        &scenario.hosts[host].name,
-                        argv.join(" "),
-                        &format!("{}-{suffix}", stem.display()),
-                    )
-                };
-                let recv_report = report(Role::TcpReceiver, to, &argv_recv, "recv");
-                let listening = PathBuf::from(&recv_report.stdout);
-                procs.push(Proc::new(
-                    recv_report,
-                    argv_recv,
-                    vec![(FEED_ENV.to_string(), feeds[to].path.display().to_string())],
-                    hosts[to].ns.raw_fd(),
-                    0,
-                    None,
-                ));
+                let log = |suffix: &str| format!("{}-{suffix}", stem.display());
+                let receiver = process(
+                    (flow, instance),
+                    Role::TcpReceiver,
+                    to,
+                    argv_recv.clone(),
+                    argv_recv.join(" "),
+                    &log("recv"),
+                    (0, None),
+                );
                 // Without `bytes` the sender stops itself at the stop time (`--time`) and
                 // waits for the receiver to read everything, so both report; with `bytes`
                 // the stop time ends it, and without either it runs until the end.
-                let mut s = Proc::new(
-                    report(Role::TcpSender, from, &argv_send, "send"),
-                    argv_send,
-                    vec![(FEED_ENV.to_string(), feeds[from].path.display().to_string())],
-                    hosts[from].ns.raw_fd(),
-                    start,
-                    stop.filter(|_| t.bytes.is_some()),
+                let sender = process(
+                    (flow, instance),
+                    Role::TcpSender,
+                    from,
+                    argv_send.clone(),
+                    argv_send.join(" "),
+                    &log("send"),
+                    (start, stop.filter(|_| t.bytes.is_some())),
                 );
-                s.after = Some((listening, procs.len() - 1));
-                procs.push(s);
+                push_listener_and_peer(&mut procs, receiver, sender);
             }
             Plan::Quic {
                 flow,
@@ -914,37 +922,26 @@ pub fn run_scenario(scenario: &Scenario, opts: &EmuOptions) -> Result<EmuReport,
                     client.extend(["--qlog".to_string(), qlog.display().to_string()]);
                     server.extend(["--qlog".to_string(), qlog.display().to_string()]);
                 }
-                let report = |role: Role, host: usize, argv: &[String], suffix: &str| {
-                    ProcessReport::planned(
-                        &f.name,
-                        instance,
-                        role,
-                        &scenario.hosts[host].name,
-                        argv.join(" "),
-                        &format!("{}-{suffix}", stem.display()),
-                    )
-                };
-                let server_report = report(Role::QuicServer, to, &server, "server");
-                let listening = PathBuf::from(&server_report.stdout);
-                procs.push(Proc::new(
-                    server_report,
-                    server,
-                    vec![(FEED_ENV.to_string(), feeds[to].path.display().to_string())],
-                    hosts[to].ns.raw_fd(),
-                    0,
-                    None,
-                ));
-                let mut c = Proc::new(
-                    report(Role::QuicClient, from, &client, "client"),
-                    client,
-                    vec![(FEED_ENV.to_string(), feeds[from].path.display().to_string())],
-                    hosts[from].ns.raw_fd(),
-                    start,
-                    stop,
+                let log = |suffix: &str| format!("{}-{suffix}", stem.display());
+                let server = process(
+                    (flow, instance),
+                    Role::QuicServer,
+                    to,
+                    server.clone(),
+                    server.join(" "),
+                    &log("server"),
+                    (0, None),
                 );
-                c.after = Some((listening, procs.len() - 1));
-                c.app = Some((app, q.bytes));
-                procs.push(c);
+                let client = process(
+                    (flow, instance),
+                    Role::QuicClient,
+                    from,
+                    client.clone(),
+                    client.join(" "),
+                    &log("client"),
+                    (start, stop),
+                );
+                push_listener_and_peer(&mut procs, server, client).app = Some((app, q.bytes));
             }
         }
     }
@@ -1318,6 +1315,15 @@ fn unspecified(like: Option<IpAddr>) -> IpAddr {
         Some(IpAddr::V6(_)) => IpAddr::from([0u16; 8]),
         _ => IpAddr::from([0u8; 4]),
     }
+}
+
+/// Pushes a flow's listener and the peer that starts once the listener's first line of
+/// output says it listens; returns the peer.
+fn push_listener_and_peer(procs: &mut Vec<Proc>, listener: Proc, mut peer: Proc) -> &mut Proc {
+    peer.after = Some((PathBuf::from(&listener.report.stdout), procs.len()));
+    procs.push(listener);
+    procs.push(peer);
+    procs.last_mut().expect("the peer was just pushed")
 }
 
 #[cfg(test)]

@@ -100,9 +100,12 @@ def run(ctx: Context) -> Experiment:
         "The 5G-CLARITY paper, Sections 6.2-6.5. 5G 342 Mbit/s 10.1 ms (low latency: "
         "116 Mbit/s 5.6 ms), Wi-Fi 1190 Mbit/s 1.28 ms, LiFi 12.1 Mbit/s 1.08 ms one way, "
         f"20 ms drop-tail queues (`scenarios/{SCENARIO}.toml`); Multipath QUIC download with "
-        "CUBIC on every path. Seeds: the first two for the static runs, the first three for "
-        "recovery, the first for the ramp and the dynamic experiment (seeds " +
-        str(list(ctx.seeds)) + ").",
+        "CUBIC on every path. Seeds: the first two for the static runs, the first "
+        f"{'three' if ctx.full else 'two'} for recovery, the first for the ramp and the "
+        f"dynamic experiment (seeds {list(ctx.seeds)}). "
+        + ("Full set." if ctx.full else "Quick set." if q else
+           "Reduced set (`--full`: static runs of 6 s instead of 4, 12 s windows in the "
+           "dynamic experiment instead of 6, three seeds of recovery instead of two)."),
     )
     static(ctx, base, e)
     latency(ctx, base, e)
@@ -184,7 +187,7 @@ def _path_stats(r: RunResult, warmup: float) -> dict[str, dict[str, float]]:
 def static(ctx: Context, base: dict, e: Experiment) -> None:
     """Throughput of each technology and each scheduler (Figs. 4 and 5), with polypath's
     own configuration and with the Linux-like one (``LINUX_LIKE_QUEUE``)."""
-    duration, warmup = (2.0, 0.5) if ctx.quick else (6.0, 1.0)
+    duration, warmup = (2.0, 0.5) if ctx.quick else ((6.0 if ctx.full else 4.0), 1.0)
     runs = []
     # The links are constant, so seeds only move the stacks' randomness: two suffice.
     seeds = ctx.seeds[:2]
@@ -428,7 +431,7 @@ def ramp(ctx: Context, base: dict, e: Experiment) -> None:
 
 def dynamic(ctx: Context, base: dict, e: Experiment) -> None:
     """Wi-Fi capacity falling and rising; probes, then WRR with weights per window."""
-    window = 1.2 if ctx.quick else 12.0
+    window = 1.2 if ctx.quick else (12.0 if ctx.full else 6.0)
     duration = window * len(DYNAMIC_WIFI)
     schedule = [{"at": f"{i * window:g}s", "rate": f"{c}Mbit/s"}
                 for i, c in enumerate(DYNAMIC_WIFI)]
@@ -482,6 +485,10 @@ def dynamic(ctx: Context, base: dict, e: Experiment) -> None:
             "in every window", min(ratios) >= 0.85, f"lowest {min(ratios):.0%}")
 
 
+#: Seeds of each recovery case: default, ``--full``.
+RECOVERY_SEEDS = {False: 2, True: 3}
+
+
 def recovery(ctx: Context, base: dict, e: Experiment) -> None:
     """Time from a technology's return after a 5 s interruption until it carries data,
     without and with the link telling the endpoints it went down and came back."""
@@ -491,7 +498,7 @@ def recovery(ctx: Context, base: dict, e: Experiment) -> None:
     runs = []
     for signal in (False, True):
         for link in LINKS:
-            for seed in ctx.seeds[:3]:
+            for seed in ctx.seeds[:RECOVERY_SEEDS[ctx.full]]:
                 per = {link: {"outages": [{"at": f"{start:g}s", "duration": f"{outage:g}s"}],
                               "outage_policy": "drop"}}
                 if signal:

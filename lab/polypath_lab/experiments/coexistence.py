@@ -87,7 +87,7 @@ WARMUP_S = 2.0
 #: Width of the throughput and loss bins (the paper's 100 ms).
 BIN_S = 0.1
 #: Seconds measured (after the warm-up) per run: quick, default, full.
-MEASURE_S = {"quick": 5.0, "default": 8.0, "full": 30.0}
+MEASURE_S = {"quick": 5.0, "default": 5.0, "full": 30.0}
 #: Distribution samples kept per series for the plots.
 PLOT_SAMPLES = 4000
 
