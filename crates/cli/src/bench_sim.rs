@@ -261,7 +261,15 @@ fn print_human(r: &SimBenchReport) {
     );
     println!(
         "{:<15} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>9} {:>6}  output hash",
-        "run", "sim s", "wall s", "CPU s", "x real", "x 1 core", "events/CPU-s", "Gbit/CPU-s", "load"
+        "run",
+        "sim s",
+        "wall s",
+        "CPU s",
+        "x real",
+        "x 1 core",
+        "events/CPU-s",
+        "Gbit/CPU-s",
+        "load"
     );
     for c in &r.cases {
         let m = &c.median;

@@ -35,7 +35,8 @@ use bytes::{Bytes, BytesMut};
 use polypath_link::LinkEvent;
 use polypath_quic::cc::factory_by_name;
 use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
+    PacketProtection, ServerVerification, client_config, self_signed_certificate_from_seed,
+    server_config,
 };
 use polypath_quic::pm::PathManagerFactory;
 use polypath_quic::qlog::QlogFactory;
@@ -560,6 +561,12 @@ impl QuicFactory {
         client_config.transport = client_transport;
         let mut client_ep = EndpointConfig::from_seed(p.seeds.0);
         let mut server_ep = EndpointConfig::from_seed(p.seeds.1);
+        let protection = match p.scenario.sim.packet_protection {
+            polypath_scenario::PacketProtection::Aead => PacketProtection::Aead,
+            polypath_scenario::PacketProtection::Simulated => PacketProtection::Simulated,
+        };
+        client_ep.packet_protection = protection;
+        server_ep.packet_protection = protection;
         if qlog {
             let name = &p.scenario.flows[p.flow].name;
             client_ep.qlog = self.qlog(name, p.index, "client")?;
