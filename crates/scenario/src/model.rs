@@ -60,7 +60,7 @@ pub enum PacketProtection {
 
 impl PacketProtection {
     /// What a scenario without the key gets.
-    pub const DEFAULT: PacketProtection = PacketProtection::Aead;
+    pub const DEFAULT: PacketProtection = PacketProtection::Simulated;
 
     /// The name in scenario files.
     pub fn name(self) -> &'static str {
