@@ -121,16 +121,7 @@ struct CaseReport {
 
 /// The CPU time the calling thread has used, in seconds.
 fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    crate::bench::cpu_s(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 fn load_1min() -> f64 {
