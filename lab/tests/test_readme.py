@@ -107,7 +107,7 @@ def test_transfer_examples_do_what_their_comments_say(workdir):
     finally:
         outputs = [stop(p) for p in background]
     assert seen == {"upload", "download", "multipath", "lossy", "bench loopback",
-                    "bench server"}, seen
+                    "bench sim", "bench server"}, seen
     # The server printed one verified line per client, with its own view.
     served = [json.loads(line) for line in outputs[0].splitlines() if line.startswith("{")]
     assert len(served) == 4, served
@@ -123,7 +123,19 @@ def check_example(command: str, out: str, cwd: Path) -> str:
         for stack in ("polypath", "noq", "polypath_two_paths"):
             assert r[stack]["median_mbps"] > 0 and len(r[stack]["runs"]) == r["rounds"], r
         assert r["ratio"]["of_medians"] > 0 and r["two_path_ratio"]["of_medians"] > 0, r
+        for stack in ("polypath", "noq"):
+            assert r[stack]["median_cpu_s_per_gbit"] > 0, r
         return "bench loopback"
+    if " bench sim" in command:
+        r = json.loads(out)
+        [case] = r["cases"]
+        m = case["median"]
+        assert case["name"] == "nrdc-cubic" and case["hashes_agree"], case
+        # The whole 300 MB moved (IP bytes over both links, both directions).
+        assert m["simulated_gbit"] > 2.4 and m["sim_s"] > 0, m
+        assert m["sim_per_cpu_s"] > 0 and m["events_per_cpu_s"] > 0 and m["gbit_per_cpu_s"] > 0, m
+        assert len(m["output_hash"]) == 64, m
+        return "bench sim"
     if " bench server" in command:
         m = re.search(r"completed (\d+) failed (\d+)", out)
         assert m and (int(m[1]), int(m[2])) == (100, 0), out

@@ -5,7 +5,8 @@
 //! receiver counting bytes. The two stacks take turns (`--repeat` rounds of polypath
 //! then noq), so that a burst of load from elsewhere on the machine hits both; the report
 //! gives every run, each stack's median and range, and the ratio of the medians with the
-//! range of the per-round ratios.
+//! range of the per-round ratios, and the CPU time of the process (both ends) per gigabit
+//! moved.
 
 use crate::client::open_paths;
 use crate::transfer::{ALPN, ConnectionReport, parse_size};
@@ -42,6 +43,10 @@ pub enum BenchCommand {
     /// Many client gateways on one server gateway at once in the emulator (default 50),
     /// each pinging and downloading through its own session (needs root).
     Gateway(crate::bench_gateway::GatewayBenchArgs),
+    /// The simulator on the lab's heaviest scenarios (NR-DC with CUBIC and BBR,
+    /// 5G-CLARITY static, the 3000-device backhaul): times real time, events and
+    /// simulated Gbit per CPU-second, output hashes.
+    Sim(crate::bench_sim::SimBenchArgs),
 }
 
 /// `polypath bench loopback`.
@@ -72,6 +77,10 @@ pub struct LoopbackArgs {
 struct Measurement {
     seconds: f64,
     goodput_mbps: f64,
+    /// CPU time of the whole process (both ends, every thread) during the transfer.
+    cpu_s: f64,
+    /// `cpu_s` per gigabit of goodput.
+    cpu_s_per_gbit: f64,
     packets_sent: u64,
     packets_lost: u64,
     /// Stream payload bytes sent per path (polypath only).
@@ -80,10 +89,12 @@ struct Measurement {
 }
 
 impl Measurement {
-    fn new(size: u64, seconds: f64, packets_sent: u64, packets_lost: u64) -> Self {
+    fn new(size: u64, seconds: f64, cpu_s: f64, packets_sent: u64, packets_lost: u64) -> Self {
         Measurement {
             seconds,
             goodput_mbps: crate::transfer::goodput_mbps(size, seconds),
+            cpu_s,
+            cpu_s_per_gbit: cpu_s / (size as f64 * 8.0 / 1e9).max(1e-12),
             packets_sent,
             packets_lost,
             path_bytes: Vec::new(),
@@ -97,20 +108,44 @@ struct Runs {
     median_mbps: f64,
     min_mbps: f64,
     max_mbps: f64,
+    /// Median CPU-seconds (the whole process: sender and receiver) per gigabit.
+    median_cpu_s_per_gbit: f64,
     runs: Vec<Measurement>,
 }
 
 impl Runs {
     fn new(runs: Vec<Measurement>) -> Self {
         let goodputs: Vec<f64> = runs.iter().map(|m| m.goodput_mbps).collect();
+        let cpu: Vec<f64> = runs.iter().map(|m| m.cpu_s_per_gbit).collect();
         let spread = Spread::of(&goodputs);
         Runs {
             median_mbps: spread.median,
             min_mbps: spread.min,
             max_mbps: spread.max,
+            median_cpu_s_per_gbit: Spread::of(&cpu).median,
             runs,
         }
     }
+}
+
+/// CPU time used so far, seconds, by this process (every thread:
+/// `libc::CLOCK_PROCESS_CPUTIME_ID`) or the calling thread
+/// (`libc::CLOCK_THREAD_CPUTIME_ID`); NaN if the clock cannot be read.
+pub(crate) fn cpu_s(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; an unknown clock id is an error return.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn process_cpu_s() -> f64 {
+    cpu_s(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 /// Median and range of some figures.
@@ -188,6 +223,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Emu(args) => crate::bench_emu::run(args),
         BenchCommand::Server(args) => crate::bench_server::run(args),
         BenchCommand::Gateway(args) => crate::bench_gateway::run(args),
+        BenchCommand::Sim(args) => crate::bench_sim::run(args),
         BenchCommand::Loopback(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -215,8 +251,8 @@ fn print_human(r: &LoopbackReport) {
         let lost: u64 = runs.runs.iter().map(|m| m.packets_lost).sum();
         let sent: u64 = runs.runs.iter().map(|m| m.packets_sent).sum();
         println!(
-            "{name:<16}: {:8.1} Mbit/s ({:.1} to {:.1}; {sent} packets, {lost} lost)",
-            runs.median_mbps, runs.min_mbps, runs.max_mbps
+            "{name:<16}: {:8.1} Mbit/s ({:.1} to {:.1}; {:.3} CPU-s per Gbit; {sent} packets, {lost} lost)",
+            runs.median_mbps, runs.min_mbps, runs.max_mbps, runs.median_cpu_s_per_gbit
         );
     };
     line("polypath 1 path", &r.polypath);
@@ -246,7 +282,10 @@ async fn loopback(args: &LoopbackArgs) -> Result<LoopbackReport, String> {
         );
     };
     let done = |m: &Measurement| {
-        eprintln!("{:.1} Mbit/s in {:.3} s", m.goodput_mbps, m.seconds);
+        eprintln!(
+            "{:.1} Mbit/s in {:.3} s, {:.3} CPU-s per Gbit",
+            m.goodput_mbps, m.seconds, m.cpu_s_per_gbit
+        );
     };
     let block = random_block();
     let local = addr("127.0.0.1:0");
@@ -374,13 +413,14 @@ async fn polypath_run(
     if multipath {
         open_paths(&conn, &bound[1..], &[], false, PathStatus::Available).await?;
     }
-    let start = Instant::now();
+    let (start, cpu_start) = (Instant::now(), process_cpu_s());
     let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
     for chunk in chunks(block, args.size) {
         send.write_chunk(chunk).await.map_err(|e| e.to_string())?;
     }
     send.finish().map_err(|e| e.to_string())?;
     let (received, end, server_conn, server) = receiver.await.map_err(|e| e.to_string())??;
+    let cpu_s = process_cpu_s() - cpu_start;
     if received != args.size {
         return Err(format!(
             "polypath delivered {received} of {} bytes",
@@ -396,6 +436,7 @@ async fn polypath_run(
     let mut m = Measurement::new(
         args.size,
         (end - start).as_secs_f64(),
+        cpu_s,
         report.packets_sent,
         report.packets_lost,
     );
@@ -443,7 +484,7 @@ async fn noq_run(size: u64, block: &Bytes) -> Result<Measurement, String> {
         .map_err(|e| e.to_string())?
         .await
         .map_err(|e| e.to_string())?;
-    let start = Instant::now();
+    let (start, cpu_start) = (Instant::now(), process_cpu_s());
     let (mut send, _recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
     let lost = |e: &dyn std::fmt::Display| match conn.close_reason() {
         Some(reason) => format!("noq: {e}: {reason}"),
@@ -454,6 +495,7 @@ async fn noq_run(size: u64, block: &Bytes) -> Result<Measurement, String> {
     }
     send.finish().map_err(|e| lost(&e))?;
     let (received, end, server_conn, server) = receiver.await.map_err(|e| e.to_string())??;
+    let cpu_s = process_cpu_s() - cpu_start;
     if received != size {
         return Err(format!("noq delivered {received} of {size} bytes"));
     }
@@ -465,6 +507,7 @@ async fn noq_run(size: u64, block: &Bytes) -> Result<Measurement, String> {
     Ok(Measurement::new(
         size,
         (end - start).as_secs_f64(),
+        cpu_s,
         stats.sent_packets,
         stats.lost_packets,
     ))

@@ -1,6 +1,7 @@
 //! Configuration of endpoints and connections.
 
 use crate::cc::{ControllerFactory, CubicConfig};
+use crate::crypto::PacketProtection;
 use crate::pm::{ManualFactory, PathManagerFactory};
 use crate::qlog::QlogFactory;
 use crate::sched::{MinRttFactory, SchedulerFactory};
@@ -194,6 +195,10 @@ pub struct EndpointConfig {
     /// (see [`crate::streams::ReceiveBudget`]); `None`: no cap beyond each connection's
     /// own maximum.
     pub receive_budget: Option<u64>,
+    /// How the connections protect their Handshake and 1-RTT packets: the AEAD (the
+    /// default), or for a simulator only the stand-in that keeps the wire format without
+    /// the cryptography ([`PacketProtection::Simulated`]).
+    pub packet_protection: PacketProtection,
 }
 
 impl EndpointConfig {
@@ -210,6 +215,7 @@ impl EndpointConfig {
             qlog: None,
             max_udp_payload_size: 1472,
             receive_budget: Some(DEFAULT_RECEIVE_BUDGET),
+            packet_protection: PacketProtection::Aead,
         }
     }
 
@@ -225,6 +231,7 @@ impl fmt::Debug for EndpointConfig {
             .field("local_cid_len", &self.local_cid_len)
             .field("qlog", &self.qlog.is_some())
             .field("receive_budget", &self.receive_budget)
+            .field("packet_protection", &self.packet_protection)
             .finish_non_exhaustive()
     }
 }

@@ -269,6 +269,7 @@ impl Endpoint {
             retry_scid: None,
             qlog,
             receive_budget: self.receive_budget.clone(),
+            packet_protection: self.config.packet_protection,
         };
         let conn = Connection::new(params).map_err(ConnectError::Tls)?;
         self.connections.insert(handle, conn);
@@ -454,6 +455,7 @@ impl Endpoint {
             retry_scid,
             qlog,
             receive_budget: self.receive_budget.clone(),
+            packet_protection: self.config.packet_protection,
         };
         let mut conn = match Connection::new(params) {
             Ok(c) => c,

@@ -130,9 +130,39 @@ impl Pair {
         server_config: ServerConfig,
         client_endpoint: EndpointConfig,
     ) -> Self {
+        Self::with_endpoints(
+            client_config,
+            server_config,
+            client_endpoint,
+            EndpointConfig::from_seed(2),
+        )
+    }
+
+    /// A pair with default transport settings whose endpoints both protect packets with
+    /// `protection`.
+    pub fn with_packet_protection(protection: crate::crypto::PacketProtection) -> Self {
+        let (client_tls, server_tls) = tls_configs();
+        let [mut client_endpoint, mut server_endpoint] = [1, 2].map(EndpointConfig::from_seed);
+        client_endpoint.packet_protection = protection;
+        server_endpoint.packet_protection = protection;
+        Self::with_endpoints(
+            ClientConfig::new(client_tls),
+            ServerConfig::new(server_tls),
+            client_endpoint,
+            server_endpoint,
+        )
+    }
+
+    /// A pair from full configurations, the server's endpoint's included.
+    pub fn with_endpoints(
+        client_config: ClientConfig,
+        server_config: ServerConfig,
+        client_endpoint: EndpointConfig,
+        server_endpoint: EndpointConfig,
+    ) -> Self {
         let now = Instant::now();
         let mut client = Endpoint::new(client_endpoint, None);
-        let server = Endpoint::new(EndpointConfig::from_seed(2), Some(server_config));
+        let server = Endpoint::new(server_endpoint, Some(server_config));
         let client_conn = client
             .connect(
                 now,

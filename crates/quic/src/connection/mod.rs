@@ -25,7 +25,7 @@ mod timers;
 pub use paths::{OpenPathError, PathStats};
 
 use crate::config::TransportConfig;
-use crate::crypto::{OneRttKeys, ResetKey, TlsSession};
+use crate::crypto::{OneRttKeys, PacketProtection, ResetKey, TlsSession};
 use crate::datagrams::{DatagramQueues, SendDatagramError};
 use crate::link_hints::LinkHints;
 use crate::pm::{PathAction, PathManager};
@@ -331,6 +331,10 @@ pub struct Connection {
     /// The path last chosen for stream data while every usable path had room (for
     /// [`ConnectionStats::top_path_switches`]).
     last_top_path: Option<PathId>,
+    /// Reused by every scheduling decision for the paths' snapshots.
+    snapshot_scratch: Vec<PathSnapshot>,
+    /// Reused by every `poll_transmit` for the path IDs.
+    path_id_scratch: Vec<PathId>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -368,6 +372,8 @@ pub(crate) struct ConnectionParams {
     pub qlog: Option<QlogStream>,
     /// The endpoint's cap on connection receive windows.
     pub receive_budget: Option<Arc<ReceiveBudget>>,
+    /// How Handshake and 1-RTT packets are protected.
+    pub packet_protection: PacketProtection,
 }
 
 /// How to build the TLS session once the transport parameters are known.
@@ -407,7 +413,7 @@ impl Connection {
         );
         let mut encoded = Vec::new();
         params.encode(&mut encoded);
-        let tls = match p.tls {
+        let mut tls = match p.tls {
             TlsSessionBuilder::Client {
                 config,
                 server_name,
@@ -415,6 +421,7 @@ impl Connection {
             TlsSessionBuilder::Server { config } => TlsSession::server(config, encoded),
         }
         .map_err(|e| TransportError::internal(format!("TLS setup: {e}")))?;
+        tls.set_packet_protection(p.packet_protection);
         // Initial keys come from the client's first DCID, or after a Retry from the Retry's
         // SCID (RFC 9001 section 5.2).
         let initial_secret_cid = p.retry_scid.unwrap_or(p.original_dcid);
@@ -514,6 +521,8 @@ impl Connection {
             stats: ConnectionStats::default(),
             last_top_path: None,
             config,
+            snapshot_scratch: Vec::new(),
+            path_id_scratch: Vec::new(),
         };
         conn.endpoint_events
             .push_back(EndpointEvent::NewLocalCid(p.local_cid));
@@ -587,6 +596,12 @@ impl Connection {
     /// Counters of the connection.
     pub fn stats(&self) -> ConnectionStats {
         self.stats.clone()
+    }
+
+    /// How many paths [`Connection::paths`] lists (open ones and those being closed),
+    /// without building their snapshots.
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
     }
 
     /// The state and counters of every path (open ones and those being closed).

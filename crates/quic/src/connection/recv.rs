@@ -16,6 +16,14 @@ struct FrameSummary {
     non_probing: bool,
 }
 
+/// What the handling of each packet needs to know of the datagram that carried it.
+struct DatagramFacts {
+    /// The datagram's size.
+    len: usize,
+    /// Its trailing 16 bytes, if it is long enough to be a Stateless Reset.
+    reset_token: Option<[u8; crate::shared::RESET_TOKEN_SIZE]>,
+}
+
 impl Connection {
     /// Processes one received UDP datagram that the endpoint routed to this connection.
     pub(crate) fn handle_datagram(
@@ -37,7 +45,11 @@ impl Connection {
             }
             _ => {}
         }
-        let datagram = data.clone().freeze();
+        // What the packets need of the whole datagram; no copy of it.
+        let datagram = DatagramFacts {
+            len: data.len(),
+            reset_token: packet::stateless_reset_token_candidate(&data).copied(),
+        };
         let mut first_dcid: Option<ConnectionId> = None;
         let mut counted = false;
         while !data.is_empty() {
@@ -77,7 +89,7 @@ impl Connection {
         remote: SocketAddr,
         header: PacketHeader,
         mut packet: BytesMut,
-        datagram: &Bytes,
+        datagram: &DatagramFacts,
         counted: &mut bool,
     ) -> Result<(), TransportError> {
         let (kind, pn_offset) = match &header.header {
@@ -225,7 +237,7 @@ impl Connection {
                 //# An endpoint detects a potential Stateless Reset using the trailing 16
                 //# bytes of the UDP datagram.
                 if kind == PacketKind::OneRtt
-                    && let Some(token) = packet::stateless_reset_token_candidate(datagram)
+                    && let Some(token) = &datagram.reset_token
                     && self.peer_cids.is_reset_token(token)
                 {
                     self.qlog_event(
@@ -264,7 +276,7 @@ impl Connection {
         }
         if !*counted && let Some(path) = self.paths.get_mut(&path_id) {
             *counted = true;
-            path.on_datagram_received(datagram.len() as u64);
+            path.on_datagram_received(datagram.len as u64);
             // The peer's packets resume on a path whose probe timeouts have backed off,
             // after a silence longer than a probe timeout: the path was out (an outage only
             // the peer's side saw, or one that ended before our next backed-off probe), so

@@ -557,8 +557,19 @@ impl<T> SpaceRecovery<T> {
                 continue;
             }
             let end = *range.end();
-            let pns: Vec<u64> = self.sent.range(range.clone()).map(|(&pn, _)| pn).collect();
-            for pn in pns {
+            // A frame repeats older ranges (up to 64) with every acknowledgment: those below
+            // every tracked packet and lost record cost no searches.
+            let below = |first: Option<u64>| first.is_none_or(|pn| end < pn);
+            if below(self.sent.keys().next().copied())
+                && below(self.recently_lost.keys().next().copied())
+            {
+                // As below: the next tracked packet has an acknowledged one before it.
+                if let Some((_, entry)) = self.sent.iter_mut().next() {
+                    entry.acked_before = true;
+                }
+                continue;
+            }
+            while let Some((&pn, _)) = self.sent.range(range.clone()).next() {
                 if let Some(entry) = self.sent.remove(&pn) {
                     self.forget(&entry.packet);
                     outcome.includes_ack_eliciting |= entry.packet.ack_eliciting;
@@ -571,8 +582,7 @@ impl<T> SpaceRecovery<T> {
             {
                 entry.acked_before = true;
             }
-            let late: Vec<u64> = self.recently_lost.range(range).map(|(&pn, _)| pn).collect();
-            for pn in late {
+            while let Some((&pn, _)) = self.recently_lost.range(range.clone()).next() {
                 if let Some(rec) = self.recently_lost.remove(&pn) {
                     outcome.spurious.push(SpuriousLoss {
                         pn,

@@ -231,7 +231,7 @@ impl SendBuffer {
     pub fn is_acked(&self, offset: u64, len: u64, fin: bool) -> bool {
         let start = offset.max(self.acked_prefix);
         let end = offset.saturating_add(len);
-        let data = start >= end || self.acked.gaps_in(start..end).is_empty();
+        let data = self.acked.contains_range(start..end);
         data && (!fin || self.fin_acked)
     }
 

@@ -83,7 +83,32 @@ fn idle_for(pair: &mut Pair, d: Duration) {
 
 #[test]
 fn key_update_mid_transfer() {
-    let mut pair = Pair::default_pair();
+    key_updates_mid_transfer(&mut Pair::default_pair());
+}
+
+/// Simulated packet protection (the simulator's) goes through the same key updates as the
+/// AEAD, with datagrams of the same sizes; and it does leave the payload in the clear.
+#[test]
+fn simulated_protection_updates_keys_and_keeps_datagram_sizes() {
+    use crate::crypto::PacketProtection;
+    let runs = [PacketProtection::Aead, PacketProtection::Simulated].map(|protection| {
+        let mut pair = Pair::with_packet_protection(protection);
+        key_updates_mid_transfer(&mut pair);
+        pair.client_sent.clone()
+    });
+    let sizes = |sent: &[Vec<u8>]| sent.iter().map(Vec::len).collect::<Vec<_>>();
+    assert!(runs[0].len() > 100, "{} datagrams", runs[0].len());
+    assert_eq!(sizes(&runs[0]), sizes(&runs[1]));
+    // The client's request travels in the clear only under simulated protection.
+    let clear = |sent: &[Vec<u8>]| {
+        sent.iter()
+            .any(|d| d.windows(8).any(|w| w == &expected_payload(1_000)[..8]))
+    };
+    assert!(!clear(&runs[0]));
+    assert!(clear(&runs[1]));
+}
+
+fn key_updates_mid_transfer(pair: &mut Pair) {
     pair.handshake();
     // Exchange some data so a packet of the current key phase is acknowledged, then wait
     // the three PTOs draft-ietf-quic-multipath-21 section 2.5 recommends.
@@ -91,7 +116,7 @@ fn key_update_mid_transfer() {
         pair.transfer(100_000, Duration::from_secs(5)).len(),
         100_000
     );
-    idle_for(&mut pair, Duration::from_secs(1));
+    idle_for(pair, Duration::from_secs(1));
     let now = pair.now;
     assert!(
         pair.client().force_key_update(now),
@@ -111,7 +136,7 @@ fn key_update_mid_transfer() {
         1,
         "the server followed the client's key phase"
     );
-    idle_for(&mut pair, Duration::from_secs(1));
+    idle_for(pair, Duration::from_secs(1));
     let now = pair.now;
     assert!(
         pair.server().force_key_update(now),
