@@ -248,6 +248,7 @@ fn server_answers_unknown_versions_with_version_negotiation() {
                 now,
                 server_addr(),
                 client_addr(),
+                None,
                 BytesMut::from(&dgram[..])
             )
             .is_none()
@@ -274,6 +275,7 @@ fn server_answers_unknown_versions_with_version_negotiation() {
         now,
         server_addr(),
         client_addr(),
+        None,
         BytesMut::from(&dgram[..]),
     );
     assert!(server.poll_transmit(now, &mut buf).is_none());
@@ -295,8 +297,13 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
         &[crate::packet::VERSION_1, 0xff00_001d],
         None,
     );
-    pair.client
-        .handle(now, client_addr(), server_addr(), BytesMut::from(&vn[..]));
+    pair.client.handle(
+        now,
+        client_addr(),
+        server_addr(),
+        None,
+        BytesMut::from(&vn[..]),
+    );
     assert!(!pair.client().is_closed());
     vn.clear();
     crate::packet::write_version_negotiation(
@@ -307,8 +314,13 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
         &[0xff00_001d],
         None,
     );
-    pair.client
-        .handle(now, client_addr(), server_addr(), BytesMut::from(&vn[..]));
+    pair.client.handle(
+        now,
+        client_addr(),
+        server_addr(),
+        None,
+        BytesMut::from(&vn[..]),
+    );
     assert_eq!(
         pair.client().close_reason(),
         Some(&ConnectionError::VersionMismatch)
@@ -397,8 +409,13 @@ fn endpoint_survives_garbage_then_transfers() {
         if !data.is_empty() && i % 7 == 0 {
             data[0] |= 0x80;
         }
-        pair.server
-            .handle(now, server_addr(), client_addr(), BytesMut::from(&data[..]));
+        pair.server.handle(
+            now,
+            server_addr(),
+            client_addr(),
+            None,
+            BytesMut::from(&data[..]),
+        );
         let mut buf = Vec::new();
         while pair.server.poll_transmit(now, &mut buf).is_some() {}
     }
