@@ -125,7 +125,9 @@ pub(crate) struct EcnValidation {
     state: EcnState,
     /// Packets sent marked ECT(0).
     marked: u64,
-    /// Marked packets acknowledged, and declared lost.
+    /// `marked` when the current testing period began.
+    testing_from: u64,
+    /// Marked packets acknowledged, and declared lost, since testing began.
     marked_acked: u64,
     marked_lost: u64,
     /// The counts of the last ACK frame that passed validation.
@@ -153,6 +155,7 @@ impl EcnValidation {
                 EcnState::Disabled
             },
             marked: 0,
+            testing_from: 0,
             marked_acked: 0,
             marked_lost: 0,
             reported: EcnCounts::default(),
@@ -188,7 +191,7 @@ impl EcnValidation {
     /// A packet left marked ECT(0).
     pub fn on_marked_sent(&mut self) {
         self.marked += 1;
-        if self.state == EcnState::Testing && self.marked >= TESTING_PACKETS {
+        if self.state == EcnState::Testing && self.marked - self.testing_from >= TESTING_PACKETS {
             self.state = EcnState::Unknown;
         }
     }
@@ -202,7 +205,7 @@ impl EcnValidation {
         self.marked_lost += n;
         if matches!(self.state, EcnState::Testing | EcnState::Unknown)
             && self.marked_acked == 0
-            && self.marked_lost >= TESTING_PACKETS.min(self.marked)
+            && self.marked_lost >= TESTING_PACKETS.min(self.marked - self.testing_from)
         {
             self.fail("every packet marked ECT(0) was lost");
         }
@@ -261,6 +264,22 @@ impl EcnValidation {
             EcnVerdict::Congestion(c.ce - old.ce)
         } else {
             EcnVerdict::None
+        }
+    }
+
+    /// The path now leads elsewhere (the peer's address changed): validate ECN again, as
+    /// for a new path. The counts reported so far stay the reference for the next ones.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-13.4.2
+    //# An endpoint thus attempts to use ECN and validates this for each new connection,
+    //# when switching to a server's preferred address, and on active connection
+    //# migration to a new path.
+    pub fn revalidate(&mut self) {
+        if self.state != EcnState::Disabled {
+            self.state = EcnState::Testing;
+            self.failure = None;
+            self.testing_from = self.marked;
+            self.marked_acked = 0;
+            self.marked_lost = 0;
         }
     }
 
@@ -359,6 +378,22 @@ mod tests {
         let mut v = tested(TESTING_PACKETS);
         v.on_ack(1, counts(1, 0, 0));
         v.on_marked_lost(9);
+        assert_eq!(v.state(), EcnState::Capable);
+    }
+
+    #[test]
+    fn a_new_peer_address_starts_a_new_testing_period() {
+        let mut v = tested(TESTING_PACKETS);
+        v.on_ack(TESTING_PACKETS, counts(TESTING_PACKETS, 0, 0));
+        v.on_marked_sent();
+        v.revalidate();
+        assert_eq!(v.state(), EcnState::Testing);
+        for _ in 0..TESTING_PACKETS {
+            v.on_marked_sent();
+        }
+        assert_eq!(v.state(), EcnState::Unknown);
+        // Cumulative counts from before the change still validate.
+        v.on_ack(3, counts(TESTING_PACKETS + 4, 0, 0));
         assert_eq!(v.state(), EcnState::Capable);
     }
 

@@ -483,6 +483,9 @@ impl Connection {
         };
         path.remote = remote;
         path.local = local;
+        if !port_only {
+            path.ecn.revalidate();
+        }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3.1
         //# Until a peer's address is deemed valid, an endpoint limits the amount
         //# of data it sends to that address; see Section 8.
