@@ -287,6 +287,10 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
     let now = pair.now;
     let client_scid = pair.client().local_handshake_cid;
     let server_dcid = pair.client().original_dcid;
+    let deliver = |pair: &mut Pair, vn: &[u8]| {
+        pair.client
+            .handle(now, client_addr(), server_addr(), None, BytesMut::from(vn))
+    };
     let mut vn = Vec::new();
     // Listing the version the client uses: ignored.
     crate::packet::write_version_negotiation(
@@ -297,13 +301,7 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
         &[crate::packet::VERSION_1, 0xff00_001d],
         None,
     );
-    pair.client.handle(
-        now,
-        client_addr(),
-        server_addr(),
-        None,
-        BytesMut::from(&vn[..]),
-    );
+    deliver(&mut pair, &vn);
     assert!(!pair.client().is_closed());
     vn.clear();
     crate::packet::write_version_negotiation(
@@ -314,13 +312,7 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
         &[0xff00_001d],
         None,
     );
-    pair.client.handle(
-        now,
-        client_addr(),
-        server_addr(),
-        None,
-        BytesMut::from(&vn[..]),
-    );
+    deliver(&mut pair, &vn);
     assert_eq!(
         pair.client().close_reason(),
         Some(&ConnectionError::VersionMismatch)
