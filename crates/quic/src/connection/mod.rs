@@ -588,6 +588,12 @@ impl Connection {
         self.error.as_ref()
     }
 
+    /// Whether the handshake resumed a session from an earlier connection's ticket
+    /// ([`crate::crypto::enable_session_tickets`]); false until the handshake completes.
+    pub fn is_resumed(&self) -> bool {
+        self.tls.resumed().unwrap_or(false)
+    }
+
     /// The negotiated ALPN protocol.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.tls.alpn_protocol()

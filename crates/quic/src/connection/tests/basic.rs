@@ -507,3 +507,44 @@ fn receive_window_grows_with_need_and_keeps_pace_with_a_fixed_large_one() {
     assert!(tuned.0.as_secs_f64() < 1.2 * large.0.as_secs_f64());
     assert!(small.0.as_secs_f64() > 1.3 * tuned.0.as_secs_f64());
 }
+
+/// A second connection with the same client configuration resumes the first one's session
+/// when the server sends tickets, and does a full handshake when it does not.
+#[test]
+fn a_second_connection_resumes_with_the_servers_ticket() {
+    for tickets in [true, false] {
+        let (client_tls, server_tls) = tls_configs();
+        let mut server_tls = (*server_tls).clone();
+        if tickets {
+            crate::crypto::enable_session_tickets(&mut server_tls);
+        }
+        let client_config = ClientConfig::new(client_tls);
+        let mut pair = Pair::with_configs(
+            client_config.clone(),
+            ServerConfig::new(Arc::new(server_tls)),
+            EndpointConfig::from_seed(1),
+        );
+        pair.handshake();
+        assert_eq!(pair.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+        assert!(!pair.client().is_resumed());
+        let now = pair.now;
+        pair.client().close(now, VarInt::from_u32(0), b"");
+        pair.run_until(Duration::from_secs(5), |p| p.client().is_closed());
+        // The second connection, from the same client endpoint and configuration.
+        pair.client_conn = pair
+            .client
+            .connect(
+                now,
+                client_config.clone(),
+                client_addr(),
+                server_addr(),
+                "localhost",
+            )
+            .unwrap();
+        pair.server_conn = None;
+        pair.handshake();
+        assert_eq!(pair.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+        assert_eq!(pair.client().is_resumed(), tickets);
+        assert_eq!(pair.server().is_resumed(), tickets);
+    }
+}
