@@ -376,6 +376,7 @@ async fn polypath_run(
         stream_receive_window: None,
         rate: None,
         message_size: None,
+        no_ecn: false,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

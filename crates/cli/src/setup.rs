@@ -76,6 +76,10 @@ pub struct TransportArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::transfer::parse_size,
           requires = "rate")]
     pub message_size: Option<u64>,
+    /// Never mark packets ECT(0) (ECN, RFC 9000 section 13.4; by default each path marks
+    /// once it passes ECN validation). Received marks are reported either way.
+    #[arg(long)]
+    pub no_ecn: bool,
 }
 
 /// Parses `--rate`, bit/s.
@@ -312,6 +316,7 @@ impl TransportArgs {
             congestion_controller,
             path_manager,
             initial_max_path_id: multipath.then_some(MAX_PATH_ID),
+            ecn: !self.no_ecn,
             ..TransportConfig::default()
         };
         if let Some(window) = self.receive_window {

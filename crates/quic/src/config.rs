@@ -81,6 +81,9 @@ pub struct TransportConfig {
     pub active_connection_id_limit: u64,
     /// Pace packets (RFC 9002 section 7.7).
     pub pacing: bool,
+    /// Mark packets ECT(0) on paths that pass ECN validation (RFC 9000 section 13.4;
+    /// [`crate::ecn`]). Received ECN marks are reported either way, as the RFC requires.
+    pub ecn: bool,
     /// Most packets one [`crate::Transmit`] may carry (UDP GSO segments).
     pub max_gso_segments: usize,
     /// Initiate a 1-RTT key update after this many packets sent with the current keys;
@@ -131,6 +134,7 @@ impl Default for TransportConfig {
             max_mtu: 1452,
             active_connection_id_limit: 4,
             pacing: true,
+            ecn: true,
             max_gso_segments: 10,
             key_update_interval: None,
             initial_max_path_id: None,

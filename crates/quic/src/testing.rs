@@ -14,6 +14,7 @@ use crate::connection::Connection;
 use crate::crypto::{
     ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
 };
+use crate::ecn::EcnCodepoint;
 use crate::endpoint::{ConnectionHandle, Endpoint};
 use crate::shared::Dir;
 use crate::{ClientConfig, EndpointConfig, ServerConfig};
@@ -54,6 +55,7 @@ struct InFlight {
     to_server: bool,
     src: SocketAddr,
     dst: SocketAddr,
+    ecn: Option<EcnCodepoint>,
     data: Vec<u8>,
 }
 
@@ -73,6 +75,12 @@ impl PartialOrd for InFlight {
 /// it.
 pub type DropFn = Box<dyn FnMut(&[u8], SocketAddr, SocketAddr) -> bool>;
 
+/// A network element that rewrites the ECN field of datagrams (marks CE, bleaches): it is
+/// given the codepoint the sender set, the source and the destination, and returns the
+/// codepoint delivered.
+pub type EcnFn =
+    Box<dyn FnMut(Option<EcnCodepoint>, SocketAddr, SocketAddr) -> Option<EcnCodepoint>>;
+
 /// Two endpoints and the network between them.
 pub struct Pair {
     /// The virtual clock.
@@ -91,6 +99,8 @@ pub struct Pair {
     pub extra_delay: BTreeMap<SocketAddr, Duration>,
     /// Drops datagrams it returns true for.
     pub drop: Option<DropFn>,
+    /// Rewrites the ECN field (the network keeps it as sent without one).
+    pub ecn: Option<EcnFn>,
     /// Rewrites the source address of client datagrams (a NAT rebinding).
     pub rewrite_client_source: Option<SocketAddr>,
     queue: BinaryHeap<InFlight>,
@@ -181,6 +191,7 @@ impl Pair {
             delay: Duration::from_millis(10),
             extra_delay: BTreeMap::new(),
             drop: None,
+            ecn: None,
             rewrite_client_source: None,
             queue: BinaryHeap::new(),
             seq: 0,
@@ -242,6 +253,10 @@ impl Pair {
                             .get(&client_side)
                             .copied()
                             .unwrap_or_default();
+                    let ecn = match self.ecn.as_mut() {
+                        Some(f) => f(t.ecn, source, t.destination),
+                        None => t.ecn,
+                    };
                     self.seq += 1;
                     self.queue.push(InFlight {
                         at: self.now + delay,
@@ -249,6 +264,7 @@ impl Pair {
                         to_server,
                         src: source,
                         dst: t.destination,
+                        ecn,
                         data: chunk.to_vec(),
                     });
                 }
@@ -285,13 +301,13 @@ impl Pair {
             let Some(d) = self.queue.pop() else { break };
             let data = BytesMut::from(&d.data[..]);
             if d.to_server {
-                if let Some(h) = self.server.handle(self.now, d.dst, d.src, data)
+                if let Some(h) = self.server.handle(self.now, d.dst, d.src, d.ecn, data)
                     && self.server_conn.is_none()
                 {
                     self.server_conn = Some(h);
                 }
             } else {
-                self.client.handle(self.now, d.dst, d.src, data);
+                self.client.handle(self.now, d.dst, d.src, d.ecn, data);
             }
         }
         self.client.handle_timeout(self.now);

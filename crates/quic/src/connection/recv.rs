@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::crypto::{KeyPhaseMatch, Level};
+use crate::ecn::{self, EcnCodepoint};
 use crate::frame::{Frame, FrameIter};
 use crate::packet::{self, Header, LongType, PacketHeader, PacketKind};
 use bytes::BytesMut;
@@ -22,6 +23,8 @@ struct DatagramFacts {
     len: usize,
     /// Its trailing 16 bytes, if it is long enough to be a Stateless Reset.
     reset_token: Option<[u8; crate::shared::RESET_TOKEN_SIZE]>,
+    /// The ECN codepoint of its IP header.
+    ecn: Option<EcnCodepoint>,
 }
 
 impl Connection {
@@ -31,6 +34,7 @@ impl Connection {
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
+        ecn: Option<EcnCodepoint>,
         mut data: BytesMut,
     ) {
         match self.state {
@@ -49,6 +53,7 @@ impl Connection {
         let datagram = DatagramFacts {
             len: data.len(),
             reset_token: packet::stateless_reset_token_candidate(&data).copied(),
+            ecn,
         };
         let mut first_dcid: Option<ConnectionId> = None;
         let mut counted = false;
@@ -331,6 +336,12 @@ impl Connection {
         let max_ack_delay = self.config.max_ack_delay;
         let threshold = self.config.ack_eliciting_threshold;
         if let Some(s) = self.space_mut(space) {
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-13.4.1
+            //# ECN counts are only incremented when QUIC packets from the received IP
+            //# packet are processed.
+            if let Some(codepoint) = datagram.ecn {
+                ecn::count(&mut s.acks.ecn, codepoint);
+            }
             let immediate = !matches!(space, AckSpace::Path(_));
             s.acks.on_packet(
                 now,
@@ -472,6 +483,9 @@ impl Connection {
         };
         path.remote = remote;
         path.local = local;
+        if !port_only {
+            path.ecn.revalidate();
+        }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3.1
         //# Until a peer's address is deemed valid, an endpoint limits the amount
         //# of data it sends to that address; see Section 8.

@@ -3,7 +3,7 @@
 use super::paths::MtuDiscovery;
 use super::spaces::{ConnFrame, SentFrames, StreamRange};
 use super::*;
-use crate::frame::{self, Frame};
+use crate::frame::{self, EcnCounts, Frame};
 use crate::packet::{self, LongType};
 use crate::recovery::SentPacket;
 use crate::sched::{Decision, PathSnapshot, PendingData, QosClass};
@@ -64,6 +64,7 @@ impl Connection {
     /// or returns `None` when there is nothing to send now.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        self.batch_ecn = None;
         match self.state {
             State::Drained | State::Draining { .. } => return None,
             State::Closing { .. } => return self.poll_close(now, buf),
@@ -158,6 +159,8 @@ impl Connection {
         }
         let wants_1rtt = self.handshake_complete && self.has_1rtt_content(now, PathId::ZERO);
         let mut built_any = false;
+        // Handshake datagrams are not marked: ECN is validated on 1-RTT packets only.
+        self.batch_ecn = Some(false);
         if wants_initial {
             let last = !wants_handshake && !wants_1rtt;
             let opts = BuildOptions {
@@ -1034,8 +1037,12 @@ impl Connection {
                 _ => None,
             };
             let room = end.saturating_sub(buf.len());
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-13.4.1
+            //# Even if an endpoint does not set an ECT field in packets it sends, the endpoint
+            //# MUST provide feedback about ECN markings it receives, if these are accessible.
+            let ecn = (s.acks.ecn != EcnCounts::default()).then_some(&s.acks.ecn);
             let Some(encoded) =
-                frame::encode_ack(buf, path_field, &s.acks.received, delay, None, room)
+                frame::encode_ack(buf, path_field, &s.acks.received, delay, ecn, room)
             else {
                 continue;
             };
@@ -1321,6 +1328,11 @@ impl Connection {
             size,
             segment_size,
             path: path_id,
+            ecn: self
+                .batch_ecn
+                .take()
+                .unwrap_or(false)
+                .then_some(EcnCodepoint::Ect0),
         })
     }
 }

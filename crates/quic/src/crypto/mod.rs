@@ -33,7 +33,7 @@ mod testing;
 
 pub use config::{
     CertificateAndKey, ConfigError, ServerVerification, client_config, crypto_provider,
-    load_certificate_chain, load_private_key, self_signed_certificate,
+    enable_session_tickets, load_certificate_chain, load_private_key, self_signed_certificate,
     self_signed_certificate_from_seed, server_config,
 };
 pub use key_update::{KeyPhaseMatch, OneRttKeys, Opened};

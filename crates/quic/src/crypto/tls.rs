@@ -343,6 +343,14 @@ impl TlsSession {
         }
     }
 
+    /// Whether the handshake resumed an earlier session (a PSK from a session ticket, RFC
+    /// 8446 section 2.2) instead of authenticating with a certificate; `None` until known.
+    pub fn resumed(&self) -> Option<bool> {
+        self.conn
+            .handshake_kind()
+            .map(|k| k == rustls::HandshakeKind::Resumed)
+    }
+
     /// The negotiated cipher suite, once known.
     pub fn cipher_suite(&self) -> Option<SupportedCipherSuite> {
         self.conn.negotiated_cipher_suite()

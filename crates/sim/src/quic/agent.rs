@@ -237,6 +237,7 @@ impl Agent for QuicAgent {
             t,
             datagram.dst,
             datagram.src,
+            None,
             BytesMut::from(datagram.payload),
         );
         self.service(now);
