@@ -105,7 +105,7 @@ def run(ctx: Context) -> Experiment:
         f"dynamic experiment (seeds {list(ctx.seeds)}). "
         + ("Full set." if ctx.full else "Quick set." if q else
            "Reduced set (`--full`: static runs of 6 s instead of 4, 12 s windows in the "
-           "dynamic experiment instead of 6, three seeds of recovery instead of two)."),
+           "dynamic experiment instead of 4, three seeds of recovery instead of two)."),
     )
     static(ctx, base, e)
     latency(ctx, base, e)
@@ -431,7 +431,7 @@ def ramp(ctx: Context, base: dict, e: Experiment) -> None:
 
 def dynamic(ctx: Context, base: dict, e: Experiment) -> None:
     """Wi-Fi capacity falling and rising; probes, then WRR with weights per window."""
-    window = 1.2 if ctx.quick else (12.0 if ctx.full else 6.0)
+    window = 1.2 if ctx.quick else (12.0 if ctx.full else 4.0)
     duration = window * len(DYNAMIC_WIFI)
     schedule = [{"at": f"{i * window:g}s", "rate": f"{c}Mbit/s"}
                 for i, c in enumerate(DYNAMIC_WIFI)]
