@@ -314,6 +314,154 @@ fn qlog_of_a_transfer_is_json_seq_with_packet_and_metrics_events() {
     );
 }
 
+/// A server killed (SIGKILL) in the middle of a download leaves a qlog file that parses:
+/// whole records only, the handshake's events, and packets of the transfer (written out
+/// periodically while it ran, not only when the connection ends).
+#[test]
+fn a_server_killed_mid_transfer_leaves_a_parseable_qlog() {
+    let dir = scratch("qlog-kill");
+    let qlog_dir = dir.join("qlog");
+    // The server sends at 20 Mbit/s: a 1 GB download would take minutes.
+    let mut server = Server::start(
+        &dir,
+        &["--qlog", qlog_dir.to_str().unwrap(), "--rate", "20Mbit/s"],
+    );
+    let mut client = Command::new(POLYPATH)
+        .args(["client", "--connect", &server.addr.to_string(), "--pin"])
+        .arg(&server.cert)
+        .args(["--download", "--size", "1GB"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server_file = || {
+        std::fs::read_dir(&qlog_dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with("-server.sqlog"))
+    };
+    let stream_bytes_sent = |records: &[Value]| -> u64 {
+        records
+            .iter()
+            .filter(|r| r["name"] == "quic:packet_sent")
+            .flat_map(|r| r["data"]["frames"].as_array().cloned().unwrap_or_default())
+            .filter(|f| f["frame_type"] == "stream")
+            .map(|f| f["length"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    // Wait (at most a minute, however busy the machine) until the file shows 1 MB of the
+    // transfer sent: the buffered records were written out while the transfer runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let before = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server's qlog never showed 1 MB sent"
+        );
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "the client ended before the kill"
+        );
+        if let Some(file) = server_file() {
+            let records = polypath_quic::qlog::parse_json_seq(&std::fs::read(&file).unwrap())
+                .unwrap_or_else(|e| panic!("{} while running: {e}", file.display()));
+            if stream_bytes_sent(&records) >= 1_000_000 {
+                break records;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    server.child.kill().unwrap(); // SIGKILL
+    server.child.wait().unwrap();
+    let _ = client.kill();
+    let _ = client.wait();
+    let file = server_file().unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let records = polypath_quic::qlog::parse_json_seq(&bytes)
+        .unwrap_or_else(|e| panic!("{} after SIGKILL: {e}", file.display()));
+    assert_eq!(bytes.last(), Some(&b'\n'), "the last record is whole");
+    assert_eq!(records[0]["trace"]["vantage_point"]["type"], "server");
+    let states: Vec<&str> = records
+        .iter()
+        .filter(|r| r["name"] == "quic:connection_state_updated")
+        .filter_map(|r| r["data"]["new"].as_str())
+        .collect();
+    assert!(
+        states.contains(&"handshake_complete") && states.contains(&"handshake_confirmed"),
+        "{states:?}"
+    );
+    assert!(records.len() >= before.len());
+    let sent = stream_bytes_sent(&records);
+    assert!(
+        sent >= 1_000_000 && sent < 1_000_000_000,
+        "{sent} stream bytes"
+    );
+    assert!(
+        !records
+            .iter()
+            .any(|r| r["name"] == "quic:connection_closed"),
+        "the connection was not closed: the process was killed"
+    );
+    eprintln!(
+        "{}: {} records, {} bytes, {sent} stream bytes sent, after SIGKILL",
+        file.display(),
+        records.len(),
+        bytes.len()
+    );
+}
+
+/// A server killed (SIGKILL) after a short, failed handshake leaves the handshake in its
+/// qlog file (it once left 0 bytes: everything was still buffered).
+#[test]
+fn a_server_killed_after_a_failed_handshake_leaves_its_qlog() {
+    let dir = scratch("qlog-fail");
+    let qlog_dir = dir.join("qlog");
+    let mut server = Server::start(&dir, &["--qlog", qlog_dir.to_str().unwrap()]);
+    // The certificate names localhost and 127.0.0.1, not example.org: the client refuses it.
+    let out = Command::new(POLYPATH)
+        .args(["client", "--connect", &server.addr.to_string(), "--ca"])
+        .arg(&server.cert)
+        .args(["--server-name", "example.org", "--size", "1kB"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the client accepted a wrong name");
+    // The server's --once connection is over but the server still waits (--read-timeout)
+    // for the client's close: kill it then, waiting (bounded) for its log of the close.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let file = loop {
+        let file = std::fs::read_dir(&qlog_dir)
+            .ok()
+            .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path())));
+        if let Some(file) = file
+            && std::fs::read(&file)
+                .is_ok_and(|b| String::from_utf8_lossy(&b).contains("quic:connection_closed"))
+        {
+            break file;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no connection_closed in the server's qlog within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server exited early"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let records = polypath_quic::qlog::parse_json_seq(&std::fs::read(&file).unwrap())
+        .unwrap_or_else(|e| panic!("{} after SIGKILL: {e}", file.display()));
+    let names: Vec<&str> = records.iter().filter_map(|r| r["name"].as_str()).collect();
+    for name in [
+        "quic:connection_started",
+        "quic:packet_received",
+        "quic:packet_sent",
+        "quic:connection_closed",
+    ] {
+        assert!(names.contains(&name), "{name} missing: {names:?}");
+    }
+}
+
 fn path_bytes(summary: &Value) -> Vec<u64> {
     summary["sender"]["paths"]
         .as_array()

@@ -917,12 +917,15 @@ impl Connection {
     }
 
     // ----------------------------------------------------------------------------------
-    // qlog helpers
+    // qlog helpers (the events after which the file is flushed: [`QLOG_FLUSH_AFTER`])
     // ----------------------------------------------------------------------------------
 
     fn qlog_event(&mut self, now: Instant, name: &str, data: serde_json::Value) {
         if let Some(q) = self.qlog.as_mut() {
             q.event(now, name, data);
+            if QLOG_FLUSH_AFTER.contains(&name) {
+                q.flush();
+            }
         }
     }
 
@@ -1049,6 +1052,16 @@ fn space_packet_type(space: AckSpace) -> &'static str {
         AckSpace::Path(_) => "1RTT",
     }
 }
+
+/// qlog events after which a connection's log is written out at once (besides every event
+/// until the handshake is confirmed, see [`QlogStream::set_eager`]): state changes, new and
+/// abandoned paths, and the end of the connection, so that a killed process leaves them.
+const QLOG_FLUSH_AFTER: [&str; 4] = [
+    "connection_state_updated",
+    "path_assigned",
+    "path_abandoned",
+    "connection_closed",
+];
 
 #[cfg(test)]
 mod tests;
