@@ -67,6 +67,12 @@ pub struct ClientArgs {
     /// --link-events, adds the others), as the simulator's `initial_paths` flow option.
     #[arg(long, value_enum, default_value_t = InitialPaths::All)]
     initial_paths: InitialPaths,
+    /// Offer Multipath QUIC (initial_max_path_id) even with a single --local address, for
+    /// paths opened later (by the path manager) or by the server; on by itself with two or
+    /// more --local addresses. Some stacks (picoquic) use multipath only when both sides
+    /// offer it.
+    #[arg(long)]
+    multipath: bool,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -167,7 +173,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     };
     let (candidates, server_name) =
         resolve_server(&args.connect, args.server_name.as_deref(), &args.locals).await?;
-    let multipath = args.locals.len() > 1;
+    let multipath = args.multipath || args.locals.len() > 1;
     let feed = LinkEvents::start(&args.feed).await?;
     let started = Instant::now();
     // A name may resolve to several addresses: try them in turn, as TCP clients do.
@@ -188,7 +194,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     let bound = endpoint.local_addrs();
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
-    if multipath {
+    if args.locals.len() > 1 {
         match args.initial_paths {
             InitialPaths::All => {
                 let policy = args.transport.path_manager_policy()?;

@@ -163,6 +163,23 @@ fn hundred_megabytes_upload_verified_with_json_summary() {
     );
 }
 
+/// With one local address the client offers Multipath QUIC (initial_max_path_id) only
+/// when asked (--multipath); the server always offers it, so the summary tells.
+#[test]
+fn multipath_is_offered_with_a_single_local_address_on_request() {
+    let dir = scratch("mp-single");
+    for (extra, expected) in [(&["--multipath"][..], true), (&[][..], false)] {
+        let server = Server::start(&dir, &[]);
+        let mut args = vec!["--size", "100kB", "--local", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let summary = client(&server, server.addr, &args);
+        check_summary(&summary, 100_000);
+        assert_eq!(summary["multipath"], expected, "{extra:?}: {summary}");
+        assert_eq!(summary["client_paths"].as_array().unwrap().len(), 1);
+        assert_eq!(server.finish()["verified"], true);
+    }
+}
+
 #[test]
 fn file_upload_and_download_hash_to_what_the_test_computes() {
     let dir = scratch("files");

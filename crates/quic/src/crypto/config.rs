@@ -237,21 +237,25 @@ const ED25519_PKCS8_PREFIX: [u8; 16] = [
 /// of unused bits, then the 32-byte key).
 const ED25519_PKCS8_PUBLIC_TAG: [u8; 3] = [0x81, 0x21, 0x00];
 
-/// A self-signed Ed25519 certificate for `subject_alt_names` (DNS names or IP addresses)
-/// with a fresh random key.
-///
-/// Ed25519 signatures have a fixed size and the serial number has a fixed length, so for
-/// given names every certificate (and every handshake that carries it) has the same size.
+/// A self-signed ECDSA P-256 (SHA-256) certificate for `subject_alt_names` (DNS names or
+/// IP addresses) with a fresh random key. ECDSA P-256 is the signature scheme every TLS 1.3
+/// stack supports (RFC 8446 section 9.1: `ecdsa_secp256r1_sha256` is mandatory to
+/// implement); Ed25519 is not, and a peer without it aborts the handshake.
+//= https://www.rfc-editor.org/rfc/rfc8446#section-9.1
+//# A TLS-compliant application MUST support digital signatures with
+//# rsa_pkcs1_sha256 (for certificates), rsa_pss_rsae_sha256 (for
+//# CertificateVerify and certificates), and ecdsa_secp256r1_sha256.
 pub fn self_signed_certificate(
     subject_alt_names: &[String],
 ) -> Result<CertificateAndKey, ConfigError> {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
         .map_err(|e| ConfigError::Certificate(e.to_string()))?;
     certify(subject_alt_names, key)
 }
 
-/// Like [`self_signed_certificate`], but the key is derived from `seed`, so the same seed
-/// and names always give byte-identical certificates (for the deterministic simulator).
+/// A self-signed Ed25519 certificate whose key is derived from `seed`, so the same seed and
+/// names always give byte-identical certificates and handshakes (for the deterministic
+/// simulator: Ed25519 signatures are deterministic, ECDSA ones are not).
 pub fn self_signed_certificate_from_seed(
     subject_alt_names: &[String],
     seed: &[u8; 32],
@@ -349,18 +353,25 @@ mod tests {
     }
 
     #[test]
-    fn self_signed_sizes_are_fixed_and_seeded_certs_are_identical() {
+    fn generated_certs_are_ecdsa_p256_and_seeded_certs_are_identical() {
         let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-        let sizes: Vec<usize> = (0..8)
-            .map(|_| self_signed_certificate(&names).unwrap().chain[0].len())
-            .collect();
-        assert!(sizes.iter().all(|&s| s == sizes[0]), "{sizes:?}");
+        let cert = self_signed_certificate(&names).unwrap();
+        let key = rustls::crypto::ring::sign::any_supported_type(&cert.key).unwrap();
+        assert_eq!(key.algorithm(), rustls::SignatureAlgorithm::ECDSA);
+        assert!(
+            key.choose_scheme(&[SignatureScheme::ECDSA_NISTP256_SHA256])
+                .is_some(),
+            "a peer that offers only ecdsa_secp256r1_sha256 can verify it"
+        );
+        assert!(
+            key.choose_scheme(&[SignatureScheme::ED25519]).is_none(),
+            "not an Ed25519 key"
+        );
         let a = self_signed_certificate_from_seed(&names, &[1; 32]).unwrap();
         let b = self_signed_certificate_from_seed(&names, &[1; 32]).unwrap();
         let c = self_signed_certificate_from_seed(&names, &[2; 32]).unwrap();
         assert_eq!(a.chain, b.chain);
         assert_ne!(a.chain, c.chain);
-        assert_eq!(a.chain[0].len(), sizes[0]);
         assert_eq!(a.key.secret_der(), b.key.secret_der());
     }
 
