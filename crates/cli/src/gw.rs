@@ -124,7 +124,7 @@ pub fn run(cmd: GwCommand) -> Result<(), String> {
                 a.cert.as_deref(),
                 a.key.as_deref(),
                 config.listen,
-                polypath_gateway::ALPN,
+                &[polypath_gateway::ALPN],
             )?;
             if let (Some(path), Some(cert)) = (&a.cert_out, &generated) {
                 write_certificate(path, cert)?;

@@ -387,6 +387,47 @@ impl TransportArgs {
     }
 }
 
+/// An application protocol of `polypath server` and `polypath client`, chosen by ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AppProtocol {
+    /// `polypath-transfer/1`: one verified upload or download (see [`crate::transfer`]).
+    #[serde(rename = "polypath-transfer/1")]
+    Transfer,
+    /// `hq-interop`: HTTP/0.9, files of a directory (see [`polypath_cli::hq`]).
+    #[serde(rename = "hq-interop")]
+    Hq,
+}
+
+impl AppProtocol {
+    /// Every protocol.
+    pub const ALL: [AppProtocol; 2] = [AppProtocol::Transfer, AppProtocol::Hq];
+
+    /// The ALPN protocol ID.
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            AppProtocol::Transfer => crate::transfer::ALPN,
+            AppProtocol::Hq => polypath_cli::hq::ALPN,
+        }
+    }
+
+    /// The protocol a connection agreed on, if one of these.
+    pub fn of(conn: &Connection) -> Option<AppProtocol> {
+        let agreed = conn.alpn_protocol()?;
+        AppProtocol::ALL.into_iter().find(|p| p.alpn() == agreed)
+    }
+}
+
+/// Parses `--alpn`: `polypath-transfer/1` (or `transfer`) or `hq-interop` (or `hq`).
+pub fn parse_alpn(text: &str) -> Result<AppProtocol, String> {
+    match text {
+        "polypath-transfer/1" | "transfer" => Ok(AppProtocol::Transfer),
+        "hq-interop" | "hq" => Ok(AppProtocol::Hq),
+        _ => Err(format!(
+            "unknown application protocol {text:?} (known: polypath-transfer/1, hq-interop)"
+        )),
+    }
+}
+
 /// True when `SSLKEYLOGFILE` names a file: TLS secrets are then appended to it (NSS key
 /// log format, which Wireshark reads to decrypt QUIC).
 pub fn keylog_enabled() -> bool {
@@ -400,16 +441,18 @@ pub fn server_tls(
     cert: Option<&Path>,
     key: Option<&Path>,
     listen: SocketAddr,
+    protocols: &[AppProtocol],
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
-    server_tls_for(cert, key, listen, crate::transfer::ALPN)
+    let alpns: Vec<&[u8]> = protocols.iter().map(|p| p.alpn()).collect();
+    server_tls_for(cert, key, listen, &alpns)
 }
 
-/// [`server_tls`] for the application protocol `alpn`.
+/// [`server_tls`] for the application protocols `alpns` (in the server's preference order).
 pub fn server_tls_for(
     cert: Option<&Path>,
     key: Option<&Path>,
     listen: SocketAddr,
-    alpn: &[u8],
+    alpns: &[&[u8]],
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
     let (chain, key, generated) = match (cert, key) {
         (Some(cert), Some(key)) => (
@@ -428,8 +471,8 @@ pub fn server_tls_for(
         }
         _ => return Err("--cert and --key go together".into()),
     };
-    let config = server_config(chain, key, vec![alpn.to_vec()], keylog_enabled())
-        .map_err(|e| e.to_string())?;
+    let alpns = alpns.iter().map(|a| a.to_vec()).collect();
+    let config = server_config(chain, key, alpns, keylog_enabled()).map_err(|e| e.to_string())?;
     Ok((config, generated))
 }
 
@@ -456,8 +499,11 @@ pub struct VerifyArgs {
 }
 
 /// The client's TLS configuration.
-pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, String> {
-    client_tls_for(verify, crate::transfer::ALPN)
+pub fn client_tls(
+    verify: &VerifyArgs,
+    protocol: AppProtocol,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    client_tls_for(verify, protocol.alpn())
 }
 
 /// [`client_tls`] for the application protocol `alpn`.
