@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
+use crate::hq::{SECRET, Site};
 use crate::peer::{ALPN, CaseError, Conn, Pair, PathBytes, RecvS, SendS, Setup, Tls};
 use crate::report::Stack;
 
@@ -59,11 +60,22 @@ pub enum Case {
     /// Download over two paths where the client abandons path 0 (the handshake's path)
     /// mid-transfer; the rest goes over the second path.
     MultipathAbandonInitial,
+    /// HTTP/0.9 (ALPN `hq-interop`): the client downloads four files (1 kB to the transfer
+    /// size, one in a subdirectory) over parallel streams; each arrives byte for byte; a
+    /// request for a file outside the served directory is answered with RESET_STREAM.
+    HqInterop,
+    /// hq-interop with [`MULTIPLEX_FILES`] files at once under small flow-control windows
+    /// and stream limits ([`crate::peer::SMALL_WINDOWS`]), so that MAX_STREAMS,
+    /// MAX_STREAM_DATA and MAX_DATA must keep coming.
+    Multiplexing,
 }
+
+/// Files of [`Case::Multiplexing`] (1 kB to 33 kB each, two past the stream window).
+pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 18] = [
+    pub const ALL: [Case; 20] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -73,6 +85,8 @@ impl Case {
         Case::Datagrams,
         Case::KeyUpdate,
         Case::Close,
+        Case::HqInterop,
+        Case::Multiplexing,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
         Case::MultipathPathStatus,
@@ -105,6 +119,8 @@ impl Case {
             Case::MultipathServerAbandon => "mp-server-abandon",
             Case::MultipathReopen => "mp-reopen",
             Case::MultipathKeyUpdate => "mp-key-update",
+            Case::HqInterop => "hq-interop",
+            Case::Multiplexing => "multiplexing",
         }
     }
 
@@ -116,6 +132,7 @@ impl Case {
     fn setup(self) -> Setup {
         Setup {
             retry: self == Case::Retry,
+            small_windows: self == Case::Multiplexing,
             max_paths: (self == Case::MultipathReopen).then_some(2),
             multipath: matches!(
                 self,
@@ -164,6 +181,8 @@ pub const MIN_BYTES_PER_PATH: u64 = 16 * 1024;
 pub struct Context {
     /// TLS configurations.
     pub tls: Tls,
+    /// TLS configurations offering `hq-interop`.
+    pub hq_tls: Tls,
     /// The data every transfer sends.
     pub data: Bytes,
     /// Case sizes.
@@ -175,6 +194,7 @@ impl Context {
     pub fn new(sizes: Sizes) -> Result<Self, CaseError> {
         Ok(Context {
             tls: Tls::new()?,
+            hq_tls: Tls::with_alpn(crate::hq::ALPN)?,
             data: pattern(sizes.transfer_bytes, 0x5eed),
             sizes,
         })
@@ -183,7 +203,7 @@ impl Context {
 
 /// `len` pseudo-random bytes from `seed` (xorshift64*), incompressible and reproducible;
 /// different seeds give different streams.
-fn pattern(len: usize, seed: u64) -> Bytes {
+pub(crate) fn pattern(len: usize, seed: u64) -> Bytes {
     // Multiplying by an odd constant maps distinct seeds to distinct states; the only
     // state xorshift cannot use is 0.
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).max(1);
@@ -205,7 +225,11 @@ pub async fn run(
     client: Stack,
     server: Stack,
 ) -> Result<String, CaseError> {
-    let pair = Pair::connect(client, server, &ctx.tls, case.setup()).await?;
+    let tls = match case {
+        Case::HqInterop | Case::Multiplexing => &ctx.hq_tls,
+        _ => &ctx.tls,
+    };
+    let pair = Pair::connect(client, server, tls, case.setup()).await?;
     let result = match case {
         Case::Handshake => handshake(&pair),
         Case::Retry => retry(&pair),
@@ -245,9 +269,128 @@ pub async fn run(
             multipath_transfer(ctx, &pair, Direction::Download, Abandon::Initial).await
         }
         Case::Close => close(ctx, &pair).await,
+        Case::HqInterop => {
+            let files = [
+                ("/small".to_string(), 1000),
+                ("/medium".to_string(), 100_000),
+                ("/large".to_string(), ctx.sizes.transfer_bytes),
+                ("/dir/nested".to_string(), 5000),
+            ];
+            hq(&pair, case, &files).await
+        }
+        Case::Multiplexing => {
+            let files: Vec<(String, usize)> = (0..MULTIPLEX_FILES)
+                .map(|i| (format!("/f{i:03}"), 1000 + (i * 4999) % 32_000))
+                .collect();
+            hq(&pair, case, &files).await
+        }
     };
     pair.shutdown().await;
     result
+}
+
+/// hq-interop: the server serves `files` from a fresh directory; the client downloads them
+/// all at once and, on one more stream, asks for the file beside the directory.
+async fn hq(pair: &Pair, case: Case, files: &[(String, usize)]) -> Result<String, CaseError> {
+    let base = std::env::temp_dir().join(format!(
+        "pp-interop-{}-{}-{}",
+        std::process::id(),
+        case.name(),
+        pair.client.stack()
+    ));
+    let site = Site::create(base.join("site"), files)?;
+    let out = base.join("downloads");
+    let www = site.www();
+    let paths = site.paths();
+    let started = Instant::now();
+    let server = async {
+        match &pair.server {
+            Conn::Polypath(c) => polypath_cli::hq::serve_connection(c, &www)
+                .await
+                .map(|s| (s.files, s.refused)),
+            Conn::Noq { conn, .. } => crate::hq::noq_serve(conn, &www)
+                .await
+                .map(|s| (s.files, s.refused)),
+        }
+    };
+    let client = async {
+        let fetched = match &pair.client {
+            Conn::Polypath(c) => polypath_cli::hq::fetch(c, &paths, &out)
+                .await
+                .map(|f| f.len()),
+            Conn::Noq { conn, .. } => crate::hq::noq_fetch(conn, &paths, &out)
+                .await
+                .map(|f| f.len()),
+        };
+        let elapsed = started.elapsed();
+        let traversal = async {
+            let (mut s, mut r) = pair.client.open_bi().await?;
+            s.write_all(format!("GET /../{SECRET}\r\n").as_bytes())
+                .await?;
+            s.finish()?;
+            r.read_until_reset().await
+        }
+        .await;
+        // The server serves until the client closes.
+        pair.client.close(0, b"done");
+        (fetched, elapsed, traversal)
+    };
+    let (served, (fetched, elapsed, traversal)) = tokio::join!(server, client);
+    let count = fetched?;
+    let bytes = site.check_downloads(&out)?;
+    let _ = std::fs::remove_dir_all(&base);
+    let (served_files, refused) = served?;
+    let (read, code) = traversal?;
+    if code != Some(polypath_cli::hq::ERROR_BAD_REQUEST) || read != 0 {
+        return Err(format!(
+            "GET /../{SECRET}: {read} bytes then {code:?}, expected RESET_STREAM {} at once",
+            polypath_cli::hq::ERROR_BAD_REQUEST
+        ));
+    }
+    if count != paths.len() || served_files != paths.len() as u64 || refused.len() != 1 {
+        return Err(format!(
+            "{count} of {} files downloaded, the server served {served_files} and refused {refused:?}",
+            paths.len()
+        ));
+    }
+    let mut detail = format!(
+        "{count} files ({bytes} B) downloaded over parallel streams, SHA-256 equal, {:.0} ms; \
+         GET /../{SECRET} refused (RESET_STREAM {}): {}",
+        elapsed.as_secs_f64() * 1e3,
+        polypath_cli::hq::ERROR_BAD_REQUEST,
+        refused[0]
+    );
+    if case == Case::Multiplexing {
+        detail = format!("{detail}; {}", flow_control_frames(pair)?);
+    }
+    Ok(detail)
+}
+
+/// The flow-control frames the server (stream limit) and the client (data windows) sent,
+/// as noq counted them (sent when noq is that side, received otherwise); fails if a limit
+/// was never raised, which would mean the small windows were not in force.
+fn flow_control_frames(pair: &Pair) -> Result<String, CaseError> {
+    let (noq, noq_is_server) = if pair.server.stack() == Stack::Noq {
+        (&pair.server, true)
+    } else {
+        (&pair.client, false)
+    };
+    let (tx, rx) = noq
+        .noq_frame_stats()
+        .ok_or("the multiplexing case needs a noq side")?;
+    let (from_server, from_client) = if noq_is_server { (tx, rx) } else { (rx, tx) };
+    let detail = format!(
+        "server sent MAX_STREAMS(bidi) {}, client sent MAX_STREAM_DATA {} MAX_DATA {}, \
+         client sent STREAMS_BLOCKED {} (noq's counts)",
+        from_server.max_streams_bidi,
+        from_client.max_stream_data,
+        from_client.max_data,
+        from_client.streams_blocked_bidi
+    );
+    if from_server.max_streams_bidi == 0 || from_client.max_stream_data == 0 {
+        return Err(format!("limits never raised: {detail}"));
+    }
+    Ok(detail)
 }
 
 fn handshake(pair: &Pair) -> Result<String, CaseError> {

@@ -44,12 +44,17 @@ pub struct Tls {
 impl Tls {
     /// A fresh self-signed certificate for [`SERVER_NAME`] and configs offering [`ALPN`].
     pub fn new() -> Result<Self, CaseError> {
+        Tls::with_alpn(ALPN)
+    }
+
+    /// A fresh self-signed certificate for [`SERVER_NAME`] and configs offering `alpn`.
+    pub fn with_alpn(alpn: &[u8]) -> Result<Self, CaseError> {
         let err = |e: polypath_quic::crypto::ConfigError| format!("TLS setup: {e}");
         let cert = self_signed_certificate(&[SERVER_NAME.into()]).map_err(err)?;
         let server =
-            server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).map_err(err)?;
+            server_config(cert.chain.clone(), cert.key, vec![alpn.to_vec()], false).map_err(err)?;
         let client = client_config(
-            vec![ALPN.to_vec()],
+            vec![alpn.to_vec()],
             ServerVerification::Pinned(cert.chain[0].clone()),
             false,
         )
@@ -68,7 +73,13 @@ pub struct Setup {
     pub retry: bool,
     /// Paths each side allows at once with multipath, if not [`MAX_PATHS`].
     pub max_paths: Option<u32>,
+    /// Small flow-control windows and stream limits on both sides ([`SMALL_WINDOWS`]).
+    pub small_windows: bool,
 }
+
+/// The limits of [`Setup::small_windows`]: (connection receive window, stream receive
+/// window, bidirectional streams the peer may open at once).
+pub const SMALL_WINDOWS: (u32, u32, u32) = (64 * 1024, 16 * 1024, 10);
 
 fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
     let mut t = polypath_quic::TransportConfig::default();
@@ -82,6 +93,12 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
             t.scheduler = rr;
         }
     }
+    if setup.small_windows {
+        let (conn, stream, streams) = SMALL_WINDOWS;
+        t.set_fixed_receive_window(conn.into());
+        t.set_fixed_stream_receive_window(stream.into());
+        t.max_concurrent_bidi_streams = streams.into();
+    }
     Arc::new(t)
 }
 
@@ -89,6 +106,12 @@ fn noq_transport(setup: Setup) -> Arc<noq::TransportConfig> {
     let mut t = noq::TransportConfig::default();
     if setup.multipath {
         t.max_concurrent_multipath_paths(setup.max_paths.unwrap_or(MAX_PATHS));
+    }
+    if setup.small_windows {
+        let (conn, stream, streams) = SMALL_WINDOWS;
+        t.receive_window(conn.into());
+        t.stream_receive_window(stream.into());
+        t.max_concurrent_bidi_streams(streams.into());
     }
     Arc::new(t)
 }

@@ -816,10 +816,17 @@ impl RecvStream {
     }
 }
 
+/// Dropping a receiving half before its end abandons reading, as [`RecvStream::stop`]
+/// with code 0 does: without it a stream whose FIN (or rest) is never read would never be
+/// closed, and a peer opening many such streams would wait forever for MAX_STREAMS.
 impl Drop for RecvStream {
     fn drop(&mut self) {
-        let _ = self.conn.with(|(_, w, _)| {
+        let _ = self.conn.with(|(conn, w, driver)| {
             w.readers.remove(&self.id);
+            // An error means the stream was read to its end (or reset) already.
+            if conn.stop_sending(self.id, VarInt::from_u32(0)).is_ok() {
+                wake(driver);
+            }
         });
     }
 }
