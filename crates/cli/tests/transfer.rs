@@ -180,6 +180,47 @@ fn multipath_is_offered_with_a_single_local_address_on_request() {
     }
 }
 
+/// hq-interop through the command line: `server --www` and `client --url`; the files land
+/// in --downloads byte for byte; the server offers both protocols, and a transfer-protocol
+/// client still works against it.
+#[test]
+fn hq_interop_downloads_files_from_a_served_directory() {
+    let dir = scratch("hq");
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("sub")).unwrap();
+    let big: Vec<u8> = (0..2_000_003u32).map(|i| (i * 31 % 253) as u8).collect();
+    std::fs::write(www.join("big"), &big).unwrap();
+    std::fs::write(www.join("sub/small"), b"hello").unwrap();
+    let server = Server::start(&dir, &["--www", www.to_str().unwrap()]);
+    let downloads = dir.join("downloads");
+    let base = format!("https://{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--url",
+            &format!("{base}/big"),
+            "--url",
+            &format!("{base}/sub/small"),
+            "--downloads",
+            downloads.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(summary["protocol"], "hq-interop", "{summary}");
+    assert_eq!(summary["bytes"], 2_000_008u64);
+    assert_eq!(std::fs::read(downloads.join("big")).unwrap(), big);
+    assert_eq!(std::fs::read(downloads.join("sub/small")).unwrap(), b"hello");
+    let served = server.finish();
+    assert_eq!(served["protocol"], "hq-interop", "{served}");
+    assert_eq!(served["files"], 2);
+    assert_eq!(served["verified"], true);
+
+    let server = Server::start(&dir, &["--www", www.to_str().unwrap()]);
+    let summary = client(&server, server.addr, &["--size", "10kB"]);
+    check_summary(&summary, 10_000);
+    assert_eq!(server.finish()["protocol"], "polypath-transfer/1");
+}
+
 #[test]
 fn file_upload_and_download_hash_to_what_the_test_computes() {
     let dir = scratch("files");
