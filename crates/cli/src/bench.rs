@@ -337,6 +337,8 @@ async fn polypath_run(
         stream_receive_window: None,
         rate: None,
         message_size: None,
+        cipher: crate::setup::Cipher::All,
+        key_update: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

@@ -381,7 +381,11 @@ async fn connect(
     let endpoint =
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
-    let mut config = ClientConfig::new(client_tls(&args.verify, protocol)?);
+    let mut config = ClientConfig::new(client_tls(
+        &args.verify,
+        protocol,
+        args.transport.cipher.suites(),
+    )?);
     config.transport = args.transport.transport(multipath, &bound, End::Client)?;
     let connecting = endpoint.connect_from(bound[0], config, server, server_name);
     match tokio::time::timeout(args.handshake_timeout, connecting).await {

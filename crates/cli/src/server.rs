@@ -164,6 +164,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         args.key.as_deref(),
         args.listen,
         &protocols,
+        args.transport.cipher.suites(),
     )?;
     if let (Some(path), Some(cert)) = (&args.cert_out, &generated) {
         write_certificate(path, cert)?;

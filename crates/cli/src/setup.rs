@@ -4,8 +4,8 @@
 use clap::Args;
 use polypath_io::{Connection, QlogDir};
 use polypath_quic::crypto::{
-    ServerVerification, client_config, load_certificate_chain, load_private_key,
-    self_signed_certificate, server_config,
+    CipherSuites, ServerVerification, client_config_with, load_certificate_chain, load_private_key,
+    self_signed_certificate, server_config_with,
 };
 use polypath_quic::pm::{PathManager, PathManagerFactory};
 use polypath_quic::registry::{self, PathManagerTraits, Policy};
@@ -76,6 +76,33 @@ pub struct TransportArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::transfer::parse_size,
           requires = "rate")]
     pub message_size: Option<u64>,
+    /// TLS cipher suites offered (client) or accepted (server): `all`, or `chacha20` for
+    /// ChaCha20-Poly1305 only.
+    #[arg(long, value_enum, default_value_t = Cipher::All)]
+    pub cipher: Cipher,
+    /// Start a 1-RTT key update every N packets sent (RFC 9001 section 6), besides those
+    /// the AEAD limits require.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub key_update: Option<u64>,
+}
+
+/// `--cipher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Cipher {
+    /// AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305.
+    All,
+    /// ChaCha20-Poly1305 only.
+    Chacha20,
+}
+
+impl Cipher {
+    /// The library's cipher suite set.
+    pub fn suites(self) -> CipherSuites {
+        match self {
+            Cipher::All => CipherSuites::All,
+            Cipher::Chacha20 => CipherSuites::ChaCha20Only,
+        }
+    }
 }
 
 /// Parses `--rate`, bit/s.
@@ -312,6 +339,7 @@ impl TransportArgs {
             congestion_controller,
             path_manager,
             initial_max_path_id: multipath.then_some(MAX_PATH_ID),
+            key_update_interval: self.key_update,
             ..TransportConfig::default()
         };
         if let Some(window) = self.receive_window {
@@ -442,9 +470,10 @@ pub fn server_tls(
     key: Option<&Path>,
     listen: SocketAddr,
     protocols: &[AppProtocol],
+    suites: CipherSuites,
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
     let alpns: Vec<&[u8]> = protocols.iter().map(|p| p.alpn()).collect();
-    server_tls_for(cert, key, listen, &alpns)
+    server_tls_for(cert, key, listen, &alpns, suites)
 }
 
 /// [`server_tls`] for the application protocols `alpns` (in the server's preference order).
@@ -453,6 +482,7 @@ pub fn server_tls_for(
     key: Option<&Path>,
     listen: SocketAddr,
     alpns: &[&[u8]],
+    suites: CipherSuites,
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
     let (chain, key, generated) = match (cert, key) {
         (Some(cert), Some(key)) => (
@@ -472,7 +502,8 @@ pub fn server_tls_for(
         _ => return Err("--cert and --key go together".into()),
     };
     let alpns = alpns.iter().map(|a| a.to_vec()).collect();
-    let config = server_config(chain, key, alpns, keylog_enabled()).map_err(|e| e.to_string())?;
+    let config = server_config_with(chain, key, alpns, keylog_enabled(), suites)
+        .map_err(|e| e.to_string())?;
     Ok((config, generated))
 }
 
@@ -502,14 +533,16 @@ pub struct VerifyArgs {
 pub fn client_tls(
     verify: &VerifyArgs,
     protocol: AppProtocol,
+    suites: CipherSuites,
 ) -> Result<Arc<rustls::ClientConfig>, String> {
-    client_tls_for(verify, protocol.alpn())
+    client_tls_for(verify, protocol.alpn(), suites)
 }
 
 /// [`client_tls`] for the application protocol `alpn`.
 pub fn client_tls_for(
     verify: &VerifyArgs,
     alpn: &[u8],
+    suites: CipherSuites,
 ) -> Result<Arc<rustls::ClientConfig>, String> {
     let verification = if let Some(pin) = &verify.pin {
         let chain = load_certificate_chain(pin).map_err(|e| e.to_string())?;
@@ -531,7 +564,8 @@ pub fn client_tls_for(
                 .into(),
         );
     };
-    client_config(vec![alpn.to_vec()], verification, keylog_enabled()).map_err(|e| e.to_string())
+    client_config_with(vec![alpn.to_vec()], verification, keylog_enabled(), suites)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -22,8 +22,16 @@ struct Server {
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
         let cert = dir.join("server-cert.pem");
+        // 127.0.0.1 unless `extra` names the address.
+        let listen: &[&str] = if extra.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(POLYPATH)
-            .args(["server", "--listen", "127.0.0.1:0", "--once", "--cert-out"])
+            .arg("server")
+            .args(listen)
+            .args(["--once", "--cert-out"])
             .arg(&cert)
             .args(extra)
             .stdout(Stdio::piped())
@@ -209,7 +217,10 @@ fn hq_interop_downloads_files_from_a_served_directory() {
     assert_eq!(summary["protocol"], "hq-interop", "{summary}");
     assert_eq!(summary["bytes"], 2_000_008u64);
     assert_eq!(std::fs::read(downloads.join("big")).unwrap(), big);
-    assert_eq!(std::fs::read(downloads.join("sub/small")).unwrap(), b"hello");
+    assert_eq!(
+        std::fs::read(downloads.join("sub/small")).unwrap(),
+        b"hello"
+    );
     let served = server.finish();
     assert_eq!(served["protocol"], "hq-interop", "{served}");
     assert_eq!(served["files"], 2);
@@ -219,6 +230,65 @@ fn hq_interop_downloads_files_from_a_served_directory() {
     let summary = client(&server, server.addr, &["--size", "10kB"]);
     check_summary(&summary, 10_000);
     assert_eq!(server.finish()["protocol"], "polypath-transfer/1");
+}
+
+/// The interop runner's handshake variants from the command line, over IPv6 loopback: a
+/// server that sends Retry, a client offering ChaCha20-Poly1305 only and updating its 1-RTT
+/// keys every 10 packets. Both sides report the suite and the key updates; the client's
+/// qlog shows the Retry.
+#[test]
+fn chacha20_key_updates_and_retry_over_ipv6() {
+    let dir = scratch("variants");
+    let qlog_dir = dir.join("qlog");
+    let server = Server::start(&dir, &["--listen", "[::1]:0", "--retry"]);
+    assert!(server.addr.is_ipv6(), "{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "40MB",
+            "--cipher",
+            "chacha20",
+            "--key-update",
+            "10",
+            "--qlog",
+            qlog_dir.to_str().unwrap(),
+        ],
+    );
+    check_summary(&summary, 40_000_000);
+    let sender = &summary["sender"];
+    assert_eq!(sender["cipher_suite"], "TLS13_CHACHA20_POLY1305_SHA256");
+    assert!(sender["key_updates"].as_u64().unwrap() >= 1, "{sender}");
+    let local = summary["client_paths"][0]["local"].as_str().unwrap();
+    assert!(local.starts_with('['), "an IPv6 local address: {local}");
+    let served = server.finish();
+    assert_eq!(
+        served["connection"]["cipher_suite"],
+        "TLS13_CHACHA20_POLY1305_SHA256"
+    );
+    assert!(served["connection"]["key_updates"].as_u64().unwrap() >= 1);
+    let client_log = std::fs::read_dir(&qlog_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-client.sqlog"))
+        .unwrap();
+    let records = polypath_quic::qlog::parse_json_seq(&std::fs::read(client_log).unwrap()).unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["data"]["header"]["packet_type"] == "retry"),
+        "no Retry in the client's qlog"
+    );
+    // Without the options: another suite, no key update in so short a transfer.
+    let server = Server::start(&dir, &["--listen", "[::1]:0"]);
+    let summary = client(&server, server.addr, &["--size", "1MB"]);
+    assert_ne!(
+        summary["sender"]["cipher_suite"],
+        "TLS13_CHACHA20_POLY1305_SHA256"
+    );
+    assert_eq!(summary["sender"]["key_updates"], 0);
+    server.finish();
 }
 
 #[test]

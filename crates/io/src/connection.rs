@@ -500,6 +500,11 @@ impl Connection {
             .flatten()
     }
 
+    /// The negotiated TLS cipher suite, once known.
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        self.with(|(conn, _, _)| conn.cipher_suite()).ok().flatten()
+    }
+
     /// True if both sides negotiated Multipath QUIC.
     pub fn is_multipath(&self) -> bool {
         self.with(|(conn, _, _)| conn.is_multipath())

@@ -574,6 +574,11 @@ impl Connection {
         self.tls.alpn_protocol()
     }
 
+    /// The negotiated TLS cipher suite (e.g. `TLS13_CHACHA20_POLY1305_SHA256`), once known.
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        self.tls.cipher_suite().map(|s| s.suite())
+    }
+
     /// The peer's address on the first open path.
     pub fn remote_address(&self) -> Option<SocketAddr> {
         self.paths.values().next().map(|p| p.remote)
