@@ -64,6 +64,11 @@ pub enum Case {
     /// size, one in a subdirectory) over parallel streams; each arrives byte for byte; a
     /// request for a file outside the served directory is answered with RESET_STREAM.
     HqInterop,
+    /// The client offers ChaCha20-Poly1305 only: the handshake agrees on it (as polypath
+    /// reports) and an upload passes.
+    ChaCha20,
+    /// The handshake and an upload over IPv6 loopback (`::1`); each side sees an IPv6 peer.
+    Ipv6,
     /// hq-interop with [`MULTIPLEX_FILES`] files at once under small flow-control windows
     /// and stream limits ([`crate::peer::SMALL_WINDOWS`]), so that MAX_STREAMS,
     /// MAX_STREAM_DATA and MAX_DATA must keep coming.
@@ -75,7 +80,7 @@ pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 20] = [
+    pub const ALL: [Case; 22] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -85,6 +90,8 @@ impl Case {
         Case::Datagrams,
         Case::KeyUpdate,
         Case::Close,
+        Case::ChaCha20,
+        Case::Ipv6,
         Case::HqInterop,
         Case::Multiplexing,
         Case::MultipathHandshake,
@@ -120,6 +127,8 @@ impl Case {
             Case::MultipathReopen => "mp-reopen",
             Case::MultipathKeyUpdate => "mp-key-update",
             Case::HqInterop => "hq-interop",
+            Case::ChaCha20 => "chacha20",
+            Case::Ipv6 => "ipv6",
             Case::Multiplexing => "multiplexing",
         }
     }
@@ -133,6 +142,7 @@ impl Case {
         Setup {
             retry: self == Case::Retry,
             small_windows: self == Case::Multiplexing,
+            ipv6: self == Case::Ipv6,
             max_paths: (self == Case::MultipathReopen).then_some(2),
             multipath: matches!(
                 self,
@@ -183,6 +193,8 @@ pub struct Context {
     pub tls: Tls,
     /// TLS configurations offering `hq-interop`.
     pub hq_tls: Tls,
+    /// TLS configurations whose client offers ChaCha20-Poly1305 only.
+    pub chacha_tls: Tls,
     /// The data every transfer sends.
     pub data: Bytes,
     /// Case sizes.
@@ -195,6 +207,7 @@ impl Context {
         Ok(Context {
             tls: Tls::new()?,
             hq_tls: Tls::with_alpn(crate::hq::ALPN)?,
+            chacha_tls: Tls::with(ALPN, polypath_quic::crypto::CipherSuites::ChaCha20Only)?,
             data: pattern(sizes.transfer_bytes, 0x5eed),
             sizes,
         })
@@ -227,6 +240,7 @@ pub async fn run(
 ) -> Result<String, CaseError> {
     let tls = match case {
         Case::HqInterop | Case::Multiplexing => &ctx.hq_tls,
+        Case::ChaCha20 => &ctx.chacha_tls,
         _ => &ctx.tls,
     };
     let pair = Pair::connect(client, server, tls, case.setup()).await?;
@@ -269,6 +283,8 @@ pub async fn run(
             multipath_transfer(ctx, &pair, Direction::Download, Abandon::Initial).await
         }
         Case::Close => close(ctx, &pair).await,
+        Case::ChaCha20 => chacha20(ctx, &pair).await,
+        Case::Ipv6 => ipv6(ctx, &pair).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -393,6 +409,40 @@ fn flow_control_frames(pair: &Pair) -> Result<String, CaseError> {
     Ok(detail)
 }
 
+async fn chacha20(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let polypath = if pair.client.stack() == Stack::Polypath {
+        &pair.client
+    } else {
+        &pair.server
+    };
+    let suite = polypath.cipher_suite();
+    if suite != Some(rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256) {
+        return Err(format!("the handshake agreed on {suite:?}"));
+    }
+    let t = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    Ok(format!(
+        "{suite:?} agreed (client offered only it); upload: {}",
+        t.summary(),
+        suite = suite.unwrap_or(rustls::CipherSuite::Unknown(0))
+    ))
+}
+
+async fn ipv6(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let (c, s) = (pair.client.peer_addr(), pair.server.peer_addr());
+    if !c.is_some_and(|a| a.is_ipv6()) || !s.is_some_and(|a| a.is_ipv6()) {
+        return Err(format!(
+            "peer addresses: client sees {c:?}, server sees {s:?}"
+        ));
+    }
+    let t = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    Ok(format!(
+        "client sees server {}, server sees client {}; upload: {}",
+        c.map(|a| a.to_string()).unwrap_or_default(),
+        s.map(|a| a.to_string()).unwrap_or_default(),
+        t.summary()
+    ))
+}
+
 fn handshake(pair: &Pair) -> Result<String, CaseError> {
     let client = pair.client.alpn();
     let server = pair.server.alpn();
@@ -409,9 +459,17 @@ fn handshake(pair: &Pair) -> Result<String, CaseError> {
             String::from_utf8_lossy(ALPN)
         ));
     }
+    let polypath = if pair.client.stack() == Stack::Polypath {
+        &pair.client
+    } else {
+        &pair.server
+    };
     Ok(format!(
-        "ALPN {} on both sides; handshake {:.1} ms",
+        "ALPN {} on both sides; cipher suite {:?}; handshake {:.1} ms",
         show(&client),
+        polypath
+            .cipher_suite()
+            .unwrap_or(rustls::CipherSuite::Unknown(0)),
         pair.handshake_time.as_secs_f64() * 1e3
     ))
 }

@@ -3,7 +3,7 @@
 //! directions.
 
 use std::future::poll_fn;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_core::Stream;
 use noq::crypto::rustls::{HandshakeData, QuicClientConfig, QuicServerConfig};
 use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate, server_config,
+    CipherSuites, ServerVerification, client_config_with, self_signed_certificate, server_config,
 };
 use sha2::{Digest, Sha256};
 
@@ -49,14 +49,21 @@ impl Tls {
 
     /// A fresh self-signed certificate for [`SERVER_NAME`] and configs offering `alpn`.
     pub fn with_alpn(alpn: &[u8]) -> Result<Self, CaseError> {
+        Tls::with(alpn, CipherSuites::All)
+    }
+
+    /// Like [`Tls::with_alpn`], the client offering only the cipher suites `client_suites`
+    /// (the server accepts all).
+    pub fn with(alpn: &[u8], client_suites: CipherSuites) -> Result<Self, CaseError> {
         let err = |e: polypath_quic::crypto::ConfigError| format!("TLS setup: {e}");
         let cert = self_signed_certificate(&[SERVER_NAME.into()]).map_err(err)?;
         let server =
             server_config(cert.chain.clone(), cert.key, vec![alpn.to_vec()], false).map_err(err)?;
-        let client = client_config(
+        let client = client_config_with(
             vec![alpn.to_vec()],
             ServerVerification::Pinned(cert.chain[0].clone()),
             false,
+            client_suites,
         )
         .map_err(err)?;
         Ok(Tls { client, server })
@@ -75,6 +82,8 @@ pub struct Setup {
     pub max_paths: Option<u32>,
     /// Small flow-control windows and stream limits on both sides ([`SMALL_WINDOWS`]).
     pub small_windows: bool,
+    /// Both sides on IPv6 loopback (`::1`) instead of 127.0.0.1.
+    pub ipv6: bool,
 }
 
 /// The limits of [`Setup::small_windows`]: (connection receive window, stream receive
@@ -168,7 +177,12 @@ impl Pair {
         tls: &Tls,
         setup: Setup,
     ) -> Result<Pair, CaseError> {
-        let listen = SocketAddr::new(FIRST_LOCAL, 0);
+        let first_local = if setup.ipv6 {
+            IpAddr::V6(Ipv6Addr::LOCALHOST)
+        } else {
+            FIRST_LOCAL
+        };
+        let listen = SocketAddr::new(first_local, 0);
         let (server_endpoint, server_addr) = match server {
             Stack::Polypath => {
                 let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
@@ -200,7 +214,7 @@ impl Pair {
                 (Endpoint::Noq(e), addr)
             }
         };
-        let mut locals = vec![SocketAddr::new(FIRST_LOCAL, 0)];
+        let mut locals = vec![SocketAddr::new(first_local, 0)];
         if setup.multipath {
             locals.push(SocketAddr::new(SECOND_LOCAL, 0));
         }
@@ -238,8 +252,7 @@ impl Pair {
                         Arc::new(noq::TokioRuntime),
                     )
                     .map_err(|e| format!("noq client endpoint: {e}"))?;
-                    let crypto = QuicClientConfig::try_from(tls.client.clone())
-                        .map_err(|e| format!("noq client TLS: {e}"))?;
+                    let crypto = noq_client_crypto(&tls.client)?;
                     let mut config = noq::ClientConfig::new(Arc::new(crypto));
                     config.transport_config(noq_transport(setup));
                     let connecting = e
@@ -275,6 +288,20 @@ impl Pair {
         drop((client, server));
         tokio::join!(client_endpoint.shutdown(), server_endpoint.shutdown());
     }
+}
+
+/// noq's client TLS from a rustls config. The Initial packets are always protected with
+/// AES-128-GCM (RFC 9001 section 5.2), which a ChaCha20-only config does not list, so it is
+/// given to noq separately.
+pub fn noq_client_crypto(
+    config: &Arc<rustls::ClientConfig>,
+) -> Result<QuicClientConfig, CaseError> {
+    let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .ok_or("ring has no QUIC AES-128-GCM suite")?;
+    QuicClientConfig::with_initial(config.clone(), initial)
+        .map_err(|e| format!("noq client TLS: {e}"))
 }
 
 /// Waits for the next connection on a server endpoint and its handshake. With `retry`, a
@@ -506,6 +533,23 @@ impl Conn {
             && let Some(path) = conn.path(noq::PathId::ZERO)
         {
             let _ = path.ping();
+        }
+    }
+
+    /// The negotiated TLS cipher suite as polypath saw it; `None` on the noq side (noq
+    /// does not expose it).
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        match self {
+            Conn::Polypath(c) => c.cipher_suite(),
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// The peer's address (of the first path).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Conn::Polypath(c) => c.remote_address(),
+            Conn::Noq { conn, .. } => conn.path(noq::PathId::ZERO)?.remote_address().ok(),
         }
     }
 
