@@ -26,6 +26,7 @@ pub mod hq;
 pub mod noq_socket;
 pub mod peer;
 pub mod report;
+pub mod runner;
 
 use std::time::Duration;
 

@@ -13,6 +13,7 @@ use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use noq::udp::{RecvMeta, Transmit};
@@ -26,6 +27,18 @@ pub struct MultiAddrSocket {
     sockets: Arc<[Arc<UdpSocket>]>,
     /// Socket polled first on the next receive, so that no socket starves the others.
     next_recv: usize,
+    /// QUIC v1 Retry packets received (see [`MultiAddrSocket::retries_received`]).
+    retries: Arc<AtomicU64>,
+}
+
+/// True for a QUIC version 1 Retry packet: a long header (form and fixed bits set) of
+/// type 3.
+//= https://www.rfc-editor.org/rfc/rfc9000#section-17.2.5
+//# Header Form (1) = 1,
+//# Fixed Bit (1) = 1,
+//# Long Packet Type (2) = 3,
+fn is_v1_retry(datagram: &[u8]) -> bool {
+    datagram.len() >= 5 && datagram[0] & 0xf0 == 0xf0 && datagram[1..5] == [0, 0, 0, 1]
 }
 
 impl MultiAddrSocket {
@@ -49,7 +62,14 @@ impl MultiAddrSocket {
         Ok(MultiAddrSocket {
             sockets: sockets.into(),
             next_recv: 0,
+            retries: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// A counter of the QUIC v1 Retry packets this socket has received, shared with its
+    /// clones (noq does not count them itself).
+    pub fn retries_received(&self) -> Arc<AtomicU64> {
+        self.retries.clone()
     }
 
     /// The bound addresses, in the order given to [`MultiAddrSocket::bind`].
@@ -97,6 +117,9 @@ impl AsyncUdpSocket for MultiAddrSocket {
                 self.next_recv = (self.next_recv + i + 1) % n;
                 let from = result?;
                 let len = read.filled().len();
+                if is_v1_retry(read.filled()) {
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                }
                 let mut m = RecvMeta::default();
                 m.addr = from;
                 m.len = len;
