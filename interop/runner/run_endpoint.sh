@@ -47,9 +47,20 @@ case "$TESTCASE" in
       echo "$TESTCASE needs FIRST_LOCAL and SECOND_LOCAL (the client's two addresses)" >&2
       exit 127
     fi
-    client_opts+=(--local "$FIRST_LOCAL" --local "$SECOND_LOCAL" --scheduler rr)
+    client_opts+=(--local "$FIRST_LOCAL" --local "$SECOND_LOCAL")
     case "$TESTCASE" in
-      multipath-abandon) client_opts+=(--path-manager failover) ;;
+      # Round robin on both sides, so that both paths carry data whatever their RTTs.
+      multipath-transfer)
+        client_opts+=(--scheduler rr)
+        server_opts+=(--scheduler rr)
+        ;;
+      # Path 1 abandoned 50 ms after the paths opened, in the middle of the download.
+      multipath-abandon)
+        client_opts+=(--scheduler rr --abandon-path 1@50ms)
+        server_opts+=(--scheduler rr)
+        ;;
+      # The second path opened as a backup (PATH_STATUS_BACKUP); the server's default
+      # scheduler keeps data off it while path 0 works.
       multipath-backup) client_opts+=(--path-manager backup) ;;
     esac
     ;;

@@ -86,12 +86,50 @@ pub struct ClientArgs {
     /// offer it.
     #[arg(long)]
     multipath: bool,
+    /// Abandon path ID (PATH_ABANDON) this long after the initial paths are open, e.g.
+    /// `1@50ms`, in the middle of the transfer (the interop runner's multipath-abandon
+    /// case).
+    #[arg(long, value_name = "ID@TIME", value_parser = parse_abandon)]
+    abandon_path: Option<(u32, Duration)>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
     verify: VerifyArgs,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+/// Parses `--abandon-path ID@TIME`.
+fn parse_abandon(text: &str) -> Result<(u32, Duration), String> {
+    let (id, time) = text
+        .split_once('@')
+        .ok_or_else(|| format!("{text:?}: expected ID@TIME, e.g. 1@50ms"))?;
+    let id = id
+        .parse()
+        .map_err(|_| format!("{text:?}: {id:?} is not a path ID"))?;
+    Ok((id, polypath_scenario::units::parse_duration(time)?))
+}
+
+/// Abandons the `--abandon-path` path at its time, from now; stops with the returned guard.
+fn schedule_abandon(conn: &Connection, plan: Option<(u32, Duration)>) -> Option<AbortOnDrop> {
+    let (id, after) = plan?;
+    let conn = conn.clone();
+    Some(AbortOnDrop(tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        match conn.abandon_path(polypath_quic::PathId(id), 0) {
+            Ok(()) => tracing::info!(id, "path abandoned (--abandon-path)"),
+            Err(e) => eprintln!("warning: --abandon-path {id}: {e}"),
+        }
+    })))
+}
+
+/// A task aborted when this guard is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// `--initial-paths`.
@@ -256,7 +294,9 @@ async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
         )
         .await?;
     }
+    let abandon = schedule_abandon(&conn, args.abandon_path);
     let outcome = polypath_cli::hq::fetch(&conn, &paths, &args.downloads).await;
+    drop(abandon);
     let seconds = started.elapsed().as_secs_f64();
     let summary = outcome.map(|files| {
         let bytes = files.iter().map(|f| f.bytes).sum();
@@ -331,7 +371,9 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     // Weight changes count from here, once the initial paths are open: a change due at once
     // applies to every path, not to whichever had opened when its task first ran.
     let weight_changes = args.transport.schedule_weight_changes(&conn);
+    let abandon = schedule_abandon(&conn, args.abandon_path);
     let outcome = run_transfer(&conn, args, direction, size).await;
+    drop(abandon);
     let client_paths = client_paths(&conn, started);
     let summary = outcome.map(|(seconds, digest, report)| Summary {
         direction,

@@ -392,7 +392,7 @@ impl Conn {
         Conn::Polypath(conn)
     }
 
-    fn noq(conn: noq::Connection) -> Conn {
+    pub(crate) fn noq(conn: noq::Connection) -> Conn {
         let path_events = Mutex::new(conn.path_events());
         Conn::Noq { conn, path_events }
     }
@@ -622,10 +622,25 @@ impl Conn {
     /// until it is validated; returns its path ID. (polypath opens it towards the address
     /// of its first path, which is `remote` here.)
     pub async fn open_path(&self, local: SocketAddr, remote: SocketAddr) -> Result<u32, CaseError> {
+        self.open_path_with(local, remote, false).await
+    }
+
+    /// [`Conn::open_path`], the path opened with status backup if `backup`.
+    pub async fn open_path_with(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<u32, CaseError> {
         match self {
             Conn::Polypath(c) => {
+                let status = if backup {
+                    polypath_io::PathStatus::Backup
+                } else {
+                    polypath_io::PathStatus::Available
+                };
                 let id = c
-                    .open_path(local, polypath_io::PathStatus::Available)
+                    .open_path(local, status)
                     .await
                     .map_err(|e| format!("polypath open_path: {e}"))?;
                 loop {
@@ -661,7 +676,12 @@ impl Conn {
                 let tuple = noq::FourTuple::new(remote, Some(local.ip()));
                 let asked = Instant::now();
                 loop {
-                    match conn.open_path(tuple, noq::PathStatus::Available).await {
+                    let status = if backup {
+                        noq::PathStatus::Backup
+                    } else {
+                        noq::PathStatus::Available
+                    };
+                    match conn.open_path(tuple, status).await {
                         Ok(path) => return Ok(noq_path_id(path.id())),
                         Err(
                             noq::PathError::RemoteCidsExhausted | noq::PathError::MaxPathIdReached,

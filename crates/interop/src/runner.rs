@@ -218,7 +218,9 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
     match case {
         "handshake" | "retry" | "chacha20" | "ipv6" | "multipath-handshake" => sized(&[1000]),
         "transfer" => sized(&[1_000_000, 3_000_000, 5_000_000]),
-        "multiplexing" => (0..200).map(|i| (format!("/m{i:03}"), 1000 + i * 37)).collect(),
+        "multiplexing" => (0..200)
+            .map(|i| (format!("/m{i:03}"), 1000 + i * 37))
+            .collect(),
         // Long enough for a key update (polypath may start one three PTOs after the
         // previous keys were acknowledged).
         "keyupdate" => sized(&[30_000_000]),
@@ -305,7 +307,9 @@ struct Script {
 
 impl Script {
     fn spawn(mut cmd: Command) -> Result<Script, CaseError> {
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run the script: {e}"))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run the script: {e}"))?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         if let Some(out) = child.stdout.take() {
             std::thread::spawn(move || {
@@ -525,15 +529,15 @@ async fn polypath_client(
         return Ok(None);
     }
     if status != 0 {
-        return Err(format!("the client exited with {status}: {}", last_lines(&stderr)));
+        return Err(format!(
+            "the client exited with {status}: {}",
+            last_lines(&stderr)
+        ));
     }
     let summary: Value = serde_json::from_str(&stdout)
         .map_err(|e| format!("the client's summary is not JSON ({e}): {stdout}"))?;
     let bytes = site.check_downloads(&dir.join("downloads"))?;
-    let mut checks = vec![format!(
-        "{} files ({bytes} B) identical",
-        site.files.len()
-    )];
+    let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
     let expected_handshakes = 1;
     if log.handshakes != expected_handshakes {
         return Err(format!(
@@ -559,7 +563,10 @@ async fn polypath_client(
                     log.retries_sent
                 ));
             }
-            checks.push(format!("noq sent {} Retry, the client's qlog has it", log.retries_sent));
+            checks.push(format!(
+                "noq sent {} Retry, the client's qlog has it",
+                log.retries_sent
+            ));
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
         "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
@@ -568,6 +575,20 @@ async fn polypath_client(
                 return Err(format!("noq saw the client at {:?}", log.peers));
             }
             checks.push(format!("noq saw the client at {:?}", log.peers));
+        }
+        c if c.starts_with("multipath-") => {
+            let noq = log
+                .frames
+                .first()
+                .map(|(tx, rx)| {
+                    format!(
+                        "noq sent PATH_ABANDON {} received PATH_ABANDON {} PATH_STATUS_BACKUP {}",
+                        tx.path_abandon, rx.path_abandon, rx.path_status_backup
+                    )
+                })
+                .unwrap_or_default();
+            checks.push(check_multipath(c, &qlogs, "client").map_err(|e| format!("{e}; {noq}"))?);
+            checks.push(noq);
         }
         _ => {}
     }
@@ -620,6 +641,7 @@ async fn noq_client(
     }
     let socket = MultiAddrSocket::bind(&locals).map_err(|e| format!("noq client socket: {e}"))?;
     let retries = socket.retries_received();
+    let second_local = socket.local_addrs().get(1).copied();
     let endpoint = noq::Endpoint::new_with_abstract_socket(
         noq::EndpointConfig::default(),
         None,
@@ -648,22 +670,28 @@ async fn noq_client(
                 conn.force_key_update();
             }
         };
+        let (mp_log, abandon) = noq_client_paths(case, &conn, second_local, addr).await?;
         let result = tokio::select! {
-            r = hq::noq_fetch(&conn, &paths, &downloads) => r,
+            r = async { tokio::join!(hq::noq_fetch(&conn, &paths, &downloads), abandon).0 } => r,
             never = key_updates => never,
         };
         conn.close(0u32.into(), b"done");
-        result
+        result.map(|_| mp_log)
     };
     let fetched = tokio::time::timeout(options.timeout, fetched)
         .await
-        .unwrap_or_else(|_| Err(format!("the downloads took longer than {:?}", options.timeout)));
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the downloads took longer than {:?}",
+                options.timeout
+            ))
+        });
     endpoint.close(0u32.into(), b"");
     let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
     // The server prints one JSON line per connection once it ends.
     let report = script.line(Duration::from_secs(10)).await;
     let (_, stderr) = script.output();
-    fetched.map_err(|e| format!("{e}; server: {}", last_lines(&stderr)))?;
+    let mp_log = fetched.map_err(|e| format!("{e}; server: {}", last_lines(&stderr)))?;
     let report: Value = report
         .as_deref()
         .map(serde_json::from_str)
@@ -671,18 +699,20 @@ async fn noq_client(
         .map_err(|e| format!("the server's report is not JSON: {e}"))?
         .ok_or_else(|| format!("the server printed no report: {}", last_lines(&stderr)))?;
     let bytes = site.check_downloads(&downloads)?;
-    let mut checks = vec![format!(
-        "{} files ({bytes} B) identical",
-        site.files.len()
-    )];
+    let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
     check_keylog(dir, &mut checks)?;
     let qlogs = check_qlog(dir)?;
     let servers = qlogs
         .iter()
-        .filter(|r| r.first().is_some_and(|h| h["trace"]["vantage_point"]["type"] == "server"))
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == "server")
+        })
         .count();
     if servers != 1 {
-        return Err(format!("{servers} server connections in the qlog, expected 1 handshake"));
+        return Err(format!(
+            "{servers} server connections in the qlog, expected 1 handshake"
+        ));
     }
     checks.push("1 handshake (1 server qlog), the qlog of the killed server parses".into());
     let connection = &report["connection"];
@@ -703,9 +733,236 @@ async fn noq_client(
             }
             checks.push(format!("the server saw the client at {peer}"));
         }
+        c if c.starts_with("multipath-") => {
+            checks.push(check_multipath(c, &qlogs, "server")?);
+            checks.push(mp_log);
+        }
         _ => {}
     }
     Ok(Some(checks.join("; ")))
+}
+
+/// The multipath proposal's checks (interop/MULTIPATH-CASES.md), from the qlog of the
+/// polypath side (`side`, the only one of the case's connections): what the peer sent
+/// shows in its `packet_received` events, what it sent itself in `packet_sent`.
+fn check_multipath(case: &str, qlogs: &[Vec<Value>], side: &str) -> Result<String, CaseError> {
+    let records = qlogs
+        .iter()
+        .find(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .ok_or_else(|| format!("no {side} qlog"))?;
+    let view = QlogView::new(records);
+    let (mp_local, mp_remote) = (
+        view.initial_max_path_id("local"),
+        view.initial_max_path_id("remote"),
+    );
+    if mp_local.is_none() || mp_remote.is_none() {
+        return Err(format!(
+            "initial_max_path_id: local {mp_local:?}, remote {mp_remote:?}"
+        ));
+    }
+    let mut detail = format!(
+        "initial_max_path_id local {} remote {}",
+        mp_local.unwrap_or_default(),
+        mp_remote.unwrap_or_default()
+    );
+    // The server sends the files: stream data it sent (polypath server) or the client
+    // received (polypath client), per path.
+    let data_event = if side == "server" {
+        "packet_sent"
+    } else {
+        "packet_received"
+    };
+    // Frames of the client: sent by the client (polypath client) or received by the
+    // server (polypath server); the peer's answers the other way.
+    let (client_event, server_event) = if side == "client" {
+        ("packet_sent", "packet_received")
+    } else {
+        ("packet_received", "packet_sent")
+    };
+    let bytes = view.stream_bytes(data_event, f64::INFINITY);
+    let on = |id: u32| bytes.get(&id).copied().unwrap_or(0);
+    let total: u64 = bytes.values().sum();
+    match case {
+        "multipath-handshake" => {}
+        "multipath-transfer" => {
+            if on(0) < crate::MIN_BYTES_PER_PATH || on(1) < crate::MIN_BYTES_PER_PATH {
+                return Err(format!(
+                    "{detail}; stream bytes from the server by path {bytes:?}: need >= {} on paths 0 and 1",
+                    crate::MIN_BYTES_PER_PATH
+                ));
+            }
+            let _ = std::fmt::Write::write_fmt(
+                &mut detail,
+                format_args!("; stream bytes from the server by path {bytes:?}"),
+            );
+        }
+        "multipath-abandon" => {
+            let sent = view.frame_time(client_event, "path_abandon", 1);
+            let answered = view.frame_time(server_event, "path_abandon", 1);
+            let (Some(at), Some(_)) = (sent, answered) else {
+                return Err(format!(
+                    "{detail}; PATH_ABANDON for path 1 from the client: {sent:?} ms, answered by \
+                     the server: {answered:?} ms"
+                ));
+            };
+            let before = view.stream_bytes(data_event, at);
+            let after = view.stream_bytes(data_event, f64::INFINITY);
+            let after_on_0 =
+                after.get(&0).copied().unwrap_or(0) - before.get(&0).copied().unwrap_or(0);
+            let before_on_1 = before.get(&1).copied().unwrap_or(0);
+            if before_on_1 < crate::MIN_BYTES_PER_PATH || after_on_0 == 0 {
+                return Err(format!(
+                    "{detail}; path 1 abandoned at {at:.1} ms: it carried {before_on_1} B \
+                     before, path 0 {after_on_0} B after: not a path in use mid-transfer"
+                ));
+            }
+            let _ = std::fmt::Write::write_fmt(
+                &mut detail,
+                format_args!(
+                    "; PATH_ABANDON(1) at {at:.1} ms, answered; path 1 carried {before_on_1} B \
+                     before, path 0 {after_on_0} B after"
+                ),
+            );
+        }
+        "multipath-backup" => {
+            let Some(at) = view.frame_time(client_event, "path_status_backup", 1) else {
+                return Err(format!(
+                    "{detail}; no PATH_STATUS_BACKUP for path 1 from the client"
+                ));
+            };
+            // Allowed on the backup path: 1% of the data (what was in flight before the
+            // status arrived).
+            if on(1) * 100 > total {
+                return Err(format!(
+                    "{detail}; PATH_STATUS_BACKUP(1) at {at:.1} ms, yet path 1 carried {} of \
+                     {total} stream bytes",
+                    on(1)
+                ));
+            }
+            let _ = std::fmt::Write::write_fmt(
+                &mut detail,
+                format_args!(
+                    "; PATH_STATUS_BACKUP(1) at {at:.1} ms; stream bytes from the server by \
+                     path {bytes:?}"
+                ),
+            );
+        }
+        other => return Err(format!("no checks for {other}")),
+    }
+    Ok(detail)
+}
+
+/// Facts read from one connection's qlog records.
+struct QlogView<'a> {
+    records: &'a [Value],
+}
+
+impl<'a> QlogView<'a> {
+    fn new(records: &'a [Value]) -> Self {
+        QlogView { records }
+    }
+
+    fn events(&self, name: &'static str) -> impl Iterator<Item = &'a Value> {
+        let full = format!("quic:{name}");
+        self.records
+            .iter()
+            .filter(move |r| r["name"] == full.as_str())
+    }
+
+    /// The initial_max_path_id of the `owner` (`local` or `remote`) transport parameters.
+    fn initial_max_path_id(&self, owner: &str) -> Option<u64> {
+        self.events("parameters_set")
+            .find(|r| r["data"]["owner"] == owner)
+            .and_then(|r| r["data"]["initial_max_path_id"].as_u64())
+    }
+
+    /// Stream bytes per path in `event` packets logged before `until` (ms).
+    fn stream_bytes(&self, event: &'static str, until: f64) -> BTreeMap<u32, u64> {
+        let mut out = BTreeMap::new();
+        for r in self.events(event) {
+            if r["time"].as_f64().unwrap_or(0.0) >= until {
+                continue;
+            }
+            let path = r["data"]["header"]["path_id"].as_u64().unwrap_or(0) as u32;
+            let bytes: u64 = r["data"]["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["frame_type"] == "stream")
+                .filter_map(|f| f["length"].as_u64())
+                .sum();
+            if bytes > 0 {
+                *out.entry(path).or_insert(0) += bytes;
+            }
+        }
+        out
+    }
+
+    /// When the first `event` packet carrying a `frame_type` frame for `path_id` was
+    /// logged (ms).
+    fn frame_time(&self, event: &'static str, frame_type: &str, path_id: u64) -> Option<f64> {
+        self.events(event)
+            .find(|r| {
+                r["data"]["frames"].as_array().is_some_and(|frames| {
+                    frames
+                        .iter()
+                        .any(|f| f["frame_type"] == frame_type && f["path_id"] == path_id)
+                })
+            })
+            .and_then(|r| r["time"].as_f64())
+    }
+}
+
+/// The noq client's part of a multipath case: opens the second path from `second_local`
+/// (as a backup in multipath-backup) and waits until it is validated; returns what it did
+/// and, for multipath-abandon, the abandonment of that path 50 ms later (to run beside the
+/// downloads).
+async fn noq_client_paths(
+    case: &str,
+    conn: &noq::Connection,
+    second_local: Option<SocketAddr>,
+    server: SocketAddr,
+) -> Result<(String, impl Future<Output = ()>), CaseError> {
+    let wrapped = crate::peer::Conn::noq(conn.clone());
+    let opened = match case {
+        "multipath-transfer" | "multipath-abandon" | "multipath-backup" => {
+            let local = second_local.ok_or("the noq client has no second address")?;
+            let id = wrapped.open_path(local, server).await?;
+            if case == "multipath-backup" {
+                // noq keeps a path opened with status backup to itself (it sends no
+                // PATH_STATUS_BACKUP for it): the status is set, and signalled, after.
+                wrapped.set_path_backup(id, true)?;
+            }
+            Some((id, local))
+        }
+        _ => None,
+    };
+    let log = match opened {
+        Some((id, local)) => format!(
+            "the noq client opened path {id} from {local}{}",
+            if case == "multipath-backup" {
+                " as a backup"
+            } else {
+                ""
+            }
+        ),
+        None => format!(
+            "the noq client's multipath: {}",
+            conn.is_multipath_enabled()
+        ),
+    };
+    let abandon = async move {
+        if let (Some((id, _)), "multipath-abandon") = (opened, case) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Err(e) = wrapped.abandon_path(id) {
+                eprintln!("noq client: abandoning path {id}: {e}");
+            }
+        }
+    };
+    Ok((log, abandon))
 }
 
 fn check_keylog(dir: &Path, checks: &mut Vec<String>) -> Result<(), CaseError> {
