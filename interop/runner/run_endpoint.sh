@@ -54,9 +54,9 @@ case "$TESTCASE" in
         client_opts+=(--scheduler rr)
         server_opts+=(--scheduler rr)
         ;;
-      # Path 1 abandoned 50 ms after the paths opened, in the middle of the download.
+      # Path 1 abandoned once it has received 64 kB, in the middle of the download.
       multipath-abandon)
-        client_opts+=(--scheduler rr --abandon-path 1@50ms)
+        client_opts+=(--scheduler rr --abandon-path 1@64kB)
         server_opts+=(--scheduler rr)
         ;;
       # The second path opened as a backup (PATH_STATUS_BACKUP); the server's default

@@ -86,11 +86,11 @@ pub struct ClientArgs {
     /// offer it.
     #[arg(long)]
     multipath: bool,
-    /// Abandon path ID (PATH_ABANDON) this long after the initial paths are open, e.g.
-    /// `1@50ms`, in the middle of the transfer (the interop runner's multipath-abandon
+    /// Abandon path ID (PATH_ABANDON) once it has received SIZE bytes, e.g. `1@64kB`: a
+    /// path in use, in the middle of the transfer (the interop runner's multipath-abandon
     /// case).
-    #[arg(long, value_name = "ID@TIME", value_parser = parse_abandon)]
-    abandon_path: Option<(u32, Duration)>,
+    #[arg(long, value_name = "ID@SIZE", value_parser = parse_abandon)]
+    abandon_path: Option<(u32, u64)>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -99,26 +99,38 @@ pub struct ClientArgs {
     transport: TransportArgs,
 }
 
-/// Parses `--abandon-path ID@TIME`.
-fn parse_abandon(text: &str) -> Result<(u32, Duration), String> {
-    let (id, time) = text
+/// Parses `--abandon-path ID@SIZE`.
+fn parse_abandon(text: &str) -> Result<(u32, u64), String> {
+    let (id, size) = text
         .split_once('@')
-        .ok_or_else(|| format!("{text:?}: expected ID@TIME, e.g. 1@50ms"))?;
+        .ok_or_else(|| format!("{text:?}: expected ID@SIZE, e.g. 1@64kB"))?;
     let id = id
         .parse()
         .map_err(|_| format!("{text:?}: {id:?} is not a path ID"))?;
-    Ok((id, polypath_scenario::units::parse_duration(time)?))
+    Ok((id, parse_size(size)?))
 }
 
-/// Abandons the `--abandon-path` path at its time, from now; stops with the returned guard.
-fn schedule_abandon(conn: &Connection, plan: Option<(u32, Duration)>) -> Option<AbortOnDrop> {
-    let (id, after) = plan?;
+/// Abandons the `--abandon-path` path once it has received its bytes (checked every
+/// 5 ms); stops with the returned guard.
+fn schedule_abandon(conn: &Connection, plan: Option<(u32, u64)>) -> Option<AbortOnDrop> {
+    let (id, bytes) = plan?;
     let conn = conn.clone();
+    let id = polypath_quic::PathId(id);
     Some(AbortOnDrop(tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        match conn.abandon_path(polypath_quic::PathId(id), 0) {
-            Ok(()) => tracing::info!(id, "path abandoned (--abandon-path)"),
-            Err(e) => eprintln!("warning: --abandon-path {id}: {e}"),
+        loop {
+            let received = conn
+                .paths()
+                .iter()
+                .find(|p| p.snapshot.id == id)
+                .map_or(0, |p| p.stats.udp_bytes_received);
+            if received >= bytes {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        match conn.abandon_path(id, 0) {
+            Ok(()) => tracing::info!(id = id.0, "path abandoned (--abandon-path)"),
+            Err(e) => eprintln!("warning: --abandon-path {}: {e}", id.0),
         }
     })))
 }

@@ -19,6 +19,10 @@
 //!
 //! [`run_matrix`] is the entry point; the `polypath-interop` binary prints its [`Report`]
 //! as JSON (`--json`) or as a table and exits non-zero if any case failed.
+//!
+//! [`runner`] checks the QUIC Interop Runner's endpoint contract instead: the repository's
+//! `interop/runner/run_endpoint.sh` against noq on loopback (`polypath-interop --runner`),
+//! including the multipath cases proposed in `interop/MULTIPATH-CASES.md`.
 #![warn(missing_docs)]
 
 pub mod cases;

@@ -302,6 +302,8 @@ fn script_command(options: &HarnessOptions, case: &str, role: &str, dir: &Path) 
 struct Script {
     child: Child,
     stdout: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// The thread forwarding standard output; it ends when the script's output closes.
+    stdout_reader: Option<std::thread::JoinHandle<()>>,
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
@@ -311,13 +313,13 @@ impl Script {
             .spawn()
             .map_err(|e| format!("cannot run the script: {e}"))?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        if let Some(out) = child.stdout.take() {
+        let stdout_reader = child.stdout.take().map(|out| {
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines().map_while(Result::ok) {
                     let _ = tx.send(line);
                 }
-            });
-        }
+            })
+        });
         let err = child.stderr.take();
         let stderr = std::thread::spawn(move || {
             let mut text = String::new();
@@ -332,6 +334,7 @@ impl Script {
         Ok(Script {
             child,
             stdout: rx,
+            stdout_reader,
             stderr: Some(stderr),
         })
     }
@@ -363,6 +366,11 @@ impl Script {
     fn output(mut self) -> (String, String) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The script execs polypath, so its output closes when it ends: every line is
+        // forwarded once the reader thread has ended.
+        if let Some(reader) = self.stdout_reader.take() {
+            let _ = reader.join();
+        }
         let mut out = String::new();
         while let Ok(line) = self.stdout.try_recv() {
             out.push_str(&line);
@@ -671,8 +679,21 @@ async fn noq_client(
             }
         };
         let (mp_log, abandon) = noq_client_paths(case, &conn, second_local, addr).await?;
+        // The downloads decide the end; the abandonment may never come (if the server
+        // never uses the path, which the checks then report).
+        let downloads_and_abandon = async {
+            let fetch = hq::noq_fetch(&conn, &paths, &downloads);
+            tokio::pin!(fetch, abandon);
+            let mut abandon_done = false;
+            loop {
+                tokio::select! {
+                    r = &mut fetch => break r,
+                    () = &mut abandon, if !abandon_done => abandon_done = true,
+                }
+            }
+        };
         let result = tokio::select! {
-            r = async { tokio::join!(hq::noq_fetch(&conn, &paths, &downloads), abandon).0 } => r,
+            r = downloads_and_abandon => r,
             never = key_updates => never,
         };
         conn.close(0u32.into(), b"done");
@@ -916,10 +937,14 @@ impl<'a> QlogView<'a> {
     }
 }
 
+/// Bytes a path must have received before the client of multipath-abandon abandons it
+/// (the script's `--abandon-path 1@64kB`): the path is in use.
+pub const ABANDON_AFTER_BYTES: u64 = 64 * 1024;
+
 /// The noq client's part of a multipath case: opens the second path from `second_local`
 /// (as a backup in multipath-backup) and waits until it is validated; returns what it did
-/// and, for multipath-abandon, the abandonment of that path 50 ms later (to run beside the
-/// downloads).
+/// and, for multipath-abandon, the abandonment of that path once it has received
+/// [`ABANDON_AFTER_BYTES`] (to run beside the downloads).
 async fn noq_client_paths(
     case: &str,
     conn: &noq::Connection,
@@ -956,7 +981,14 @@ async fn noq_client_paths(
     };
     let abandon = async move {
         if let (Some((id, _)), "multipath-abandon") = (opened, case) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            while wrapped
+                .path_bytes()
+                .iter()
+                .find(|p| p.id == id)
+                .is_some_and(|p| p.udp_rx < ABANDON_AFTER_BYTES)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             if let Err(e) = wrapped.abandon_path(id) {
                 eprintln!("noq client: abandoning path {id}: {e}");
             }

@@ -87,10 +87,11 @@ fn run_endpoint_sh_passes_shellcheck() {
 }
 
 /// The runner's endpoint contract on loopback, both directions against noq: every case
-/// the script supports passes, the others exit with 127. One known failure: in
-/// multipath-backup with noq as the server (the sender), noq keeps sending on the path
-/// the polypath client marked backup (noq schedules by its own path status only; the
-/// draft lets a sender ignore the peer's preference) — see interop/MULTIPATH-CASES.md.
+/// the script supports passes, the others exit with 127. One exception, whichever way it
+/// goes: in multipath-backup with noq as the server (the sender), noq keeps sending some
+/// data on the path the polypath client marked backup (it schedules by its own path status
+/// only, which the draft allows), between 0.5 and 5 % of the file in our runs, so the 1 %
+/// rule fails it in most runs — see interop/MULTIPATH-CASES.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_contract_holds_against_noq_both_ways() {
     use polypath_interop::Stack;
@@ -115,7 +116,7 @@ async fn runner_contract_holds_against_noq_both_ways() {
         "ecn",
     ];
     for row in &rows {
-        let known_noq_failure = row.case == "multipath-backup" && row.client == Stack::Polypath;
+        let noq_backup = row.case == "multipath-backup" && row.client == Stack::Polypath;
         match &row.outcome {
             Outcome::Unsupported => assert!(
                 unsupported.contains(&row.case.as_str()),
@@ -123,13 +124,12 @@ async fn runner_contract_holds_against_noq_both_ways() {
                 row.case
             ),
             Outcome::Ok(_) => assert!(
-                !unsupported.contains(&row.case.as_str()) && !known_noq_failure,
-                "{} ({} client) passed: update the expectations",
-                row.case,
-                row.client
+                !unsupported.contains(&row.case.as_str()),
+                "{} passed: update the expectations",
+                row.case
             ),
             Outcome::Fail(why) => assert!(
-                known_noq_failure && why.contains("yet path 1 carried"),
+                noq_backup && why.contains("yet path 1 carried"),
                 "{} ({} client, {} server) failed: {why}",
                 row.case,
                 row.client,
