@@ -178,9 +178,11 @@ impl Default for Sizes {
     }
 }
 
-/// Least share of datagrams that must arrive (each intact, none twice) for
-/// [`Case::Datagrams`] to pass. DATAGRAM frames are never retransmitted, so a loss
-/// on loopback (a full socket buffer) is legal; anything beyond 1 % points to a bug.
+/// Least share of datagrams that must arrive (each intact, none twice), or be accounted
+/// for by a loss the sender saw, for [`Case::Datagrams`] to pass. DATAGRAM frames are never
+/// retransmitted, so a loss on loopback (a full socket buffer, frequent when the machine is
+/// busy) is legal, and the sender's loss detection sees it; beyond 1 % of datagrams missing
+/// without such a loss points to a bug.
 pub const DATAGRAM_PASS_PERCENT: usize = 99;
 
 /// The per-path byte count the receiver must see on each path, before the abandonment,
@@ -706,13 +708,22 @@ fn datagram(i: usize, size: usize) -> Bytes {
     d.into()
 }
 
-/// Sends `n` datagrams from `from` to `to`; returns (intact distinct received, corrupt or
-/// duplicate received, size).
-async fn datagrams_one_way(
-    from: &Conn,
-    to: &Conn,
-    n: usize,
-) -> Result<(usize, usize, usize), CaseError> {
+/// What one direction of [`Case::Datagrams`] measured.
+struct DatagramRun {
+    /// Intact distinct datagrams received.
+    good: usize,
+    /// Corrupt or duplicate datagrams received.
+    bad: usize,
+    /// Datagram size.
+    size: usize,
+    /// Packets the sender declared lost during the run, plus datagrams its send queue
+    /// dropped (where its stack counts them): losses the sender saw.
+    seen_lost: u64,
+}
+
+/// Sends `n` datagrams from `from` to `to`.
+async fn datagrams_one_way(from: &Conn, to: &Conn, n: usize) -> Result<DatagramRun, CaseError> {
+    let lost_before = from.losses();
     let size = from
         .max_datagram_size()
         .ok_or_else(|| format!("{} sender: the peer accepts no datagrams", from.stack()))?
@@ -754,7 +765,12 @@ async fn datagrams_one_way(
         Ok::<_, CaseError>((good, bad))
     };
     let ((), (good, bad)) = tokio::try_join!(send, recv)?;
-    Ok((good, bad, size))
+    Ok(DatagramRun {
+        good,
+        bad,
+        size,
+        seen_lost: from.losses().saturating_sub(lost_before),
+    })
 }
 
 async fn datagrams(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
@@ -766,16 +782,27 @@ async fn datagrams(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
         ("client->server", &pair.client, &pair.server),
         ("server->client", &pair.server, &pair.client),
     ] {
-        let (good, bad, size) = datagrams_one_way(from, to, n).await?;
-        ok &= good >= need && bad == 0;
+        let DatagramRun {
+            good,
+            bad,
+            size,
+            seen_lost,
+        } = datagrams_one_way(from, to, n).await?;
+        // A missing datagram is explained if the sender saw a loss (a packet declared lost,
+        // a datagram its queue dropped): on a loaded machine, socket buffers overflow.
+        let unexplained = (n - good).saturating_sub(usize::try_from(seen_lost).unwrap_or(n));
+        ok &= n - unexplained >= need && bad == 0;
         let _ = write!(
             detail,
-            "{label}: {good}/{n} of {size} B arrived intact, {bad} corrupt or duplicate; "
+            "{label}: {good}/{n} of {size} B arrived intact, {bad} corrupt or duplicate, the \
+             sender saw {seen_lost} losses; "
         );
     }
     let _ = write!(
         detail,
-        "pass rule: >= {DATAGRAM_PASS_PERCENT}% intact each way, none corrupt or duplicate"
+        "pass rule: each way, at most {}% of the datagrams missing beyond the losses the \
+         sender saw, none corrupt or duplicate",
+        100 - DATAGRAM_PASS_PERCENT
     );
     if ok { Ok(detail) } else { Err(detail) }
 }

@@ -488,6 +488,15 @@ impl Conn {
         }
     }
 
+    /// Losses this side has seen as a sender: packets declared lost, plus datagrams its
+    /// send queue dropped (polypath counts them; noq does not).
+    pub fn losses(&self) -> u64 {
+        match self {
+            Conn::Polypath(c) => c.stats().packets_lost + c.datagrams_dropped(),
+            Conn::Noq { conn, .. } => conn.stats().lost_packets,
+        }
+    }
+
     /// Queues one datagram.
     pub fn send_datagram(&self, data: Bytes) -> Result<(), CaseError> {
         match self {
