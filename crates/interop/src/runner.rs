@@ -696,8 +696,19 @@ async fn noq_client(
             r = downloads_and_abandon => r,
             never = key_updates => never,
         };
+        // What noq had received, for a failure's report.
+        let stats = conn.stats();
+        let received = format!(
+            "noq received {} UDP datagrams ({} B), {} STREAM frames, sent {} MAX_STREAM_DATA",
+            stats.udp_rx.datagrams,
+            stats.udp_rx.bytes,
+            stats.frame_rx.stream,
+            stats.frame_tx.max_stream_data
+        );
         conn.close(0u32.into(), b"done");
-        result.map(|_| mp_log)
+        result
+            .map(|_| mp_log)
+            .map_err(|e| format!("{e} ({received})"))
     };
     let fetched = tokio::time::timeout(options.timeout, fetched)
         .await
