@@ -42,6 +42,10 @@ pub enum BenchCommand {
     /// Many client gateways on one server gateway at once in the emulator (default 50),
     /// each pinging and downloading through its own session (needs root).
     Gateway(crate::bench_gateway::GatewayBenchArgs),
+    /// The simulator on the lab's heaviest scenarios (NR-DC with CUBIC and BBR,
+    /// 5G-CLARITY static, the 3000-device backhaul): times real time, events and
+    /// simulated Gbit per CPU-second, output hashes.
+    Sim(crate::bench_sim::SimBenchArgs),
 }
 
 /// `polypath bench loopback`.
@@ -188,6 +192,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), String> {
         BenchCommand::Emu(args) => crate::bench_emu::run(args),
         BenchCommand::Server(args) => crate::bench_server::run(args),
         BenchCommand::Gateway(args) => crate::bench_gateway::run(args),
+        BenchCommand::Sim(args) => crate::bench_sim::run(args),
         BenchCommand::Loopback(args) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -337,6 +342,7 @@ async fn polypath_run(
         stream_receive_window: None,
         rate: None,
         message_size: None,
+        no_ecn: false,
         cipher: crate::setup::Cipher::All,
         key_update: None,
     };

@@ -11,6 +11,7 @@
 //! polypath bench emu [--seconds N] [--json]
 //! polypath bench server [--clients N] [--size BYTES] [--preload LIB] [--json]
 //! polypath bench gateway [--clients 50] [--scenarios scenarios/gateway] [--json]
+//! polypath bench sim [--repeat N] [--only NAME,...] [--scenarios DIR] [--json]
 //! polypath relay --to ADDR [--listen ADDR] [--loss 0.05] [--seed N] [--duration SECONDS]
 //! polypath tcp recv [--listen ADDR:PORT] [--once] [--mptcp] [--cc NAME] [--interval 1s]
 //!                   [--json] [--csv FILE]
@@ -49,6 +50,7 @@ mod bench;
 mod bench_emu;
 mod bench_gateway;
 mod bench_server;
+mod bench_sim;
 mod client;
 mod emu;
 mod feed;
@@ -171,6 +173,7 @@ mod tests {
             &["polypath", "emu", "run", "--help"][..],
             &["polypath", "sim", "run", "--help"],
             &["polypath", "bench", "emu", "--help"],
+            &["polypath", "bench", "sim", "--help"],
             &["polypath", "tcp", "send", "--help"],
             &["polypath", "client", "--help"],
             &["polypath", "server", "--help"],

@@ -76,6 +76,10 @@ pub struct TransportArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::transfer::parse_size,
           requires = "rate")]
     pub message_size: Option<u64>,
+    /// Never mark packets ECT(0) (ECN, RFC 9000 section 13.4; by default each path marks
+    /// once it passes ECN validation). Received marks are reported either way.
+    #[arg(long)]
+    pub no_ecn: bool,
     /// TLS cipher suites offered (client) or accepted (server): `all`, or `chacha20` for
     /// ChaCha20-Poly1305 only.
     #[arg(long, value_enum, default_value_t = Cipher::All)]
@@ -339,6 +343,7 @@ impl TransportArgs {
             congestion_controller,
             path_manager,
             initial_max_path_id: multipath.then_some(MAX_PATH_ID),
+            ecn: !self.no_ecn,
             key_update_interval: self.key_update,
             ..TransportConfig::default()
         };

@@ -238,6 +238,25 @@ pub struct PathReport {
     pub srtt_ms: f64,
     /// Congestion window, bytes.
     pub cwnd: u64,
+    /// ECN validation of this side's marks on the path: `disabled`, `testing`, `unknown`,
+    /// `capable` or `failed` (RFC 9000 section 13.4.2).
+    #[serde(default)]
+    pub ecn: String,
+    /// Why ECN validation failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn_failure: Option<String>,
+    /// Packets this side sent marked ECT(0).
+    #[serde(default)]
+    pub ecn_marked: u64,
+    /// ECN-CE marks the peer reported for this side's packets.
+    #[serde(default)]
+    pub ecn_ce_reported: u64,
+    /// Packets this side received marked ECT(0), and ECN-CE.
+    #[serde(default)]
+    pub ecn_ect0_received: u64,
+    /// See `ecn_ect0_received`.
+    #[serde(default)]
+    pub ecn_ce_received: u64,
 }
 
 /// Megabits per second of `bytes` carried in `seconds`.
@@ -280,6 +299,12 @@ impl ConnectionReport {
                 recent_loss_rate: p.snapshot.loss_rate,
                 srtt_ms: p.snapshot.srtt.as_secs_f64() * 1000.0,
                 cwnd: p.snapshot.cwnd,
+                ecn: p.ecn.state.name().into(),
+                ecn_failure: p.ecn.failure.map(str::to_string),
+                ecn_marked: p.ecn.marked_sent,
+                ecn_ce_reported: p.ecn.peer_reported_ce,
+                ecn_ect0_received: p.ecn.received_ect0,
+                ecn_ce_received: p.ecn.received_ce,
             })
             .collect();
         let first = paths.first();

@@ -169,6 +169,13 @@ fn hundred_megabytes_upload_verified_with_json_summary() {
             .unwrap()
             > 100_000_000 / 1500
     );
+    // ECN over loopback (RFC 9000 section 13.4): the client's marks reach the server,
+    // which reports them, so the client's path validates and keeps marking.
+    let sent = &summary["sender"]["paths"][0];
+    let received = &served["connection"]["paths"][0];
+    assert_eq!(sent["ecn"], "capable", "{sent}");
+    assert!(sent["ecn_marked"].as_u64().unwrap() > 100_000_000 / 1500 / 2);
+    assert!(received["ecn_ect0_received"].as_u64().unwrap() > 100_000_000 / 1500 / 2);
 }
 
 /// With one local address the client offers Multipath QUIC (initial_max_path_id) only

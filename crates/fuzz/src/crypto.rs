@@ -194,7 +194,7 @@ pub fn packet_unprotect(data: &[u8]) -> usize {
     if mode & 1 == 0 {
         let datagram = input.rest();
         let opened = open_datagram(datagram);
-        server.handle(now, local, remote, BytesMut::from(datagram));
+        server.handle(now, local, remote, None, BytesMut::from(datagram));
         drain(&mut server, now);
         return opened;
     }
@@ -272,7 +272,7 @@ pub fn packet_unprotect(data: &[u8]) -> usize {
             // Pad the datagram (not the packet) as a client would with a second packet.
             datagram.resize(1200, 0);
         }
-        server.handle(now, local, remote, BytesMut::from(&datagram[..]));
+        server.handle(now, local, remote, None, BytesMut::from(&datagram[..]));
         drain(&mut server, now);
     }
     1

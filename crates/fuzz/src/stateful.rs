@@ -153,13 +153,13 @@ impl World {
     fn deliver(&mut self, d: Datagram) {
         let data = BytesMut::from(&d.data[..]);
         if d.to_server {
-            if let Some(h) = self.server.handle(self.now, d.dst, d.src, data)
+            if let Some(h) = self.server.handle(self.now, d.dst, d.src, None, data)
                 && !self.server_conns.contains(&h)
             {
                 self.server_conns.push(h);
             }
         } else {
-            self.client.handle(self.now, d.dst, d.src, data);
+            self.client.handle(self.now, d.dst, d.src, None, data);
         }
         self.applications();
     }

@@ -14,6 +14,7 @@ use crate::socket::{Socket, is_pending_error};
 use crate::state::{Shared, State, wake_all};
 use bytes::BytesMut;
 use polypath_quic::ConnectionHandle;
+use polypath_quic::ecn::EcnCodepoint;
 use std::future::Future;
 use std::io::IoSliceMut;
 use std::net::SocketAddr;
@@ -131,7 +132,8 @@ impl Driver {
                     };
                     for datagram in slot[..meta.len].chunks(stride.max(1)) {
                         let data = BytesMut::from(datagram);
-                        if let Some(h) = state.quic.handle(now, local, meta.addr, data)
+                        let ecn = meta.ecn.and_then(|e| EcnCodepoint::from_bits(e as u8));
+                        if let Some(h) = state.quic.handle(now, local, meta.addr, ecn, data)
                             && !touched.contains(&h)
                         {
                             touched.push(h);
@@ -171,6 +173,7 @@ impl Driver {
                 source,
                 size,
                 segment_size,
+                ecn,
                 ..
             } = pending.transmit;
             let Some(socket) = state.socket_for(source).cloned() else {
@@ -186,7 +189,7 @@ impl Driver {
                 let contents = &self.send_buf[pending.offset..end];
                 let out = quinn_udp::Transmit {
                     destination,
-                    ecn: None,
+                    ecn: ecn.and_then(|e| quinn_udp::EcnCodepoint::from_bits(e.bits())),
                     contents,
                     segment_size: (contents.len() > segment).then_some(segment),
                     src_ip: socket

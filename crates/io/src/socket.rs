@@ -47,6 +47,14 @@ impl Socket {
         if let Err(e) = state.set_recv_buffer_size((&std_socket).into(), SOCKET_BUFFER_BYTES) {
             tracing::debug!(%addr, error = %e, "could not enlarge the receive buffer");
         }
+        // quinn-udp turns on receive timestamps, which this driver does not use; their
+        // control message and a GRO batch's leave no room in quinn-udp's 96-byte control
+        // buffer for the IP_TOS one, so every coalesced batch would arrive without its ECN
+        // codepoint (Linux truncates the last message: MSG_CTRUNC) and ECN validation
+        // would fail (RFC 9000 section 13.4.2.1).
+        if let Err(e) = disable_receive_timestamps(&std_socket) {
+            tracing::debug!(%addr, error = %e, "receive timestamps stay on: ECN may fail");
+        }
         let io = tokio::net::UdpSocket::from_std(std_socket)?;
         let local = io.local_addr()?;
         Ok(Socket { io, state, local })
@@ -142,4 +150,25 @@ pub(crate) fn is_pending_error(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
     )
+}
+
+/// Turns `SO_TIMESTAMPNS` off on `socket` (see [`Socket::bind`]).
+fn disable_receive_timestamps(socket: &std::net::UdpSocket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let off: libc::c_int = 0;
+    // SAFETY: a valid descriptor, and an option value of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&off as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

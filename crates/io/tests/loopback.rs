@@ -191,3 +191,30 @@ async fn streams_whose_receiving_half_is_dropped_unread_free_their_slot() {
         .expect("the client waited for stream credit that never came");
     let _s = serve.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ecn_marks_cross_loopback_and_validate() {
+    use polypath_quic::ecn::EcnState;
+    let (server, client, cc) = pair(&["127.0.0.1:0"], false, None);
+    let (c, s) = connect(&server, &client, cc).await;
+    let data = vec![7u8; 1 << 20];
+    let server_side = s.clone();
+    let receiver = tokio::spawn(async move {
+        let (_, mut recv) = server_side.accept_bi().await.unwrap();
+        recv.read_to_end(usize::MAX).await.unwrap()
+    });
+    let (mut send, _recv) = c.open_bi().await.unwrap();
+    send.write_all(&data).await.unwrap();
+    send.finish().unwrap();
+    assert_eq!(receiver.await.unwrap().len(), data.len());
+    send.finished().await.unwrap();
+    // The kernel keeps the IP header's ECT(0) on loopback and the driver reads it, so the
+    // server counts the client's marks and reports them, and the client's path validates.
+    let sent = c.paths()[0].ecn;
+    let received = s.paths()[0].ecn;
+    eprintln!("client {sent:?}\nserver {received:?}");
+    assert_eq!(sent.state, EcnState::Capable, "{sent:?}");
+    assert!(sent.marked_sent > polypath_quic::ecn::TESTING_PACKETS);
+    assert!(received.received_ect0 > polypath_quic::ecn::TESTING_PACKETS);
+    assert_eq!(received.received_ce, 0);
+}

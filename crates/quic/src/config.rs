@@ -1,6 +1,7 @@
 //! Configuration of endpoints and connections.
 
 use crate::cc::{ControllerFactory, CubicConfig};
+use crate::crypto::PacketProtection;
 use crate::pm::{ManualFactory, PathManagerFactory};
 use crate::qlog::QlogFactory;
 use crate::sched::{MinRttFactory, SchedulerFactory};
@@ -80,6 +81,9 @@ pub struct TransportConfig {
     pub active_connection_id_limit: u64,
     /// Pace packets (RFC 9002 section 7.7).
     pub pacing: bool,
+    /// Mark packets ECT(0) on paths that pass ECN validation (RFC 9000 section 13.4;
+    /// [`crate::ecn`]). Received ECN marks are reported either way, as the RFC requires.
+    pub ecn: bool,
     /// Most packets one [`crate::Transmit`] may carry (UDP GSO segments).
     pub max_gso_segments: usize,
     /// Initiate a 1-RTT key update after this many packets sent with the current keys;
@@ -130,6 +134,7 @@ impl Default for TransportConfig {
             max_mtu: 1452,
             active_connection_id_limit: 4,
             pacing: true,
+            ecn: true,
             max_gso_segments: 10,
             key_update_interval: None,
             initial_max_path_id: None,
@@ -194,6 +199,10 @@ pub struct EndpointConfig {
     /// (see [`crate::streams::ReceiveBudget`]); `None`: no cap beyond each connection's
     /// own maximum.
     pub receive_budget: Option<u64>,
+    /// How the connections protect their Handshake and 1-RTT packets: the AEAD (the
+    /// default), or for a simulator only the stand-in that keeps the wire format without
+    /// the cryptography ([`PacketProtection::Simulated`]).
+    pub packet_protection: PacketProtection,
 }
 
 impl EndpointConfig {
@@ -210,6 +219,7 @@ impl EndpointConfig {
             qlog: None,
             max_udp_payload_size: 1472,
             receive_budget: Some(DEFAULT_RECEIVE_BUDGET),
+            packet_protection: PacketProtection::Aead,
         }
     }
 
@@ -225,6 +235,7 @@ impl fmt::Debug for EndpointConfig {
             .field("local_cid_len", &self.local_cid_len)
             .field("qlog", &self.qlog.is_some())
             .field("receive_budget", &self.receive_budget)
+            .field("packet_protection", &self.packet_protection)
             .finish_non_exhaustive()
     }
 }

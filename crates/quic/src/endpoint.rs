@@ -8,6 +8,7 @@ use crate::connection::{
     Connection, ConnectionParams, EndpointEvent, Event, TlsSessionBuilder, Transmit,
 };
 use crate::crypto::{ResetKey, TokenKey};
+use crate::ecn::EcnCodepoint;
 use crate::packet::{self, Header, LongType};
 use crate::qlog::QlogStream;
 use crate::shared::{ConnectionId, PathId, Side};
@@ -269,6 +270,7 @@ impl Endpoint {
             retry_scid: None,
             qlog,
             receive_budget: self.receive_budget.clone(),
+            packet_protection: self.config.packet_protection,
         };
         let conn = Connection::new(params).map_err(ConnectError::Tls)?;
         self.connections.insert(handle, conn);
@@ -277,13 +279,15 @@ impl Endpoint {
         Ok(handle)
     }
 
-    /// Processes a datagram received on `local` from `remote`. Returns the connection it was
-    /// delivered to, if any.
+    /// Processes a datagram received on `local` from `remote` with the ECN codepoint `ecn`
+    /// of its IP header (`None` for Not-ECT, or when the driver cannot read it). Returns the
+    /// connection it was delivered to, if any.
     pub fn handle(
         &mut self,
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
+        ecn: Option<EcnCodepoint>,
         data: BytesMut,
     ) -> Option<ConnectionHandle> {
         let header = match packet::decode_header(&data, self.config.local_cid_len) {
@@ -311,7 +315,7 @@ impl Endpoint {
         if let Some(&handle) = routed
             && let Some(conn) = self.connections.get_mut(&handle)
         {
-            conn.handle_datagram(now, local, remote, data);
+            conn.handle_datagram(now, local, remote, ecn, data);
             self.agenda.touch(handle);
             self.drain_endpoint_events(handle);
             return Some(handle);
@@ -333,7 +337,7 @@ impl Endpoint {
                     pn_offset: *pn_offset,
                     len: header.packet_len,
                 };
-                self.on_new_initial(now, local, remote, data, &first, &token_bytes)
+                self.on_new_initial(now, local, remote, ecn, data, &first, &token_bytes)
             }
             Header::Short { .. } => {
                 //= https://www.rfc-editor.org/rfc/rfc9000#section-10.3.1
@@ -360,11 +364,13 @@ impl Endpoint {
     /// creates a connection for it only once that packet decrypts and its frames were
     /// processed without a connection error. Anything else is dropped without leaving
     /// state behind (no connection, routing entry, timer or qlog file).
+    #[allow(clippy::too_many_arguments)]
     fn on_new_initial(
         &mut self,
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
+        ecn: Option<EcnCodepoint>,
         data: BytesMut,
         first: &InitialPacket,
         token: &[u8],
@@ -454,6 +460,7 @@ impl Endpoint {
             retry_scid,
             qlog,
             receive_budget: self.receive_budget.clone(),
+            packet_protection: self.config.packet_protection,
         };
         let mut conn = match Connection::new(params) {
             Ok(c) => c,
@@ -463,7 +470,7 @@ impl Endpoint {
             }
         };
         // Initial packets are keyed by the client's DCID; after a Retry that is our SCID.
-        conn.handle_datagram(now, local, remote, data);
+        conn.handle_datagram(now, local, remote, ecn, data);
         if !conn.received_any() {
             // Decrypted above, but dropped by the connection (a duplicate or coalesced
             // packets it could not use): nothing to keep.
@@ -831,6 +838,7 @@ impl Endpoint {
             size: data.len(),
             segment_size: None,
             path: PathId::ZERO,
+            ecn: None,
         };
         self.stateless.push_back((t, data));
     }

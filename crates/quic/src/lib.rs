@@ -31,6 +31,7 @@ pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod datagrams;
+pub mod ecn;
 pub mod endpoint;
 pub mod error;
 #[cfg(feature = "fuzzing")]

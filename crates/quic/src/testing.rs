@@ -14,6 +14,7 @@ use crate::connection::Connection;
 use crate::crypto::{
     ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
 };
+use crate::ecn::EcnCodepoint;
 use crate::endpoint::{ConnectionHandle, Endpoint};
 use crate::shared::Dir;
 use crate::{ClientConfig, EndpointConfig, ServerConfig};
@@ -54,6 +55,7 @@ struct InFlight {
     to_server: bool,
     src: SocketAddr,
     dst: SocketAddr,
+    ecn: Option<EcnCodepoint>,
     data: Vec<u8>,
 }
 
@@ -73,6 +75,12 @@ impl PartialOrd for InFlight {
 /// it.
 pub type DropFn = Box<dyn FnMut(&[u8], SocketAddr, SocketAddr) -> bool>;
 
+/// A network element that rewrites the ECN field of datagrams (marks CE, bleaches): it is
+/// given the codepoint the sender set, the source and the destination, and returns the
+/// codepoint delivered.
+pub type EcnFn =
+    Box<dyn FnMut(Option<EcnCodepoint>, SocketAddr, SocketAddr) -> Option<EcnCodepoint>>;
+
 /// Two endpoints and the network between them.
 pub struct Pair {
     /// The virtual clock.
@@ -91,6 +99,8 @@ pub struct Pair {
     pub extra_delay: BTreeMap<SocketAddr, Duration>,
     /// Drops datagrams it returns true for.
     pub drop: Option<DropFn>,
+    /// Rewrites the ECN field (the network keeps it as sent without one).
+    pub ecn: Option<EcnFn>,
     /// Rewrites the source address of client datagrams (a NAT rebinding).
     pub rewrite_client_source: Option<SocketAddr>,
     queue: BinaryHeap<InFlight>,
@@ -130,9 +140,39 @@ impl Pair {
         server_config: ServerConfig,
         client_endpoint: EndpointConfig,
     ) -> Self {
+        Self::with_endpoints(
+            client_config,
+            server_config,
+            client_endpoint,
+            EndpointConfig::from_seed(2),
+        )
+    }
+
+    /// A pair with default transport settings whose endpoints both protect packets with
+    /// `protection`.
+    pub fn with_packet_protection(protection: crate::crypto::PacketProtection) -> Self {
+        let (client_tls, server_tls) = tls_configs();
+        let [mut client_endpoint, mut server_endpoint] = [1, 2].map(EndpointConfig::from_seed);
+        client_endpoint.packet_protection = protection;
+        server_endpoint.packet_protection = protection;
+        Self::with_endpoints(
+            ClientConfig::new(client_tls),
+            ServerConfig::new(server_tls),
+            client_endpoint,
+            server_endpoint,
+        )
+    }
+
+    /// A pair from full configurations, the server's endpoint's included.
+    pub fn with_endpoints(
+        client_config: ClientConfig,
+        server_config: ServerConfig,
+        client_endpoint: EndpointConfig,
+        server_endpoint: EndpointConfig,
+    ) -> Self {
         let now = Instant::now();
         let mut client = Endpoint::new(client_endpoint, None);
-        let server = Endpoint::new(EndpointConfig::from_seed(2), Some(server_config));
+        let server = Endpoint::new(server_endpoint, Some(server_config));
         let client_conn = client
             .connect(
                 now,
@@ -151,6 +191,7 @@ impl Pair {
             delay: Duration::from_millis(10),
             extra_delay: BTreeMap::new(),
             drop: None,
+            ecn: None,
             rewrite_client_source: None,
             queue: BinaryHeap::new(),
             seq: 0,
@@ -212,6 +253,10 @@ impl Pair {
                             .get(&client_side)
                             .copied()
                             .unwrap_or_default();
+                    let ecn = match self.ecn.as_mut() {
+                        Some(f) => f(t.ecn, source, t.destination),
+                        None => t.ecn,
+                    };
                     self.seq += 1;
                     self.queue.push(InFlight {
                         at: self.now + delay,
@@ -219,6 +264,7 @@ impl Pair {
                         to_server,
                         src: source,
                         dst: t.destination,
+                        ecn,
                         data: chunk.to_vec(),
                     });
                 }
@@ -255,13 +301,13 @@ impl Pair {
             let Some(d) = self.queue.pop() else { break };
             let data = BytesMut::from(&d.data[..]);
             if d.to_server {
-                if let Some(h) = self.server.handle(self.now, d.dst, d.src, data)
+                if let Some(h) = self.server.handle(self.now, d.dst, d.src, d.ecn, data)
                     && self.server_conn.is_none()
                 {
                     self.server_conn = Some(h);
                 }
             } else {
-                self.client.handle(self.now, d.dst, d.src, data);
+                self.client.handle(self.now, d.dst, d.src, d.ecn, data);
             }
         }
         self.client.handle_timeout(self.now);

@@ -43,6 +43,39 @@ pub struct SimSettings {
     /// Stop early once every agent reports done and no packet is in flight
     /// (default true).
     pub stop_when_done: bool,
+    /// How the simulator's QUIC endpoints protect their packets (`packet_protection`,
+    /// default [`PacketProtection::DEFAULT`]).
+    pub packet_protection: PacketProtection,
+}
+
+/// `[sim] packet_protection`: the QUIC endpoints' packet protection in the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketProtection {
+    /// `"aead"`: the real AEAD and header protection of RFC 9001.
+    Aead,
+    /// `"simulated"`: the same bytes on the wire (headers, sizes, the 16-byte tag) without
+    /// the cryptography.
+    Simulated,
+}
+
+impl PacketProtection {
+    /// What a scenario without the key gets.
+    pub const DEFAULT: PacketProtection = PacketProtection::Simulated;
+
+    /// The name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            PacketProtection::Aead => "aead",
+            PacketProtection::Simulated => "simulated",
+        }
+    }
+
+    /// The choice named `name` in a scenario file.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [PacketProtection::Aead, PacketProtection::Simulated]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
 }
 
 /// `[output]`: recorders.

@@ -32,6 +32,7 @@ pub(crate) struct RawSim {
     pub duration: Dur,
     pub seed: Option<u64>,
     pub stop_when_done: Option<bool>,
+    pub packet_protection: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

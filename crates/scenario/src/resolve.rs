@@ -48,6 +48,15 @@ pub(crate) fn resolve(raw: RawScenario, file: &Path, src: Arc<str>) -> Result<Sc
         duration: raw.sim.duration.0,
         seed: raw.sim.seed.unwrap_or(0),
         stop_when_done: raw.sim.stop_when_done.unwrap_or(true),
+        packet_protection: match raw.sim.packet_protection.as_deref() {
+            None => PacketProtection::DEFAULT,
+            Some(name) => PacketProtection::from_name(name).ok_or_else(|| {
+                ctx.err(
+                    "sim.packet_protection",
+                    format!("unknown packet protection `{name}` (aead or simulated)"),
+                )
+            })?,
+        },
     };
     if sim.duration.is_zero() {
         return Err(ctx.err("sim.duration", "must be positive"));

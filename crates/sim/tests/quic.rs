@@ -542,3 +542,59 @@ fn outage_signal_brings_the_path_back_within_a_few_rtts() {
     let _ = std::fs::remove_dir_all(dir_with);
     let _ = std::fs::remove_dir_all(dir_without);
 }
+
+/// The simulator's packet protection (`[sim] packet_protection = "simulated"`, the default)
+/// skips the cryptography but changes no output: the same `output_hash` as the AEAD for
+/// several schedulers and congestion controllers, both directions, with random and bursty
+/// loss, jitter and duplication. The variants differ from each other, so the comparison
+/// has something to compare.
+#[test]
+fn simulated_packet_protection_gives_the_outputs_of_the_aead() {
+    use polypath_sim::scenario::PacketProtection;
+    let two_paths = |scheduler: &str, cc: &str, direction: &str| {
+        let mut s = scenario(TWO_PATHS);
+        if let FlowKind::Quic(q) = &mut s.flows[0].kind {
+            q.scheduler = scheduler.into();
+            q.cc = cc.into();
+            q.options.remove("qlog");
+            q.direction = match direction {
+                "upload" => polypath_sim::scenario::TransferDirection::Upload,
+                _ => polypath_sim::scenario::TransferDirection::Download,
+            };
+        }
+        s
+    };
+    let mut nrdc = Scenario::load(&repo().join("scenarios/nrdc-two-path.toml")).unwrap();
+    if let FlowKind::Quic(q) = &mut nrdc.flows[0].kind {
+        q.bytes = 3_000_000;
+        q.cc = "bbr".into();
+    }
+    let variants = [
+        ("lamp5g, CUBIC", two_paths("lamp5g", "cubic", "download")),
+        ("minRTT, BBR", two_paths("minrtt", "bbr", "download")),
+        (
+            "round robin, OLIA, upload",
+            two_paths("rr", "olia", "upload"),
+        ),
+        (
+            "redundant, NewReno",
+            two_paths("redundant", "newreno", "download"),
+        ),
+        ("NR-DC, LAMP5G, BBR", nrdc),
+    ];
+    let mut hashes = Vec::new();
+    for (name, mut s) in variants {
+        let mut outputs = Vec::new();
+        for protection in [PacketProtection::Aead, PacketProtection::Simulated] {
+            s.sim.packet_protection = protection;
+            let (r, o) = run_quic(&s, 3, None);
+            assert_complete(&o[0]);
+            outputs.push(r.output_hash);
+        }
+        assert_eq!(outputs[0], outputs[1], "{name}: AEAD and simulated differ");
+        hashes.push(outputs.swap_remove(0));
+    }
+    hashes.sort();
+    hashes.dedup();
+    assert_eq!(hashes.len(), 5, "every variant is a different run");
+}

@@ -81,7 +81,12 @@ impl Connection {
                 None => {}
             }
         }
+        // A client resuming a session has the parameters remembered with its ticket until
+        // the server's EncryptedExtensions replace them: it takes the server's only once
+        // TLS has authenticated the whole handshake.
+        let current = self.side.is_server() || !self.tls.is_handshaking();
         if self.peer_params.is_none()
+            && current
             && let Some(raw) = self.tls.peer_transport_parameters()
         {
             let raw = raw.to_vec();

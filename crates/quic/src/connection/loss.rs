@@ -4,6 +4,7 @@
 use super::spaces::{ConnFrame, SentFrames};
 use super::*;
 use crate::cc::CongestionEvent;
+use crate::ecn::{EcnState, EcnVerdict};
 use crate::frame::Ack;
 use crate::recovery::{LostPackets, SentPacket};
 
@@ -30,6 +31,9 @@ impl Connection {
         let ack_delay = Duration::from_micros(delay_us);
         let max_ack_delay = self.peer_max_ack_delay();
         let confirmed = self.handshake_confirmed;
+        let largest_before = self
+            .space_ref(space)
+            .and_then(|s| s.recovery.largest_acked());
         let result = match space {
             AckSpace::Initial | AckSpace::Handshake => {
                 let hs = if space == AckSpace::Initial {
@@ -101,6 +105,12 @@ impl Connection {
                 );
             }
             path.record_loss_samples(acked_packets, 0);
+        }
+        if matches!(space, AckSpace::Path(_)) && largest_before.is_none_or(|l| ack.largest > l) {
+            let newly_marked = outcome.acked.iter().filter(|(_, p)| p.payload.ect0).count();
+            self.on_ecn_feedback(now, path_id, newly_marked as u64, ack.ecn);
+        }
+        if let Some(path) = self.paths.get_mut(&path_id) {
             //= https://www.rfc-editor.org/rfc/rfc9002#appendix-A.7
             //#   // Reset pto_count unless the client is unsure if
             //#   // the server has validated the client's address.
@@ -188,6 +198,7 @@ impl Connection {
         let mut congestion_bytes = 0u64;
         let mut newest_sent: Option<Instant> = None;
         let mut mtu_probe_lost = false;
+        let mut marked_lost = 0u64;
         let count = lost.len() as u64;
         for l in lost.into_vec() {
             self.stats.packets_lost += 1;
@@ -199,6 +210,7 @@ impl Connection {
                         .saturating_sub(u64::from(l.packet.size));
                 }
             }
+            marked_lost += u64::from(l.packet.payload.ect0);
             if l.packet.payload.mtu_probe.is_some() {
                 // A lost PMTU probe is not a congestion signal.
                 //= https://www.rfc-editor.org/rfc/rfc9000#section-14.4
@@ -227,17 +239,73 @@ impl Connection {
         if mtu_probe_lost {
             path.on_mtu_probe_lost();
         }
+        if marked_lost > 0 {
+            let before = path.ecn.state();
+            path.ecn.on_marked_lost(marked_lost);
+            self.qlog_ecn_state(now, path_id, before);
+        }
         let Some(sent_time) = newest_sent else { return };
-        let before = path.cc.metrics().congestion_events;
-        let cwnd_before = path.cc.window();
         let event = CongestionEvent {
             sent_time,
             lost_bytes: congestion_bytes,
             persistent_congestion: persistent,
             ecn: false,
         };
-        path.cc.on_congestion_event(now, &event);
-        if persistent {
+        self.on_congestion_event(now, path_id, &event);
+    }
+
+    /// ECN feedback from an ACK frame of `path_id`'s space that raised its largest
+    /// acknowledged: validation, and a congestion event for new ECN-CE reports.
+    //= https://www.rfc-editor.org/rfc/rfc9002#appendix-B.7
+    //# ProcessECN(ack, pn_space):
+    fn on_ecn_feedback(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        newly_marked: u64,
+        counts: Option<crate::frame::EcnCounts>,
+    ) {
+        let Some(path) = self.paths.get_mut(&path_id) else {
+            return;
+        };
+        let before = path.ecn.state();
+        let verdict = path.ecn.on_ack(newly_marked, counts);
+        let sent_time = path.space.recovery.largest_acked_time_sent();
+        self.qlog_ecn_state(now, path_id, before);
+        if let (EcnVerdict::Congestion(_), Some(sent_time)) = (verdict, sent_time) {
+            let event = CongestionEvent {
+                sent_time,
+                lost_bytes: 0,
+                persistent_congestion: false,
+                ecn: true,
+            };
+            self.on_congestion_event(now, path_id, &event);
+        }
+    }
+
+    /// Logs a change of `path_id`'s ECN validation from `before` (qlog
+    /// `ecn_state_updated`).
+    fn qlog_ecn_state(&mut self, now: Instant, path_id: PathId, before: EcnState) {
+        let Some(path) = self.paths.get(&path_id) else {
+            return;
+        };
+        let after = path.ecn.state();
+        if after != before {
+            let data = json!({"old": before.name(), "new": after.name(), "path_id": path_id.0});
+            self.qlog_event(now, "ecn_state_updated", data);
+        }
+    }
+
+    /// Gives `path_id`'s congestion controller a congestion event (losses or ECN-CE) and
+    /// records it if the controller entered a new recovery period.
+    fn on_congestion_event(&mut self, now: Instant, path_id: PathId, event: &CongestionEvent) {
+        let Some(path) = self.paths.get_mut(&path_id) else {
+            return;
+        };
+        let before = path.cc.metrics().congestion_events;
+        let cwnd_before = path.cc.window();
+        path.cc.on_congestion_event(now, event);
+        if event.persistent_congestion {
             path.rtt.on_persistent_congestion();
         }
         if path.cc.metrics().congestion_events > before {
@@ -366,6 +434,15 @@ impl Connection {
         }
         if packet.ack_eliciting {
             path.last_ack_eliciting_sent = Some(now);
+        }
+        if matches!(space, AckSpace::Path(_))
+            && *self.batch_ecn.get_or_insert_with(|| path.ecn.marking())
+        {
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-13.4.2
+            //# The endpoint sets an ECT(0) codepoint in the IP header of early outgoing
+            //# packets sent on a new path to the peer
+            packet.payload.ect0 = true;
+            path.ecn.on_marked_sent();
         }
         match space {
             AckSpace::Initial | AckSpace::Handshake => {

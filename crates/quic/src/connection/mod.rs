@@ -25,8 +25,9 @@ mod timers;
 pub use paths::{OpenPathError, PathStats};
 
 use crate::config::TransportConfig;
-use crate::crypto::{OneRttKeys, ResetKey, TlsSession};
+use crate::crypto::{OneRttKeys, PacketProtection, ResetKey, TlsSession};
 use crate::datagrams::{DatagramQueues, SendDatagramError};
+use crate::ecn::{EcnCodepoint, EcnPathInfo};
 use crate::link_hints::LinkHints;
 use crate::pm::{PathAction, PathManager};
 use crate::qlog::QlogStream;
@@ -64,6 +65,8 @@ pub struct Transmit {
     pub segment_size: Option<usize>,
     /// The path this transmit belongs to.
     pub path: PathId,
+    /// The ECN codepoint to set in the IP header of its datagrams ([`crate::ecn`]).
+    pub ecn: Option<EcnCodepoint>,
 }
 
 /// Why a connection ended.
@@ -161,6 +164,8 @@ pub struct PathInfo {
     pub snapshot: PathSnapshot,
     /// Counters.
     pub stats: PathStats,
+    /// ECN on the path: what this endpoint marks and what the peer reports back.
+    pub ecn: EcnPathInfo,
 }
 
 #[derive(Debug)]
@@ -319,6 +324,10 @@ pub struct Connection {
     /// Whether an ack-eliciting packet was sent since the last packet was received
     /// (idle-timer restart rule of RFC 9000 section 10.1).
     sent_ack_eliciting_since_receive: bool,
+    /// Whether the packets of the transmit being built are marked ECT(0): decided by the
+    /// path's ECN validation at its first packet, so every datagram of a GSO batch agrees
+    /// with the record of its packets.
+    batch_ecn: Option<bool>,
     keep_alive_deadline: Option<Instant>,
     /// When idle paths are probed next ([`TransportConfig::idle_path_probe_interval`]).
     idle_path_probe_deadline: Option<Instant>,
@@ -331,6 +340,10 @@ pub struct Connection {
     /// The path last chosen for stream data while every usable path had room (for
     /// [`ConnectionStats::top_path_switches`]).
     last_top_path: Option<PathId>,
+    /// Reused by every scheduling decision for the paths' snapshots.
+    snapshot_scratch: Vec<PathSnapshot>,
+    /// Reused by every `poll_transmit` for the path IDs.
+    path_id_scratch: Vec<PathId>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -368,6 +381,8 @@ pub(crate) struct ConnectionParams {
     pub qlog: Option<QlogStream>,
     /// The endpoint's cap on connection receive windows.
     pub receive_budget: Option<Arc<ReceiveBudget>>,
+    /// How Handshake and 1-RTT packets are protected.
+    pub packet_protection: PacketProtection,
 }
 
 /// How to build the TLS session once the transport parameters are known.
@@ -407,7 +422,7 @@ impl Connection {
         );
         let mut encoded = Vec::new();
         params.encode(&mut encoded);
-        let tls = match p.tls {
+        let mut tls = match p.tls {
             TlsSessionBuilder::Client {
                 config,
                 server_name,
@@ -415,6 +430,7 @@ impl Connection {
             TlsSessionBuilder::Server { config } => TlsSession::server(config, encoded),
         }
         .map_err(|e| TransportError::internal(format!("TLS setup: {e}")))?;
+        tls.set_packet_protection(p.packet_protection);
         // Initial keys come from the client's first DCID, or after a Retry from the Retry's
         // SCID (RFC 9001 section 5.2).
         let initial_secret_cid = p.retry_scid.unwrap_or(p.original_dcid);
@@ -505,6 +521,7 @@ impl Connection {
             idle_timeout,
             idle_deadline: idle_timeout.map(|t| p.now + t),
             sent_ack_eliciting_since_receive: false,
+            batch_ecn: None,
             keep_alive_deadline: None,
             idle_path_probe_deadline: None,
             packets_since_key_update: 0,
@@ -514,6 +531,8 @@ impl Connection {
             stats: ConnectionStats::default(),
             last_top_path: None,
             config,
+            snapshot_scratch: Vec::new(),
+            path_id_scratch: Vec::new(),
         };
         conn.endpoint_events
             .push_back(EndpointEvent::NewLocalCid(p.local_cid));
@@ -569,6 +588,12 @@ impl Connection {
         self.error.as_ref()
     }
 
+    /// Whether the handshake resumed a session from an earlier connection's ticket
+    /// ([`crate::crypto::enable_session_tickets`]); false until the handshake completes.
+    pub fn is_resumed(&self) -> bool {
+        self.tls.resumed().unwrap_or(false)
+    }
+
     /// The negotiated ALPN protocol.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.tls.alpn_protocol()
@@ -594,6 +619,12 @@ impl Connection {
         self.stats.clone()
     }
 
+    /// How many paths [`Connection::paths`] lists (open ones and those being closed),
+    /// without building their snapshots.
+    pub fn path_count(&self) -> usize {
+        self.paths.len()
+    }
+
     /// The state and counters of every path (open ones and those being closed).
     pub fn paths(&self) -> Vec<PathInfo> {
         self.paths
@@ -601,6 +632,16 @@ impl Connection {
             .map(|p| PathInfo {
                 snapshot: p.snapshot(false),
                 stats: p.stats,
+                ecn: EcnPathInfo {
+                    state: p.ecn.state(),
+                    failure: p.ecn.failure(),
+                    marked_sent: p.ecn.marked(),
+                    peer_reported_ect0: p.ecn.reported().ect0,
+                    peer_reported_ce: p.ecn.reported().ce,
+                    received_ect0: p.space.acks.ecn.ect0,
+                    received_ect1: p.space.acks.ecn.ect1,
+                    received_ce: p.space.acks.ecn.ce,
+                },
             })
             .collect()
     }

@@ -11,6 +11,7 @@ use super::path_manager::Origin;
 use super::spaces::{PacketSpace, SentFrames};
 use super::*;
 use crate::cc::CongestionController;
+use crate::ecn::EcnValidation;
 use crate::recovery::{DeliveryRateEstimator, Pacer, PacerConfig, RttEstimator, SpaceKind};
 
 /// Statistics of one path, reported in summaries.
@@ -141,6 +142,8 @@ pub(crate) struct Path {
     /// [`Self::datagram_queue`].
     pub queued_bytes: u64,
     pub stats: PathStats,
+    /// ECN validation of what this endpoint sends on the path.
+    pub ecn: EcnValidation,
 }
 
 impl std::fmt::Debug for Path {
@@ -210,6 +213,7 @@ impl Path {
             queue_class: None,
             queued_bytes: 0,
             stats: PathStats::default(),
+            ecn: EcnValidation::new(config.ecn),
         }
     }
 

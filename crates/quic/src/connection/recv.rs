@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::crypto::{KeyPhaseMatch, Level};
+use crate::ecn::{self, EcnCodepoint};
 use crate::frame::{Frame, FrameIter};
 use crate::packet::{self, Header, LongType, PacketHeader, PacketKind};
 use bytes::BytesMut;
@@ -16,6 +17,16 @@ struct FrameSummary {
     non_probing: bool,
 }
 
+/// What the handling of each packet needs to know of the datagram that carried it.
+struct DatagramFacts {
+    /// The datagram's size.
+    len: usize,
+    /// Its trailing 16 bytes, if it is long enough to be a Stateless Reset.
+    reset_token: Option<[u8; crate::shared::RESET_TOKEN_SIZE]>,
+    /// The ECN codepoint of its IP header.
+    ecn: Option<EcnCodepoint>,
+}
+
 impl Connection {
     /// Processes one received UDP datagram that the endpoint routed to this connection.
     pub(crate) fn handle_datagram(
@@ -23,6 +34,7 @@ impl Connection {
         now: Instant,
         local: SocketAddr,
         remote: SocketAddr,
+        ecn: Option<EcnCodepoint>,
         mut data: BytesMut,
     ) {
         match self.state {
@@ -37,7 +49,12 @@ impl Connection {
             }
             _ => {}
         }
-        let datagram = data.clone().freeze();
+        // What the packets need of the whole datagram; no copy of it.
+        let datagram = DatagramFacts {
+            len: data.len(),
+            reset_token: packet::stateless_reset_token_candidate(&data).copied(),
+            ecn,
+        };
         let mut first_dcid: Option<ConnectionId> = None;
         let mut counted = false;
         while !data.is_empty() {
@@ -77,7 +94,7 @@ impl Connection {
         remote: SocketAddr,
         header: PacketHeader,
         mut packet: BytesMut,
-        datagram: &Bytes,
+        datagram: &DatagramFacts,
         counted: &mut bool,
     ) -> Result<(), TransportError> {
         let (kind, pn_offset) = match &header.header {
@@ -225,7 +242,7 @@ impl Connection {
                 //# An endpoint detects a potential Stateless Reset using the trailing 16
                 //# bytes of the UDP datagram.
                 if kind == PacketKind::OneRtt
-                    && let Some(token) = packet::stateless_reset_token_candidate(datagram)
+                    && let Some(token) = &datagram.reset_token
                     && self.peer_cids.is_reset_token(token)
                 {
                     self.qlog_event(
@@ -264,7 +281,7 @@ impl Connection {
         }
         if !*counted && let Some(path) = self.paths.get_mut(&path_id) {
             *counted = true;
-            path.on_datagram_received(datagram.len() as u64);
+            path.on_datagram_received(datagram.len as u64);
             // The peer's packets resume on a path whose probe timeouts have backed off,
             // after a silence longer than a probe timeout: the path was out (an outage only
             // the peer's side saw, or one that ended before our next backed-off probe), so
@@ -319,6 +336,12 @@ impl Connection {
         let max_ack_delay = self.config.max_ack_delay;
         let threshold = self.config.ack_eliciting_threshold;
         if let Some(s) = self.space_mut(space) {
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-13.4.1
+            //# ECN counts are only incremented when QUIC packets from the received IP
+            //# packet are processed.
+            if let Some(codepoint) = datagram.ecn {
+                ecn::count(&mut s.acks.ecn, codepoint);
+            }
             let immediate = !matches!(space, AckSpace::Path(_));
             s.acks.on_packet(
                 now,
@@ -460,6 +483,9 @@ impl Connection {
         };
         path.remote = remote;
         path.local = local;
+        if !port_only {
+            path.ecn.revalidate();
+        }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3.1
         //# Until a peer's address is deemed valid, an endpoint limits the amount
         //# of data it sends to that address; see Section 8.

@@ -3,7 +3,7 @@
 use super::paths::MtuDiscovery;
 use super::spaces::{ConnFrame, SentFrames, StreamRange};
 use super::*;
-use crate::frame::{self, Frame};
+use crate::frame::{self, EcnCounts, Frame};
 use crate::packet::{self, LongType};
 use crate::recovery::SentPacket;
 use crate::sched::{Decision, PathSnapshot, PendingData, QosClass};
@@ -64,6 +64,7 @@ impl Connection {
     /// or returns `None` when there is nothing to send now.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        self.batch_ecn = None;
         match self.state {
             State::Drained | State::Draining { .. } => return None,
             State::Closing { .. } => return self.poll_close(now, buf),
@@ -97,8 +98,19 @@ impl Connection {
         {
             self.streams.tune_receive_windows(now, rtt);
         }
-        let ids: Vec<PathId> = self.paths.keys().copied().collect();
-        for &id in &ids {
+        // The path IDs' vector is kept from one call to the next (several per packet).
+        let mut ids = std::mem::take(&mut self.path_id_scratch);
+        ids.clear();
+        ids.extend(self.paths.keys().copied());
+        let transmit = self.poll_paths(now, &ids, buf);
+        self.path_id_scratch = ids;
+        transmit
+    }
+
+    /// The next datagram of the paths `ids`: a probe, else scheduled data, else
+    /// acknowledgments and control frames.
+    fn poll_paths(&mut self, now: Instant, ids: &[PathId], buf: &mut Vec<u8>) -> Option<Transmit> {
+        for &id in ids {
             if let Some(t) = self.poll_path_probes(now, id, buf) {
                 return Some(t);
             }
@@ -108,7 +120,7 @@ impl Connection {
         }
         // No data packet is leaving now (or none could take them): acknowledgments and
         // control frames go on their own.
-        for &id in &ids {
+        for &id in ids {
             if let Some(t) = self.poll_path_leftovers(now, id, buf) {
                 return Some(t);
             }
@@ -147,6 +159,8 @@ impl Connection {
         }
         let wants_1rtt = self.handshake_complete && self.has_1rtt_content(now, PathId::ZERO);
         let mut built_any = false;
+        // Handshake datagrams are not marked: ECN is validated on 1-RTT packets only.
+        self.batch_ecn = Some(false);
         if wants_initial {
             let last = !wants_handshake && !wants_1rtt;
             let opts = BuildOptions {
@@ -595,15 +609,15 @@ impl Connection {
     /// The classes with stream data or datagrams waiting, most demanding first; just
     /// [`QosClass::BestEffort`] when nothing waits (the scheduler is then asked about control
     /// frames only).
-    fn waiting_classes(&self) -> Vec<QosClass> {
-        let mut classes: Vec<QosClass> = QosClass::BY_DEMAND
-            .into_iter()
-            .filter(|c| self.datagrams.queued(*c) > 0 || self.streams.has_stream_data_of(*c))
-            .collect();
-        if classes.is_empty() {
-            classes.push(QosClass::BestEffort);
+    fn waiting_classes(&self) -> impl Iterator<Item = QosClass> + use<> {
+        let waiting =
+            |c: QosClass| self.datagrams.queued(c) > 0 || self.streams.has_stream_data_of(c);
+        // Without allocating: this runs for every packet.
+        let mut classes = QosClass::BY_DEMAND.map(|c| waiting(c).then_some(c));
+        if classes.iter().all(Option::is_none) {
+            classes[0] = Some(QosClass::BestEffort);
         }
-        classes
+        classes.into_iter().flatten()
     }
 
     /// What of `class` waits to be sent, as the scheduler sees it.
@@ -623,7 +637,9 @@ impl Connection {
     fn schedule(&mut self, now: Instant, pending: &PendingData) -> Decision {
         let pacing = self.config.pacing;
         let held_back = self.held_back_paths();
-        let mut snapshots = Vec::with_capacity(self.paths.len());
+        // The snapshots' vector is kept from one decision to the next (one per packet).
+        let mut snapshots = std::mem::take(&mut self.snapshot_scratch);
+        snapshots.clear();
         for path in self.paths.values_mut() {
             if path.state == PathState::Abandoned || self.peer_cids.active(path.id).is_none() {
                 continue;
@@ -642,16 +658,19 @@ impl Connection {
             };
             snapshots.push(path.snapshot(can_send));
         }
-        if pending.is_empty() {
+        let decision = if pending.is_empty() {
             // Control frames only: the first working path that can send now (the backup
             // rule and potentially failed paths as for data), else the first path that can.
             let now_ready = |s: &&PathSnapshot| s.can_send && s.pacing_release.is_none();
-            return crate::sched::preferred_paths(&snapshots)
+            crate::sched::preferred_paths(&snapshots)
                 .find(now_ready)
                 .or_else(|| snapshots.iter().find(now_ready))
-                .map_or(Decision::Wait, |s| Decision::Send(s.id));
-        }
-        self.scheduler.schedule(now, &snapshots, pending)
+                .map_or(Decision::Wait, |s| Decision::Send(s.id))
+        } else {
+            self.scheduler.schedule(now, &snapshots, pending)
+        };
+        self.snapshot_scratch = snapshots;
+        decision
     }
 
     /// CONNECTION_CLOSE while closing.
@@ -1042,8 +1061,12 @@ impl Connection {
                 _ => None,
             };
             let room = end.saturating_sub(buf.len());
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-13.4.1
+            //# Even if an endpoint does not set an ECT field in packets it sends, the endpoint
+            //# MUST provide feedback about ECN markings it receives, if these are accessible.
+            let ecn = (s.acks.ecn != EcnCounts::default()).then_some(&s.acks.ecn);
             let Some(encoded) =
-                frame::encode_ack(buf, path_field, &s.acks.received, delay, None, room)
+                frame::encode_ack(buf, path_field, &s.acks.received, delay, ecn, room)
             else {
                 continue;
             };
@@ -1329,6 +1352,11 @@ impl Connection {
             size,
             segment_size,
             path: path_id,
+            ecn: self
+                .batch_ecn
+                .take()
+                .unwrap_or(false)
+                .then_some(EcnCodepoint::Ect0),
         })
     }
 }

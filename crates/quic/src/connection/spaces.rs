@@ -1,6 +1,7 @@
 //! Packet-number-space state: what was received (for acknowledgments) and what was sent
 //! (for loss recovery), plus what each sent packet carried so it can be retransmitted.
 
+use crate::frame::EcnCounts;
 use crate::range_set::RangeSet;
 use crate::recovery::{SpaceKind, SpaceRecovery};
 use crate::shared::{PathId, StreamId};
@@ -26,6 +27,8 @@ pub(crate) struct AckTracker {
     pub immediate: bool,
     /// Latest time an ACK may wait until.
     pub deadline: Option<Instant>,
+    /// ECN codepoints of the packets received, reported in ACK frames.
+    pub ecn: EcnCounts,
 }
 
 impl AckTracker {
@@ -170,6 +173,8 @@ pub(crate) struct SentFrames {
     pub datagram_bytes: u64,
     /// The packet was a PMTU probe of this size.
     pub mtu_probe: Option<u16>,
+    /// The packet left marked ECT(0).
+    pub ect0: bool,
 }
 
 impl SentFrames {

@@ -6,6 +6,28 @@ use super::loss::Requeue;
 use super::*;
 use crate::recovery::pto_duration;
 
+/// The packet number spaces whose packets count against one path (see
+/// `Connection::spaces_of`): Initial and Handshake for path 0 while they exist, then the
+/// path's own.
+struct SpacesOf<'a> {
+    spaces: [(AckSpace, &'a PacketSpace); 3],
+    n: usize,
+}
+
+impl<'a> SpacesOf<'a> {
+    fn push(&mut self, space: (AckSpace, &'a PacketSpace)) {
+        self.spaces[self.n] = space;
+        self.n += 1;
+    }
+}
+
+impl<'a> std::ops::Deref for SpacesOf<'a> {
+    type Target = [(AckSpace, &'a PacketSpace)];
+    fn deref(&self) -> &Self::Target {
+        &self.spaces[..self.n]
+    }
+}
+
 impl Connection {
     /// The earliest time [`Connection::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -109,6 +131,8 @@ impl Connection {
         //= https://www.rfc-editor.org/rfc/rfc9001#section-6.5
         //# An endpoint SHOULD retain old read keys for no more than three times the PTO
         //# after having received a packet protected using the new keys.
+        // The PTO is only worked out while an old key waits to be discarded.
+        keys.old_key_confirmed_at()?;
         keys.old_key_deadline(3 * self.largest_pto())
     }
 
@@ -152,18 +176,23 @@ impl Connection {
     }
 
     /// The spaces whose packets count against `path`.
-    fn spaces_of<'a>(&'a self, path: &'a Path) -> Vec<(AckSpace, &'a PacketSpace)> {
-        let mut v = Vec::with_capacity(3);
+    fn spaces_of<'a>(&'a self, path: &'a Path) -> SpacesOf<'a> {
+        // On the stack: this runs for every path whenever a deadline is computed.
+        let own = (AckSpace::Path(path.id), &path.space);
+        let mut spaces = SpacesOf {
+            spaces: [own; 3],
+            n: 0,
+        };
         if path.id == PathId::ZERO {
             if let Some(h) = self.initial.as_ref() {
-                v.push((AckSpace::Initial, &h.space));
+                spaces.push((AckSpace::Initial, &h.space));
             }
             if let Some(h) = self.handshake.as_ref() {
-                v.push((AckSpace::Handshake, &h.space));
+                spaces.push((AckSpace::Handshake, &h.space));
             }
         }
-        v.push((AckSpace::Path(path.id), &path.space));
-        v
+        spaces.push(own);
+        spaces
     }
 
     //= https://www.rfc-editor.org/rfc/rfc9002#appendix-A.8

@@ -12,6 +12,7 @@
 
 use super::CryptoError;
 use super::protect::{open_packet, seal_packet};
+use super::simulated::PacketProtection;
 use crate::shared::PathId;
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, PacketKeySet, Secrets};
 use std::collections::BTreeMap;
@@ -68,6 +69,8 @@ pub struct OneRttKeys {
     next: PacketKeySet,
     /// Secrets of the generation after `next`.
     secrets: Secrets,
+    /// How every generation's keys protect packets.
+    protection: PacketProtection,
     key_phase: bool,
     generation: u64,
     previous: Option<PreviousKey>,
@@ -103,11 +106,18 @@ impl OneRttKeys {
     /// Builds the key state from the first 1-RTT keys and the secrets of the next
     /// generation, as rustls hands them out (`rustls::quic::KeyChange::OneRtt`).
     pub fn new(keys: Keys, next: Secrets) -> Self {
+        Self::with_protection(keys, next, PacketProtection::Aead)
+    }
+
+    /// As [`OneRttKeys::new`], with every key generation protecting packets as
+    /// `protection` says.
+    pub fn with_protection(keys: Keys, next: Secrets, protection: PacketProtection) -> Self {
+        let keys = protection.keys(keys);
         let mut secrets = next;
         //= https://www.rfc-editor.org/rfc/rfc9001#section-6.3
         //# Endpoints are generally expected to have current and next receive packet
         //# protection keys available.
-        let next = secrets.next_packet_keys();
+        let next = protection.packet_keys(secrets.next_packet_keys());
         let confidentiality_limit = keys.local.packet.confidentiality_limit();
         let integrity_limit = keys.remote.packet.integrity_limit();
         OneRttKeys {
@@ -117,6 +127,7 @@ impl OneRttKeys {
             remote: keys.remote.packet,
             next,
             secrets,
+            protection,
             //= https://www.rfc-editor.org/rfc/rfc9001#section-6
             //# The Key Phase bit is initially set to 0 for the first set of 1-RTT
             //# packets and toggled to signal each subsequent key update.
@@ -397,7 +408,8 @@ impl OneRttKeys {
     /// Moves to the next key generation. `received_at` is set when the update was caused by
     /// a packet that the new keys opened.
     fn rotate(&mut self, received_at: Option<Instant>) {
-        let next = std::mem::replace(&mut self.next, self.secrets.next_packet_keys());
+        let following = self.protection.packet_keys(self.secrets.next_packet_keys());
+        let next = std::mem::replace(&mut self.next, following);
         let old_remote = std::mem::replace(&mut self.remote, next.remote);
         self.local = next.local;
         self.previous = Some(PreviousKey {
@@ -429,10 +441,13 @@ impl OneRttKeys {
     /// When the previous receive key should be discarded: `three_pto` after the first packet
     /// opened with the newer keys. `None` if there is no old key or no such packet yet.
     pub fn old_key_deadline(&self, three_pto: Duration) -> Option<Instant> {
-        self.previous
-            .as_ref()?
-            .new_keys_confirmed_at?
-            .checked_add(three_pto)
+        self.old_key_confirmed_at()?.checked_add(three_pto)
+    }
+
+    /// When the first packet opened with the newer keys arrived, while the previous receive
+    /// key is retained: the start of [`OneRttKeys::old_key_deadline`]'s wait.
+    pub fn old_key_confirmed_at(&self) -> Option<Instant> {
+        self.previous.as_ref()?.new_keys_confirmed_at
     }
 
     /// Discards the previous receive key if its deadline ([`OneRttKeys::old_key_deadline`])

@@ -6,6 +6,8 @@
 //!   packet protection keys as [`KeyChange`]s.
 //! - [`initial_keys`], [`seal_packet`], [`open_packet`], [`protect_header`],
 //!   [`unprotect_header`]: packet and header protection for one packet in a buffer.
+//! - [`PacketProtection`]: the AEAD, or for simulations only a stand-in that keeps the
+//!   wire format and skips the cryptography.
 //! - [`OneRttKeys`]: 1-RTT keys with key updates (RFC 9001 section 6) and AEAD usage limits.
 //! - [`retry_integrity_tag`] / [`verify_retry_integrity`]: the Retry Integrity Tag.
 //! - [`ResetKey`]: stateless reset tokens; [`TokenKey`]: address validation tokens for Retry.
@@ -22,6 +24,7 @@ mod config;
 mod key_update;
 mod protect;
 mod retry;
+mod simulated;
 mod tls;
 mod token;
 
@@ -30,15 +33,16 @@ mod testing;
 
 pub use config::{
     CertificateAndKey, CipherSuites, ConfigError, ServerVerification, client_config,
-    client_config_with, crypto_provider, crypto_provider_with, load_certificate_chain,
-    load_private_key, self_signed_certificate, self_signed_certificate_from_seed, server_config,
-    server_config_with,
+    client_config_with, crypto_provider, crypto_provider_with, enable_session_tickets,
+    load_certificate_chain, load_private_key, self_signed_certificate,
+    self_signed_certificate_from_seed, server_config, server_config_with,
 };
 pub use key_update::{KeyPhaseMatch, OneRttKeys, Opened};
 pub use protect::{
     QUIC_VERSION_1, initial_keys, open_packet, protect_header, seal_packet, unprotect_header,
 };
 pub use retry::{RETRY_INTEGRITY_TAG_LEN, retry_integrity_tag, verify_retry_integrity};
+pub use simulated::PacketProtection;
 pub use tls::{KeyChange, Level, TlsSession};
 pub use token::{ResetKey, RetryToken, TokenError, TokenKey};
 

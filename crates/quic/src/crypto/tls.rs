@@ -2,6 +2,7 @@
 
 use super::config::ConfigError;
 use super::key_update::OneRttKeys;
+use super::simulated::PacketProtection;
 use crate::error::{TransportError, TransportErrorCode};
 use crate::shared::Side;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -70,6 +71,8 @@ pub struct TlsSession {
     pending: VecDeque<Pending>,
     /// Boundaries of TLS handshake messages in the data received at the read level.
     framing: MessageFraming,
+    /// How the Handshake and 1-RTT keys handed out protect packets.
+    protection: PacketProtection,
 }
 
 /// A chunk of TLS output: bytes at one level, then possibly new keys.
@@ -138,7 +141,14 @@ impl TlsSession {
             produced_level: Level::Initial,
             pending: VecDeque::new(),
             framing: MessageFraming::default(),
+            protection: PacketProtection::Aead,
         }
+    }
+
+    /// Protects the packets of the Handshake and 1-RTT keys handed out from now on with
+    /// `protection` ([`PacketProtection::Aead`] unless set).
+    pub fn set_packet_protection(&mut self, protection: PacketProtection) {
+        self.protection = protection;
     }
 
     /// Starts a client handshake with `server_name` (a DNS name or an IP address), sending
@@ -286,10 +296,10 @@ impl TlsSession {
         let pending = self.pending.pop_front()?;
         buf.extend_from_slice(&pending.bytes);
         Some(match pending.change? {
-            quic::KeyChange::Handshake { keys } => KeyChange::Handshake(keys),
-            quic::KeyChange::OneRtt { keys, next } => {
-                KeyChange::OneRtt(Box::new(OneRttKeys::new(keys, next)))
-            }
+            quic::KeyChange::Handshake { keys } => KeyChange::Handshake(self.protection.keys(keys)),
+            quic::KeyChange::OneRtt { keys, next } => KeyChange::OneRtt(Box::new(
+                OneRttKeys::with_protection(keys, next, self.protection),
+            )),
         })
     }
 
@@ -331,6 +341,14 @@ impl TlsSession {
             quic::Connection::Client(_) => self.requested_server_name.as_deref(),
             quic::Connection::Server(conn) => conn.server_name(),
         }
+    }
+
+    /// Whether the handshake resumed an earlier session (a PSK from a session ticket, RFC
+    /// 8446 section 2.2) instead of authenticating with a certificate; `None` until known.
+    pub fn resumed(&self) -> Option<bool> {
+        self.conn
+            .handshake_kind()
+            .map(|k| k == rustls::HandshakeKind::Resumed)
     }
 
     /// The negotiated cipher suite, once known.

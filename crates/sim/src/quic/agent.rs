@@ -156,7 +156,7 @@ impl QuicAgent {
         }
         if self.app.client {
             open_paths(conn, t, &mut self.extra_paths, self.extra_status);
-            let open = conn.paths().len();
+            let open = conn.path_count();
             let mut o = self.app.c.outcome.borrow_mut();
             o.client_paths = o.client_paths.max(open);
         }
@@ -237,6 +237,7 @@ impl Agent for QuicAgent {
             t,
             datagram.dst,
             datagram.src,
+            None,
             BytesMut::from(datagram.payload),
         );
         self.service(now);

@@ -35,7 +35,8 @@ use bytes::{Bytes, BytesMut};
 use polypath_link::LinkEvent;
 use polypath_quic::cc::factory_by_name;
 use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate_from_seed, server_config,
+    PacketProtection, ServerVerification, client_config, self_signed_certificate_from_seed,
+    server_config,
 };
 use polypath_quic::pm::PathManagerFactory;
 use polypath_quic::qlog::QlogFactory;
@@ -558,8 +559,8 @@ impl QuicFactory {
         let mut client_transport = transport(client_cc);
         Arc::make_mut(&mut client_transport).path_manager = p.path_manager.clone();
         client_config.transport = client_transport;
-        let mut client_ep = EndpointConfig::from_seed(p.seeds.0);
-        let mut server_ep = EndpointConfig::from_seed(p.seeds.1);
+        let mut client_ep = endpoint_config(p.seeds.0, p.scenario);
+        let mut server_ep = endpoint_config(p.seeds.1, p.scenario);
         if qlog {
             let name = &p.scenario.flows[p.flow].name;
             client_ep.qlog = self.qlog(name, p.index, "client")?;
@@ -591,6 +592,17 @@ impl QuicFactory {
         client.path_manager_params = p.path_manager_params.clone();
         Ok((Box::new(client), Box::new(server)))
     }
+}
+
+/// An endpoint's configuration: secrets and randomness from `seed`, packet protection as
+/// the scenario's `[sim] packet_protection` says.
+fn endpoint_config(seed: u64, scenario: &Scenario) -> EndpointConfig {
+    let mut config = EndpointConfig::from_seed(seed);
+    config.packet_protection = match scenario.sim.packet_protection {
+        polypath_scenario::PacketProtection::Aead => PacketProtection::Aead,
+        polypath_scenario::PacketProtection::Simulated => PacketProtection::Simulated,
+    };
+    config
 }
 
 #[cfg(test)]
@@ -665,6 +677,31 @@ mod tests {
         assert_eq!(predicted(conn), Some(42_000_000));
         conn.handle_link_event(now, &event(f64::NAN), Some(local.ip()));
         assert_eq!(predicted(conn), Some(42_000_000));
+    }
+
+    /// The scenario's `[sim] packet_protection` reaches the endpoints.
+    #[test]
+    fn endpoints_protect_packets_as_the_scenario_says() {
+        let src = |key: &str| {
+            format!("name = \"p\"\n[sim]\nduration = \"1s\"\n{key}\n[[host]]\nname = \"h\"\n")
+        };
+        let file = Path::new("inline.toml");
+        for (key, expected) in [
+            ("packet_protection = \"aead\"", PacketProtection::Aead),
+            (
+                "packet_protection = \"simulated\"",
+                PacketProtection::Simulated,
+            ),
+            ("", PacketProtection::Simulated),
+        ] {
+            let s = Scenario::parse(&src(key), file).unwrap();
+            assert_eq!(endpoint_config(1, &s).packet_protection, expected, "{key}");
+        }
+        let err = Scenario::parse(&src("packet_protection = \"none\""), file)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sim.packet_protection"), "{err}");
+        assert!(err.starts_with("inline.toml:4: "), "{err}");
     }
 
     #[test]

@@ -44,7 +44,7 @@ fn encode(frames: &[Frame]) -> Vec<u8> {
 fn to_server(pair: &mut Pair, from: SocketAddr, datagram: &[u8]) {
     let now = pair.now;
     pair.server
-        .handle(now, server_addr(), from, BytesMut::from(datagram));
+        .handle(now, server_addr(), from, None, BytesMut::from(datagram));
 }
 
 /// Runs the server alone (nothing reaches the client or the victim) for `limit` of virtual

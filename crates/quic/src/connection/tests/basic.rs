@@ -83,7 +83,32 @@ fn idle_for(pair: &mut Pair, d: Duration) {
 
 #[test]
 fn key_update_mid_transfer() {
-    let mut pair = Pair::default_pair();
+    key_updates_mid_transfer(&mut Pair::default_pair());
+}
+
+/// Simulated packet protection (the simulator's) goes through the same key updates as the
+/// AEAD, with datagrams of the same sizes; and it does leave the payload in the clear.
+#[test]
+fn simulated_protection_updates_keys_and_keeps_datagram_sizes() {
+    use crate::crypto::PacketProtection;
+    let runs = [PacketProtection::Aead, PacketProtection::Simulated].map(|protection| {
+        let mut pair = Pair::with_packet_protection(protection);
+        key_updates_mid_transfer(&mut pair);
+        pair.client_sent.clone()
+    });
+    let sizes = |sent: &[Vec<u8>]| sent.iter().map(Vec::len).collect::<Vec<_>>();
+    assert!(runs[0].len() > 100, "{} datagrams", runs[0].len());
+    assert_eq!(sizes(&runs[0]), sizes(&runs[1]));
+    // The client's request travels in the clear only under simulated protection.
+    let clear = |sent: &[Vec<u8>]| {
+        sent.iter()
+            .any(|d| d.windows(8).any(|w| w == &expected_payload(1_000)[..8]))
+    };
+    assert!(!clear(&runs[0]));
+    assert!(clear(&runs[1]));
+}
+
+fn key_updates_mid_transfer(pair: &mut Pair) {
     pair.handshake();
     // Exchange some data so a packet of the current key phase is acknowledged, then wait
     // the three PTOs draft-ietf-quic-multipath-21 section 2.5 recommends.
@@ -91,7 +116,7 @@ fn key_update_mid_transfer() {
         pair.transfer(100_000, Duration::from_secs(5)).len(),
         100_000
     );
-    idle_for(&mut pair, Duration::from_secs(1));
+    idle_for(pair, Duration::from_secs(1));
     let now = pair.now;
     assert!(
         pair.client().force_key_update(now),
@@ -111,7 +136,7 @@ fn key_update_mid_transfer() {
         1,
         "the server followed the client's key phase"
     );
-    idle_for(&mut pair, Duration::from_secs(1));
+    idle_for(pair, Duration::from_secs(1));
     let now = pair.now;
     assert!(
         pair.server().force_key_update(now),
@@ -223,6 +248,7 @@ fn server_answers_unknown_versions_with_version_negotiation() {
                 now,
                 server_addr(),
                 client_addr(),
+                None,
                 BytesMut::from(&dgram[..])
             )
             .is_none()
@@ -249,6 +275,7 @@ fn server_answers_unknown_versions_with_version_negotiation() {
         now,
         server_addr(),
         client_addr(),
+        None,
         BytesMut::from(&dgram[..]),
     );
     assert!(server.poll_transmit(now, &mut buf).is_none());
@@ -260,6 +287,10 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
     let now = pair.now;
     let client_scid = pair.client().local_handshake_cid;
     let server_dcid = pair.client().original_dcid;
+    let deliver = |pair: &mut Pair, vn: &[u8]| {
+        pair.client
+            .handle(now, client_addr(), server_addr(), None, BytesMut::from(vn))
+    };
     let mut vn = Vec::new();
     // Listing the version the client uses: ignored.
     crate::packet::write_version_negotiation(
@@ -270,8 +301,7 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
         &[crate::packet::VERSION_1, 0xff00_001d],
         None,
     );
-    pair.client
-        .handle(now, client_addr(), server_addr(), BytesMut::from(&vn[..]));
+    deliver(&mut pair, &vn);
     assert!(!pair.client().is_closed());
     vn.clear();
     crate::packet::write_version_negotiation(
@@ -282,8 +312,7 @@ fn client_gives_up_on_version_negotiation_without_common_version() {
         &[0xff00_001d],
         None,
     );
-    pair.client
-        .handle(now, client_addr(), server_addr(), BytesMut::from(&vn[..]));
+    deliver(&mut pair, &vn);
     assert_eq!(
         pair.client().close_reason(),
         Some(&ConnectionError::VersionMismatch)
@@ -372,8 +401,13 @@ fn endpoint_survives_garbage_then_transfers() {
         if !data.is_empty() && i % 7 == 0 {
             data[0] |= 0x80;
         }
-        pair.server
-            .handle(now, server_addr(), client_addr(), BytesMut::from(&data[..]));
+        pair.server.handle(
+            now,
+            server_addr(),
+            client_addr(),
+            None,
+            BytesMut::from(&data[..]),
+        );
         let mut buf = Vec::new();
         while pair.server.poll_transmit(now, &mut buf).is_some() {}
     }
@@ -472,4 +506,45 @@ fn receive_window_grows_with_need_and_keeps_pace_with_a_fixed_large_one() {
     assert!(tuned.1 > initial, "the window did not grow");
     assert!(tuned.0.as_secs_f64() < 1.2 * large.0.as_secs_f64());
     assert!(small.0.as_secs_f64() > 1.3 * tuned.0.as_secs_f64());
+}
+
+/// A second connection with the same client configuration resumes the first one's session
+/// when the server sends tickets, and does a full handshake when it does not.
+#[test]
+fn a_second_connection_resumes_with_the_servers_ticket() {
+    for tickets in [true, false] {
+        let (client_tls, server_tls) = tls_configs();
+        let mut server_tls = (*server_tls).clone();
+        if tickets {
+            crate::crypto::enable_session_tickets(&mut server_tls);
+        }
+        let client_config = ClientConfig::new(client_tls);
+        let mut pair = Pair::with_configs(
+            client_config.clone(),
+            ServerConfig::new(Arc::new(server_tls)),
+            EndpointConfig::from_seed(1),
+        );
+        pair.handshake();
+        assert_eq!(pair.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+        assert!(!pair.client().is_resumed());
+        let now = pair.now;
+        pair.client().close(now, VarInt::from_u32(0), b"");
+        pair.run_until(Duration::from_secs(5), |p| p.client().is_closed());
+        // The second connection, from the same client endpoint and configuration.
+        pair.client_conn = pair
+            .client
+            .connect(
+                now,
+                client_config.clone(),
+                client_addr(),
+                server_addr(),
+                "localhost",
+            )
+            .unwrap();
+        pair.server_conn = None;
+        pair.handshake();
+        assert_eq!(pair.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+        assert_eq!(pair.client().is_resumed(), tickets);
+        assert_eq!(pair.server().is_resumed(), tickets);
+    }
 }

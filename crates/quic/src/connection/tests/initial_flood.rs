@@ -48,7 +48,7 @@ fn undecryptable_initials_leave_no_state() {
         assert_eq!(dgram.len(), 1200);
         assert!(
             pair.server
-                .handle(now, server_addr(), from, BytesMut::from(&dgram[..]))
+                .handle(now, server_addr(), from, None, BytesMut::from(&dgram[..]))
                 .is_none()
         );
     }
@@ -90,6 +90,7 @@ fn undecryptable_initials_are_dropped_before_retry_and_limits() {
             now,
             server_addr(),
             client_addr2(),
+            None,
             BytesMut::from(&dgram[..]),
         );
     }
@@ -169,7 +170,7 @@ fn handshake_under_load(clients: u16) -> Pair {
         let t = other.poll_transmit(now, &mut buf).expect("a first Initial");
         buf.truncate(t.size);
         pair.server
-            .handle(now, server_addr(), from, BytesMut::from(&buf[..]));
+            .handle(now, server_addr(), from, None, BytesMut::from(&buf[..]));
     }
     // The other clients' handshakes stay in progress: their answers go nowhere.
     let mut buf = Vec::new();

@@ -4,6 +4,7 @@
 
 mod attacks;
 mod basic;
+mod ecn;
 mod initial_flood;
 mod multipath;
 mod path_manager;
