@@ -69,6 +69,11 @@ pub enum Case {
     ChaCha20,
     /// The handshake and an upload over IPv6 loopback (`::1`); each side sees an IPv6 peer.
     Ipv6,
+    /// ECN (RFC 9000 section 13.4) over loopback, an upload then a download: polypath's
+    /// marks validate (the peer read the ECT(0) codepoints and reported them in ACK_ECN
+    /// frames that add up), and the peer's marks keep coming to the end (it validated
+    /// polypath's reports in turn, or it would have stopped marking).
+    Ecn,
     /// hq-interop with [`MULTIPLEX_FILES`] files at once under small flow-control windows
     /// and stream limits ([`crate::peer::SMALL_WINDOWS`]), so that MAX_STREAMS,
     /// MAX_STREAM_DATA and MAX_DATA must keep coming.
@@ -80,7 +85,7 @@ pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 22] = [
+    pub const ALL: [Case; 23] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -92,6 +97,7 @@ impl Case {
         Case::Close,
         Case::ChaCha20,
         Case::Ipv6,
+        Case::Ecn,
         Case::HqInterop,
         Case::Multiplexing,
         Case::MultipathHandshake,
@@ -129,6 +135,7 @@ impl Case {
             Case::HqInterop => "hq-interop",
             Case::ChaCha20 => "chacha20",
             Case::Ipv6 => "ipv6",
+            Case::Ecn => "ecn",
             Case::Multiplexing => "multiplexing",
         }
     }
@@ -287,6 +294,7 @@ pub async fn run(
         Case::Close => close(ctx, &pair).await,
         Case::ChaCha20 => chacha20(ctx, &pair).await,
         Case::Ipv6 => ipv6(ctx, &pair).await,
+        Case::Ecn => ecn(ctx, &pair).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -426,6 +434,44 @@ async fn chacha20(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
         "{suite:?} agreed (client offered only it); upload: {}",
         t.summary(),
         suite = suite.unwrap_or(rustls::CipherSuite::Unknown(0))
+    ))
+}
+
+/// Of the marked packets a peer sends, the share that must arrive marked after the first
+/// few: a peer whose validation of polypath's reports failed stops marking after ten or so.
+const ECN_MARKED_SHARE: f64 = 0.9;
+
+async fn ecn(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let up = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let down = transfer(ctx, pair, Direction::Download, |_| {}).await?;
+    let polypath = if pair.client.stack() == Stack::Polypath {
+        &pair.client
+    } else {
+        &pair.server
+    };
+    let Some((ecn, received)) = polypath.ecn() else {
+        return Err("polypath reports no path".into());
+    };
+    if ecn.state != polypath_quic::ecn::EcnState::Capable {
+        return Err(format!(
+            "polypath's marks did not validate: {} ({})",
+            ecn.state.name(),
+            ecn.failure.unwrap_or("no reason")
+        ));
+    }
+    let marked = ecn.received_ect0 + ecn.received_ect1 + ecn.received_ce;
+    if (marked as f64) < ECN_MARKED_SHARE * received as f64 {
+        return Err(format!(
+            "only {marked} of the {received} packets from the peer carried an ECN mark"
+        ));
+    }
+    Ok(format!(
+        "polypath's marks validated ({} sent ECT(0), the peer reported {}); {marked} of \
+         {received} packets from the peer marked ECT(0); upload: {}; download: {}",
+        ecn.marked_sent,
+        ecn.peer_reported_ect0,
+        up.summary(),
+        down.summary()
     ))
 }
 

@@ -554,6 +554,18 @@ impl Conn {
         }
     }
 
+    /// For polypath: ECN on the first path, and the packets received on it.
+    pub fn ecn(&self) -> Option<(polypath_quic::ecn::EcnPathInfo, u64)> {
+        match self {
+            Conn::Polypath(c) => {
+                let paths = c.paths();
+                let first = paths.first()?;
+                Some((first.ecn, first.stats.packets_received))
+            }
+            Conn::Noq { .. } => None,
+        }
+    }
+
     /// The peer's address (of the first path).
     pub fn peer_addr(&self) -> Option<SocketAddr> {
         match self {
