@@ -707,7 +707,17 @@ async fn noq_client(
         );
         conn.close(0u32.into(), b"done");
         result
-            .map(|_| mp_log)
+            .map(|files| {
+                let stalls: u32 = files.iter().map(|f| f.stalls).sum();
+                if stalls > 0 {
+                    format!(
+                        "{mp_log}; noq's reading task was not woken {stalls} times although \
+                         data was there (a new read found it)"
+                    )
+                } else {
+                    mp_log
+                }
+            })
             .map_err(|e| format!("{e} ({received})"))
     };
     let fetched = tokio::time::timeout(options.timeout, fetched)
@@ -720,8 +730,11 @@ async fn noq_client(
         });
     endpoint.close(0u32.into(), b"");
     let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
-    // The server prints one JSON line per connection once it ends.
-    let report = script.line(Duration::from_secs(10)).await;
+    // The server prints one JSON line per connection once it ends: at once if it saw the
+    // client's CONNECTION_CLOSE, else after its idle timeout (30 s), which is noted.
+    let waited = Instant::now();
+    let report = script.line(Duration::from_secs(45)).await;
+    let report_wait = waited.elapsed();
     let (_, stderr) = script.output();
     let mp_log = fetched.map_err(|e| format!("{e}; server: {}", last_lines(&stderr)))?;
     let report: Value = report
@@ -732,6 +745,13 @@ async fn noq_client(
         .ok_or_else(|| format!("the server printed no report: {}", last_lines(&stderr)))?;
     let bytes = site.check_downloads(&downloads)?;
     let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
+    if report_wait > Duration::from_secs(10) {
+        checks.push(format!(
+            "NOTE: the server ended the connection {:.0} s after the client closed it (it \
+             missed the CONNECTION_CLOSE)",
+            report_wait.as_secs_f64()
+        ));
+    }
     check_keylog(dir, &mut checks)?;
     let qlogs = check_qlog(dir)?;
     let servers = qlogs
