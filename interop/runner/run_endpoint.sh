@@ -54,9 +54,10 @@ case "$TESTCASE" in
         client_opts+=(--scheduler rr)
         server_opts+=(--scheduler rr)
         ;;
-      # Path 1 abandoned once it has received 64 kB, in the middle of the download.
+      # Path 1 abandoned once it has received 8 kB (it carries data: it is in use), in the
+      # middle of the download.
       multipath-abandon)
-        client_opts+=(--scheduler rr --abandon-path 1@64kB)
+        client_opts+=(--scheduler rr --abandon-path 1@8kB)
         server_opts+=(--scheduler rr)
         ;;
       # The second path opened as a backup (PATH_STATUS_BACKUP); the server's default
