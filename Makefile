@@ -33,9 +33,9 @@ lab-deps: $(VENV)/.installed
 # Debian packages the emulator and its tests use: iproute2 (namespaces, routes, MPTCP
 # endpoints), procps (sysctl inside a namespace), iputils-ping, python3, iptables (the
 # M2HO daemon's NFQUEUE rules), curl and nftables (the gateway's NAT and its tests' HTTP
-# client). Installed when missing and running as root (CI is root); otherwise the emulator
-# tests say why they skip.
-EMU_DEBS := iproute2:ip procps:sysctl iputils-ping:ping python3:python3 iptables:iptables curl:curl nftables:nft
+# client), shellcheck (the interop runner's run_endpoint.sh is checked with it). Installed
+# when missing and running as root (CI is root); otherwise the tests say why they skip.
+EMU_DEBS := iproute2:ip procps:sysctl iputils-ping:ping python3:python3 iptables:iptables curl:curl nftables:nft shellcheck:shellcheck
 system-deps:
 	@missing=""; for d in $(EMU_DEBS); do command -v $${d#*:} >/dev/null 2>&1 || missing="$$missing $${d%%:*}"; done; \
 	if [ -n "$$missing" ]; then \

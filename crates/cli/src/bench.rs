@@ -377,6 +377,8 @@ async fn polypath_run(
         rate: None,
         message_size: None,
         no_ecn: false,
+        cipher: crate::setup::Cipher::All,
+        key_update: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

@@ -2,7 +2,9 @@
 //! both ends, summarised as JSON on stdout.
 
 use crate::feed::{FeedArgs, FeedCounts, LinkEvents};
-use crate::setup::{End, TransportArgs, VerifyArgs, WeightChangeReport, client_tls};
+use crate::setup::{
+    AppProtocol, End, TransportArgs, VerifyArgs, WeightChangeReport, client_tls, parse_alpn,
+};
 use crate::transfer::{
     CHUNK, ConnectionReport, DIGEST_LEN, Direction, MAX_REPORT_LEN, Request, STATUS_OK,
     confirm_upload, goodput_mbps, parse_size, read_exact, receive_object, send_generated,
@@ -31,9 +33,20 @@ const DEFAULT_SIZE: u64 = 100_000_000;
 #[derive(Debug, Args)]
 pub struct ClientArgs {
     /// The server: `HOST:PORT`, HOST an IP address or a name to resolve (`[::1]:4433` for
-    /// IPv6).
-    #[arg(long, value_name = "HOST:PORT")]
-    connect: String,
+    /// IPv6). Default with --url: the first URL's host and port.
+    #[arg(long, value_name = "HOST:PORT", required_unless_present = "urls")]
+    connect: Option<String>,
+    /// The application protocol (ALPN): `polypath-transfer/1` (the default) or `hq-interop`
+    /// (the default with --url).
+    #[arg(long, value_name = "PROTOCOL", value_parser = parse_alpn)]
+    alpn: Option<AppProtocol>,
+    /// hq-interop: a file to download, `https://HOST[:PORT]/PATH`, repeatable; all are
+    /// requested at once, one stream each, and saved under --downloads at their path.
+    #[arg(long = "url", value_name = "URL")]
+    urls: Vec<String>,
+    /// hq-interop: where downloaded files are saved.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    downloads: PathBuf,
     /// Local address to send from, repeatable: one path per address, Multipath QUIC when
     /// more than one; the first carries the handshake. Default: any address, free port.
     #[arg(long = "local", value_name = "ADDR")]
@@ -67,12 +80,68 @@ pub struct ClientArgs {
     /// --link-events, adds the others), as the simulator's `initial_paths` flow option.
     #[arg(long, value_enum, default_value_t = InitialPaths::All)]
     initial_paths: InitialPaths,
+    /// Offer Multipath QUIC (initial_max_path_id) even with a single --local address, for
+    /// paths opened later (by the path manager) or by the server; on by itself with two or
+    /// more --local addresses. Some stacks (picoquic) use multipath only when both sides
+    /// offer it.
+    #[arg(long)]
+    multipath: bool,
+    /// Abandon path ID (PATH_ABANDON) once it has received SIZE bytes, e.g. `1@64kB`: a
+    /// path in use, in the middle of the transfer (the interop runner's multipath-abandon
+    /// case).
+    #[arg(long, value_name = "ID@SIZE", value_parser = parse_abandon)]
+    abandon_path: Option<(u32, u64)>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
     verify: VerifyArgs,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+/// Parses `--abandon-path ID@SIZE`.
+fn parse_abandon(text: &str) -> Result<(u32, u64), String> {
+    let (id, size) = text
+        .split_once('@')
+        .ok_or_else(|| format!("{text:?}: expected ID@SIZE, e.g. 1@64kB"))?;
+    let id = id
+        .parse()
+        .map_err(|_| format!("{text:?}: {id:?} is not a path ID"))?;
+    Ok((id, parse_size(size)?))
+}
+
+/// Abandons the `--abandon-path` path once it has received its bytes (checked every
+/// 5 ms); stops with the returned guard.
+fn schedule_abandon(conn: &Connection, plan: Option<(u32, u64)>) -> Option<AbortOnDrop> {
+    let (id, bytes) = plan?;
+    let conn = conn.clone();
+    let id = polypath_quic::PathId(id);
+    Some(AbortOnDrop(tokio::spawn(async move {
+        loop {
+            let received = conn
+                .paths()
+                .iter()
+                .find(|p| p.snapshot.id == id)
+                .map_or(0, |p| p.stats.udp_bytes_received);
+            if received >= bytes {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        match conn.abandon_path(id, 0) {
+            Ok(()) => tracing::info!(id = id.0, "path abandoned (--abandon-path)"),
+            Err(e) => eprintln!("warning: --abandon-path {}: {e}", id.0),
+        }
+    })))
+}
+
+/// A task aborted when this guard is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// `--initial-paths`.
@@ -130,17 +199,137 @@ struct Summary {
     link_events: Option<FeedCounts>,
 }
 
-/// Runs one transfer and prints its summary.
+/// The JSON summary of an hq-interop client.
+#[derive(Debug, Serialize)]
+struct HqSummary {
+    protocol: AppProtocol,
+    files: Vec<polypath_cli::hq::Fetched>,
+    bytes: u64,
+    seconds: f64,
+    goodput_mbps: f64,
+    handshake_ms: f64,
+    multipath: bool,
+    /// The client's view of its connection.
+    connection: ConnectionReport,
+}
+
+/// Runs one transfer (or the hq-interop downloads) and prints its summary.
 pub fn run(args: ClientArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let summary = runtime.block_on(transfer(&args))?;
-    let json = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+    let json = match protocol(&args)? {
+        AppProtocol::Transfer => {
+            let summary = runtime.block_on(transfer(&args))?;
+            serde_json::to_string_pretty(&summary)
+        }
+        AppProtocol::Hq => {
+            let summary = runtime.block_on(hq_downloads(&args))?;
+            serde_json::to_string_pretty(&summary)
+        }
+    }
+    .map_err(|e| e.to_string())?;
     println!("{json}");
     Ok(())
+}
+
+/// The protocol: --alpn, else hq-interop with --url, else the transfer protocol.
+fn protocol(args: &ClientArgs) -> Result<AppProtocol, String> {
+    let protocol = args.alpn.unwrap_or(if args.urls.is_empty() {
+        AppProtocol::Transfer
+    } else {
+        AppProtocol::Hq
+    });
+    match protocol {
+        AppProtocol::Hq if args.urls.is_empty() => {
+            Err("--alpn hq-interop needs at least one --url to download".into())
+        }
+        AppProtocol::Transfer if !args.urls.is_empty() => {
+            Err("--url is for hq-interop (--alpn hq-interop)".into())
+        }
+        p => Ok(p),
+    }
+}
+
+/// The `--connect` address, or the first URL's authority.
+fn connect_to(args: &ClientArgs) -> Result<String, String> {
+    match (&args.connect, args.urls.first()) {
+        (Some(c), _) => Ok(c.clone()),
+        (None, Some(url)) => polypath_cli::hq::split_url(url).map(|(authority, _)| authority),
+        (None, None) => Err("--connect HOST:PORT is needed".into()),
+    }
+}
+
+/// Resolves the server and connects to the first of its addresses that answers.
+async fn connect_any(
+    args: &ClientArgs,
+    protocol: AppProtocol,
+    multipath: bool,
+) -> Result<(Endpoint, Connection, SocketAddr), String> {
+    let (candidates, server_name) = resolve_server(
+        &connect_to(args)?,
+        args.server_name.as_deref(),
+        &args.locals,
+    )
+    .await?;
+    // A name may resolve to several addresses: try them in turn, as TCP clients do.
+    let mut failures = Vec::new();
+    for server in candidates {
+        match connect(args, server, &server_name, multipath, protocol).await {
+            Ok(c) => return Ok(c),
+            Err(e) => failures.push(format!("connecting to {server}: {e}")),
+        }
+    }
+    Err(failures.join("; "))
+}
+
+/// hq-interop: downloads every --url over parallel streams into --downloads.
+async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
+    let paths = args
+        .urls
+        .iter()
+        .map(|u| polypath_cli::hq::split_url(u).map(|(_, path)| path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let multipath = args.multipath || args.locals.len() > 1;
+    let started = Instant::now();
+    let (endpoint, conn, _server) = connect_any(args, AppProtocol::Hq, multipath).await?;
+    if args.locals.len() > 1 {
+        let policy = args.transport.path_manager_policy()?;
+        open_paths(
+            &conn,
+            &endpoint.local_addrs()[1..],
+            &args.remotes,
+            policy.traits.opens_paths,
+            policy.traits.extra_paths,
+        )
+        .await?;
+    }
+    let abandon = schedule_abandon(&conn, args.abandon_path);
+    let outcome = polypath_cli::hq::fetch(&conn, &paths, &args.downloads).await;
+    drop(abandon);
+    let seconds = started.elapsed().as_secs_f64();
+    let summary = outcome.map(|files| {
+        let bytes = files.iter().map(|f| f.bytes).sum();
+        HqSummary {
+            protocol: AppProtocol::Hq,
+            files,
+            bytes,
+            seconds,
+            goodput_mbps: goodput_mbps(bytes, seconds),
+            handshake_ms: conn
+                .stats()
+                .handshake_duration
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            multipath: conn.is_multipath(),
+            connection: ConnectionReport::of(&conn, "client"),
+        }
+    });
+    conn.close(0, b"done");
+    drop(conn);
+    let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
+    summary
 }
 
 async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
@@ -165,30 +354,14 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         }
         (_, _, given) => given.unwrap_or(DEFAULT_SIZE),
     };
-    let (candidates, server_name) =
-        resolve_server(&args.connect, args.server_name.as_deref(), &args.locals).await?;
-    let multipath = args.locals.len() > 1;
+    let multipath = args.multipath || args.locals.len() > 1;
     let feed = LinkEvents::start(&args.feed).await?;
     let started = Instant::now();
-    // A name may resolve to several addresses: try them in turn, as TCP clients do.
-    let mut failures = Vec::new();
-    let mut connected = None;
-    for server in candidates {
-        match connect(args, server, &server_name, multipath).await {
-            Ok(c) => {
-                connected = Some(c);
-                break;
-            }
-            Err(e) => failures.push(format!("connecting to {server}: {e}")),
-        }
-    }
-    let Some((endpoint, conn, server)) = connected else {
-        return Err(failures.join("; "));
-    };
+    let (endpoint, conn, server) = connect_any(args, AppProtocol::Transfer, multipath).await?;
     let bound = endpoint.local_addrs();
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
-    if multipath {
+    if args.locals.len() > 1 {
         match args.initial_paths {
             InitialPaths::All => {
                 let policy = args.transport.path_manager_policy()?;
@@ -210,7 +383,9 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     // Weight changes count from here, once the initial paths are open: a change due at once
     // applies to every path, not to whichever had opened when its task first ran.
     let weight_changes = args.transport.schedule_weight_changes(&conn);
+    let abandon = schedule_abandon(&conn, args.abandon_path);
     let outcome = run_transfer(&conn, args, direction, size).await;
+    drop(abandon);
     let client_paths = client_paths(&conn, started);
     let summary = outcome.map(|(seconds, digest, report)| Summary {
         direction,
@@ -245,6 +420,7 @@ async fn connect(
     server: SocketAddr,
     server_name: &str,
     multipath: bool,
+    protocol: AppProtocol,
 ) -> Result<(Endpoint, Connection, SocketAddr), String> {
     let locals = if args.locals.is_empty() {
         let any: IpAddr = if server.is_ipv4() {
@@ -259,7 +435,11 @@ async fn connect(
     let endpoint =
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
-    let mut config = ClientConfig::new(client_tls(&args.verify)?);
+    let mut config = ClientConfig::new(client_tls(
+        &args.verify,
+        protocol,
+        args.transport.cipher.suites(),
+    )?);
     config.transport = args.transport.transport(multipath, &bound, End::Client)?;
     let connecting = endpoint.connect_from(bound[0], config, server, server_name);
     match tokio::time::timeout(args.handshake_timeout, connecting).await {

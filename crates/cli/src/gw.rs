@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use polypath_gateway::client::{ClientOptions, InterfaceArg};
 use polypath_gateway::pmf::ClockMode;
 use polypath_gateway::server::{ServerConfig, ServerOptions};
+use polypath_quic::crypto::CipherSuites;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -124,7 +125,8 @@ pub fn run(cmd: GwCommand) -> Result<(), String> {
                 a.cert.as_deref(),
                 a.key.as_deref(),
                 config.listen,
-                polypath_gateway::ALPN,
+                &[polypath_gateway::ALPN],
+                CipherSuites::All,
             )?;
             if let (Some(path), Some(cert)) = (&a.cert_out, &generated) {
                 write_certificate(path, cert)?;
@@ -148,7 +150,7 @@ pub fn run(cmd: GwCommand) -> Result<(), String> {
                     .to_string(),
                 (None, None) => return Err("give --token or --token-file".into()),
             };
-            let tls = client_tls_for(&a.verify, polypath_gateway::ALPN)?;
+            let tls = client_tls_for(&a.verify, polypath_gateway::ALPN, CipherSuites::All)?;
             runtime()?.block_on(polypath_gateway::client::run(ClientOptions {
                 server: a.server,
                 interfaces: a.interfaces,

@@ -1,8 +1,12 @@
-//! `polypath server`: serves transfers (see [`crate::transfer`]) to many clients at once,
-//! one task per connection, each bounded by a handshake timeout and a read timeout.
+//! `polypath server`: serves transfers (see [`crate::transfer`]) and, with `--www`, files
+//! over HTTP/0.9 (`hq-interop`, see [`polypath_cli::hq`]) to many clients at once, one task
+//! per connection, each bounded by a handshake timeout and a read timeout. The ALPN protocol
+//! the client picks decides which.
 
 use crate::feed::{FeedArgs, LinkEvents};
-use crate::setup::{End, TransportArgs, WeightChangeReport, server_tls, write_certificate};
+use crate::setup::{
+    AppProtocol, End, TransportArgs, WeightChangeReport, parse_alpn, server_tls, write_certificate,
+};
 use crate::transfer::{
     ConnectionReport, DIGEST_LEN, Direction, REQUEST_LEN, Request, STATUS_MISMATCH, STATUS_OK,
     expect_end, goodput_mbps, parse_size, read_exact, receive_object, send_generated, write_failed,
@@ -69,6 +73,16 @@ pub struct ServerArgs {
     /// connect without the extra round trip.
     #[arg(long, value_name = "N", conflicts_with = "retry")]
     retry_above: Option<usize>,
+    /// Serve the files of this directory over HTTP/0.9 (ALPN hq-interop): one `GET /path`
+    /// per client stream, answered with the file and FIN; paths leaving the directory are
+    /// refused.
+    #[arg(long, value_name = "DIR")]
+    www: Option<PathBuf>,
+    /// An application protocol to offer (ALPN), repeatable, in preference order:
+    /// `polypath-transfer/1` or `hq-interop` (needs --www). Default: polypath-transfer/1,
+    /// and hq-interop with --www.
+    #[arg(long = "alpn", value_name = "PROTOCOL", value_parser = parse_alpn)]
+    alpns: Vec<AppProtocol>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -79,7 +93,15 @@ pub struct ServerArgs {
 #[derive(Debug, Serialize)]
 struct ServedReport {
     peer: String,
+    /// The application protocol agreed (none if the handshake failed).
+    protocol: Option<AppProtocol>,
     direction: Option<Direction>,
+    /// hq-interop: files served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<u64>,
+    /// hq-interop: requests refused, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    refused: Vec<String>,
     bytes: u64,
     seconds: f64,
     goodput_mbps: f64,
@@ -92,9 +114,13 @@ struct ServedReport {
     weight_changes: Vec<WeightChangeReport>,
 }
 
-/// What one transfer was.
+/// What one connection was served.
 struct Served {
-    direction: Direction,
+    protocol: AppProtocol,
+    /// The transfer protocol's direction.
+    direction: Option<Direction>,
+    /// hq-interop: what was served.
+    hq: Option<polypath_cli::hq::Served>,
     bytes: u64,
     seconds: f64,
 }
@@ -109,8 +135,37 @@ pub fn run(args: ServerArgs) -> Result<(), String> {
     runtime.block_on(serve(args))
 }
 
+/// The protocols to offer: `--alpn`, else the transfer protocol and, with --www,
+/// hq-interop.
+fn offered_protocols(args: &ServerArgs) -> Result<Vec<AppProtocol>, String> {
+    let mut protocols = args.alpns.clone();
+    if protocols.is_empty() {
+        protocols.push(AppProtocol::Transfer);
+        if args.www.is_some() {
+            protocols.push(AppProtocol::Hq);
+        }
+    }
+    if protocols.contains(&AppProtocol::Hq) {
+        let www = args
+            .www
+            .as_deref()
+            .ok_or("--alpn hq-interop needs --www DIR, the directory to serve")?;
+        if !www.is_dir() {
+            return Err(format!("--www {}: not a directory", www.display()));
+        }
+    }
+    Ok(protocols)
+}
+
 async fn serve(args: ServerArgs) -> Result<(), String> {
-    let (tls, generated) = server_tls(args.cert.as_deref(), args.key.as_deref(), args.listen)?;
+    let protocols = offered_protocols(&args)?;
+    let (tls, generated) = server_tls(
+        args.cert.as_deref(),
+        args.key.as_deref(),
+        args.listen,
+        &protocols,
+        args.transport.cipher.suites(),
+    )?;
     if let (Some(path), Some(cert)) = (&args.cert_out, &generated) {
         write_certificate(path, cert)?;
     }
@@ -209,23 +264,31 @@ async fn handle_connection(
     // response that needs retransmissions) gets as long as a stalled transfer would.
     let _ = tokio::time::timeout(args.read_timeout, conn.closed()).await;
     let connection = ConnectionReport::of(&conn, "server");
+    let protocol = AppProtocol::of(&conn);
     drop(conn);
     drop(slot);
     let report = match &result {
         Ok(s) => ServedReport {
             peer,
-            direction: Some(s.direction),
+            protocol: Some(s.protocol),
+            direction: s.direction,
+            files: s.hq.as_ref().map(|h| h.files),
+            refused: s.hq.as_ref().map(|h| h.refused.clone()).unwrap_or_default(),
             bytes: s.bytes,
             seconds: s.seconds,
             goodput_mbps: goodput_mbps(s.bytes, s.seconds),
-            verified: true,
+            // hq-interop has no digest: verified means no request was refused.
+            verified: s.hq.as_ref().is_none_or(|h| h.refused.is_empty()),
             error: None,
             connection,
             weight_changes,
         },
         Err(e) => ServedReport {
             peer,
+            protocol,
             direction: None,
+            files: None,
+            refused: Vec::new(),
             bytes: 0,
             seconds: 0.0,
             goodput_mbps: 0.0,
@@ -257,8 +320,27 @@ async fn serve_bounded(conn: &Connection, args: &ServerArgs) -> Result<Served, S
             ));
         }
     }
+    let serving = async {
+        match (AppProtocol::of(conn), args.www.as_deref()) {
+            (Some(AppProtocol::Hq), Some(www)) => {
+                let start = Instant::now();
+                let served = polypath_cli::hq::serve_connection(conn, www).await?;
+                Ok(Served {
+                    protocol: AppProtocol::Hq,
+                    direction: None,
+                    bytes: served.bytes,
+                    seconds: start.elapsed().as_secs_f64(),
+                    hq: Some(served),
+                })
+            }
+            (Some(AppProtocol::Transfer), _) => {
+                serve_connection(conn, args.max_size, args.transport.app_rate()).await
+            }
+            (other, _) => Err(format!("no protocol to serve for ALPN {other:?}")),
+        }
+    };
     tokio::select! {
-        result = serve_connection(conn, args.max_size, args.transport.app_rate()) => result,
+        result = serving => result,
         stalled = stall_watchdog(conn, args.read_timeout) => Err(stalled),
     }
 }
@@ -329,7 +411,9 @@ async fn serve_connection(
                 ));
             }
             Ok(Served {
-                direction: request.direction,
+                protocol: AppProtocol::Transfer,
+                direction: Some(request.direction),
+                hq: None,
                 bytes: request.size,
                 seconds,
             })
@@ -355,7 +439,9 @@ async fn serve_connection(
                 ));
             }
             Ok(Served {
-                direction: request.direction,
+                protocol: AppProtocol::Transfer,
+                direction: Some(request.direction),
+                hq: None,
                 bytes: request.size,
                 seconds,
             })

@@ -4,8 +4,8 @@
 use clap::Args;
 use polypath_io::{Connection, QlogDir};
 use polypath_quic::crypto::{
-    ServerVerification, client_config, load_certificate_chain, load_private_key,
-    self_signed_certificate, server_config,
+    CipherSuites, ServerVerification, client_config_with, load_certificate_chain, load_private_key,
+    self_signed_certificate, server_config_with,
 };
 use polypath_quic::pm::{PathManager, PathManagerFactory};
 use polypath_quic::registry::{self, PathManagerTraits, Policy};
@@ -80,6 +80,33 @@ pub struct TransportArgs {
     /// once it passes ECN validation). Received marks are reported either way.
     #[arg(long)]
     pub no_ecn: bool,
+    /// TLS cipher suites offered (client) or accepted (server): `all`, or `chacha20` for
+    /// ChaCha20-Poly1305 only.
+    #[arg(long, value_enum, default_value_t = Cipher::All)]
+    pub cipher: Cipher,
+    /// Start a 1-RTT key update every N packets sent (RFC 9001 section 6), besides those
+    /// the AEAD limits require.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub key_update: Option<u64>,
+}
+
+/// `--cipher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Cipher {
+    /// AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305.
+    All,
+    /// ChaCha20-Poly1305 only.
+    Chacha20,
+}
+
+impl Cipher {
+    /// The library's cipher suite set.
+    pub fn suites(self) -> CipherSuites {
+        match self {
+            Cipher::All => CipherSuites::All,
+            Cipher::Chacha20 => CipherSuites::ChaCha20Only,
+        }
+    }
 }
 
 /// Parses `--rate`, bit/s.
@@ -317,6 +344,7 @@ impl TransportArgs {
             path_manager,
             initial_max_path_id: multipath.then_some(MAX_PATH_ID),
             ecn: !self.no_ecn,
+            key_update_interval: self.key_update,
             ..TransportConfig::default()
         };
         if let Some(window) = self.receive_window {
@@ -392,6 +420,47 @@ impl TransportArgs {
     }
 }
 
+/// An application protocol of `polypath server` and `polypath client`, chosen by ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AppProtocol {
+    /// `polypath-transfer/1`: one verified upload or download (see [`crate::transfer`]).
+    #[serde(rename = "polypath-transfer/1")]
+    Transfer,
+    /// `hq-interop`: HTTP/0.9, files of a directory (see [`polypath_cli::hq`]).
+    #[serde(rename = "hq-interop")]
+    Hq,
+}
+
+impl AppProtocol {
+    /// Every protocol.
+    pub const ALL: [AppProtocol; 2] = [AppProtocol::Transfer, AppProtocol::Hq];
+
+    /// The ALPN protocol ID.
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            AppProtocol::Transfer => crate::transfer::ALPN,
+            AppProtocol::Hq => polypath_cli::hq::ALPN,
+        }
+    }
+
+    /// The protocol a connection agreed on, if one of these.
+    pub fn of(conn: &Connection) -> Option<AppProtocol> {
+        let agreed = conn.alpn_protocol()?;
+        AppProtocol::ALL.into_iter().find(|p| p.alpn() == agreed)
+    }
+}
+
+/// Parses `--alpn`: `polypath-transfer/1` (or `transfer`) or `hq-interop` (or `hq`).
+pub fn parse_alpn(text: &str) -> Result<AppProtocol, String> {
+    match text {
+        "polypath-transfer/1" | "transfer" => Ok(AppProtocol::Transfer),
+        "hq-interop" | "hq" => Ok(AppProtocol::Hq),
+        _ => Err(format!(
+            "unknown application protocol {text:?} (known: polypath-transfer/1, hq-interop)"
+        )),
+    }
+}
+
 /// True when `SSLKEYLOGFILE` names a file: TLS secrets are then appended to it (NSS key
 /// log format, which Wireshark reads to decrypt QUIC).
 pub fn keylog_enabled() -> bool {
@@ -405,16 +474,20 @@ pub fn server_tls(
     cert: Option<&Path>,
     key: Option<&Path>,
     listen: SocketAddr,
+    protocols: &[AppProtocol],
+    suites: CipherSuites,
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
-    server_tls_for(cert, key, listen, crate::transfer::ALPN)
+    let alpns: Vec<&[u8]> = protocols.iter().map(|p| p.alpn()).collect();
+    server_tls_for(cert, key, listen, &alpns, suites)
 }
 
-/// [`server_tls`] for the application protocol `alpn`.
+/// [`server_tls`] for the application protocols `alpns` (in the server's preference order).
 pub fn server_tls_for(
     cert: Option<&Path>,
     key: Option<&Path>,
     listen: SocketAddr,
-    alpn: &[u8],
+    alpns: &[&[u8]],
+    suites: CipherSuites,
 ) -> Result<(Arc<rustls::ServerConfig>, Option<CertificateDer<'static>>), String> {
     let (chain, key, generated) = match (cert, key) {
         (Some(cert), Some(key)) => (
@@ -433,7 +506,8 @@ pub fn server_tls_for(
         }
         _ => return Err("--cert and --key go together".into()),
     };
-    let config = server_config(chain, key, vec![alpn.to_vec()], keylog_enabled())
+    let alpns = alpns.iter().map(|a| a.to_vec()).collect();
+    let config = server_config_with(chain, key, alpns, keylog_enabled(), suites)
         .map_err(|e| e.to_string())?;
     Ok((config, generated))
 }
@@ -461,14 +535,19 @@ pub struct VerifyArgs {
 }
 
 /// The client's TLS configuration.
-pub fn client_tls(verify: &VerifyArgs) -> Result<Arc<rustls::ClientConfig>, String> {
-    client_tls_for(verify, crate::transfer::ALPN)
+pub fn client_tls(
+    verify: &VerifyArgs,
+    protocol: AppProtocol,
+    suites: CipherSuites,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    client_tls_for(verify, protocol.alpn(), suites)
 }
 
 /// [`client_tls`] for the application protocol `alpn`.
 pub fn client_tls_for(
     verify: &VerifyArgs,
     alpn: &[u8],
+    suites: CipherSuites,
 ) -> Result<Arc<rustls::ClientConfig>, String> {
     let verification = if let Some(pin) = &verify.pin {
         let chain = load_certificate_chain(pin).map_err(|e| e.to_string())?;
@@ -490,7 +569,8 @@ pub fn client_tls_for(
                 .into(),
         );
     };
-    client_config(vec![alpn.to_vec()], verification, keylog_enabled()).map_err(|e| e.to_string())
+    client_config_with(vec![alpn.to_vec()], verification, keylog_enabled(), suites)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

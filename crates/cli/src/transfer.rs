@@ -200,6 +200,12 @@ pub struct ConnectionReport {
     pub srtt_ms: f64,
     /// Every path the connection had.
     pub paths: Vec<PathReport>,
+    /// The negotiated TLS cipher suite, e.g. `TLS13_CHACHA20_POLY1305_SHA256`.
+    #[serde(default)]
+    pub cipher_suite: String,
+    /// 1-RTT key updates the connection went through (started or followed).
+    #[serde(default)]
+    pub key_updates: u64,
 }
 
 /// One path in a [`ConnectionReport`].
@@ -313,6 +319,11 @@ impl ConnectionReport {
             cwnd: first.map_or(0, |p| p.cwnd),
             srtt_ms: first.map_or(0.0, |p| p.srtt_ms),
             paths,
+            cipher_suite: conn
+                .cipher_suite()
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_default(),
+            key_updates: stats.key_updates,
         }
     }
 }

@@ -22,8 +22,16 @@ struct Server {
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
         let cert = dir.join("server-cert.pem");
+        // 127.0.0.1 unless `extra` names the address.
+        let listen: &[&str] = if extra.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(POLYPATH)
-            .args(["server", "--listen", "127.0.0.1:0", "--once", "--cert-out"])
+            .arg("server")
+            .args(listen)
+            .args(["--once", "--cert-out"])
             .arg(&cert)
             .args(extra)
             .stdout(Stdio::piped())
@@ -168,6 +176,126 @@ fn hundred_megabytes_upload_verified_with_json_summary() {
     assert_eq!(sent["ecn"], "capable", "{sent}");
     assert!(sent["ecn_marked"].as_u64().unwrap() > 100_000_000 / 1500 / 2);
     assert!(received["ecn_ect0_received"].as_u64().unwrap() > 100_000_000 / 1500 / 2);
+}
+
+/// With one local address the client offers Multipath QUIC (initial_max_path_id) only
+/// when asked (--multipath); the server always offers it, so the summary tells.
+#[test]
+fn multipath_is_offered_with_a_single_local_address_on_request() {
+    let dir = scratch("mp-single");
+    for (extra, expected) in [(&["--multipath"][..], true), (&[][..], false)] {
+        let server = Server::start(&dir, &[]);
+        let mut args = vec!["--size", "100kB", "--local", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let summary = client(&server, server.addr, &args);
+        check_summary(&summary, 100_000);
+        assert_eq!(summary["multipath"], expected, "{extra:?}: {summary}");
+        assert_eq!(summary["client_paths"].as_array().unwrap().len(), 1);
+        assert_eq!(server.finish()["verified"], true);
+    }
+}
+
+/// hq-interop through the command line: `server --www` and `client --url`; the files land
+/// in --downloads byte for byte; the server offers both protocols, and a transfer-protocol
+/// client still works against it.
+#[test]
+fn hq_interop_downloads_files_from_a_served_directory() {
+    let dir = scratch("hq");
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("sub")).unwrap();
+    let big: Vec<u8> = (0..2_000_003u32).map(|i| (i * 31 % 253) as u8).collect();
+    std::fs::write(www.join("big"), &big).unwrap();
+    std::fs::write(www.join("sub/small"), b"hello").unwrap();
+    let server = Server::start(&dir, &["--www", www.to_str().unwrap()]);
+    let downloads = dir.join("downloads");
+    let base = format!("https://{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--url",
+            &format!("{base}/big"),
+            "--url",
+            &format!("{base}/sub/small"),
+            "--downloads",
+            downloads.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(summary["protocol"], "hq-interop", "{summary}");
+    assert_eq!(summary["bytes"], 2_000_008u64);
+    assert_eq!(std::fs::read(downloads.join("big")).unwrap(), big);
+    assert_eq!(
+        std::fs::read(downloads.join("sub/small")).unwrap(),
+        b"hello"
+    );
+    let served = server.finish();
+    assert_eq!(served["protocol"], "hq-interop", "{served}");
+    assert_eq!(served["files"], 2);
+    assert_eq!(served["verified"], true);
+
+    let server = Server::start(&dir, &["--www", www.to_str().unwrap()]);
+    let summary = client(&server, server.addr, &["--size", "10kB"]);
+    check_summary(&summary, 10_000);
+    assert_eq!(server.finish()["protocol"], "polypath-transfer/1");
+}
+
+/// The interop runner's handshake variants from the command line, over IPv6 loopback: a
+/// server that sends Retry, a client offering ChaCha20-Poly1305 only and updating its 1-RTT
+/// keys every 10 packets. Both sides report the suite and the key updates; the client's
+/// qlog shows the Retry.
+#[test]
+fn chacha20_key_updates_and_retry_over_ipv6() {
+    let dir = scratch("variants");
+    let qlog_dir = dir.join("qlog");
+    let server = Server::start(&dir, &["--listen", "[::1]:0", "--retry"]);
+    assert!(server.addr.is_ipv6(), "{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "40MB",
+            "--cipher",
+            "chacha20",
+            "--key-update",
+            "10",
+            "--qlog",
+            qlog_dir.to_str().unwrap(),
+        ],
+    );
+    check_summary(&summary, 40_000_000);
+    let sender = &summary["sender"];
+    assert_eq!(sender["cipher_suite"], "TLS13_CHACHA20_POLY1305_SHA256");
+    assert!(sender["key_updates"].as_u64().unwrap() >= 1, "{sender}");
+    let local = summary["client_paths"][0]["local"].as_str().unwrap();
+    assert!(local.starts_with('['), "an IPv6 local address: {local}");
+    let served = server.finish();
+    assert_eq!(
+        served["connection"]["cipher_suite"],
+        "TLS13_CHACHA20_POLY1305_SHA256"
+    );
+    assert!(served["connection"]["key_updates"].as_u64().unwrap() >= 1);
+    let client_log = std::fs::read_dir(&qlog_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-client.sqlog"))
+        .unwrap();
+    let records = polypath_quic::qlog::parse_json_seq(&std::fs::read(client_log).unwrap()).unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["data"]["header"]["packet_type"] == "retry"),
+        "no Retry in the client's qlog"
+    );
+    // Without the options: another suite, no key update in so short a transfer.
+    let server = Server::start(&dir, &["--listen", "[::1]:0"]);
+    let summary = client(&server, server.addr, &["--size", "1MB"]);
+    assert_ne!(
+        summary["sender"]["cipher_suite"],
+        "TLS13_CHACHA20_POLY1305_SHA256"
+    );
+    assert_eq!(summary["sender"]["key_updates"], 0);
+    server.finish();
 }
 
 #[test]
@@ -319,6 +447,154 @@ fn qlog_of_a_transfer_is_json_seq_with_packet_and_metrics_events() {
         total_sent > 2_000_000 / 1400,
         "{total_sent} packet_sent events"
     );
+}
+
+/// A server killed (SIGKILL) in the middle of a download leaves a qlog file that parses:
+/// whole records only, the handshake's events, and packets of the transfer (written out
+/// periodically while it ran, not only when the connection ends).
+#[test]
+fn a_server_killed_mid_transfer_leaves_a_parseable_qlog() {
+    let dir = scratch("qlog-kill");
+    let qlog_dir = dir.join("qlog");
+    // The server sends at 20 Mbit/s: a 1 GB download would take minutes.
+    let mut server = Server::start(
+        &dir,
+        &["--qlog", qlog_dir.to_str().unwrap(), "--rate", "20Mbit/s"],
+    );
+    let mut client = Command::new(POLYPATH)
+        .args(["client", "--connect", &server.addr.to_string(), "--pin"])
+        .arg(&server.cert)
+        .args(["--download", "--size", "1GB"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server_file = || {
+        std::fs::read_dir(&qlog_dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with("-server.sqlog"))
+    };
+    let stream_bytes_sent = |records: &[Value]| -> u64 {
+        records
+            .iter()
+            .filter(|r| r["name"] == "quic:packet_sent")
+            .flat_map(|r| r["data"]["frames"].as_array().cloned().unwrap_or_default())
+            .filter(|f| f["frame_type"] == "stream")
+            .map(|f| f["length"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    // Wait (at most a minute, however busy the machine) until the file shows 1 MB of the
+    // transfer sent: the buffered records were written out while the transfer runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let before = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server's qlog never showed 1 MB sent"
+        );
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "the client ended before the kill"
+        );
+        if let Some(file) = server_file() {
+            let records = polypath_quic::qlog::parse_json_seq(&std::fs::read(&file).unwrap())
+                .unwrap_or_else(|e| panic!("{} while running: {e}", file.display()));
+            if stream_bytes_sent(&records) >= 1_000_000 {
+                break records;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    server.child.kill().unwrap(); // SIGKILL
+    server.child.wait().unwrap();
+    let _ = client.kill();
+    let _ = client.wait();
+    let file = server_file().unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let records = polypath_quic::qlog::parse_json_seq(&bytes)
+        .unwrap_or_else(|e| panic!("{} after SIGKILL: {e}", file.display()));
+    assert_eq!(bytes.last(), Some(&b'\n'), "the last record is whole");
+    assert_eq!(records[0]["trace"]["vantage_point"]["type"], "server");
+    let states: Vec<&str> = records
+        .iter()
+        .filter(|r| r["name"] == "quic:connection_state_updated")
+        .filter_map(|r| r["data"]["new"].as_str())
+        .collect();
+    assert!(
+        states.contains(&"handshake_complete") && states.contains(&"handshake_confirmed"),
+        "{states:?}"
+    );
+    assert!(records.len() >= before.len());
+    let sent = stream_bytes_sent(&records);
+    assert!(
+        (1_000_000..1_000_000_000).contains(&sent),
+        "{sent} stream bytes"
+    );
+    assert!(
+        !records
+            .iter()
+            .any(|r| r["name"] == "quic:connection_closed"),
+        "the connection was not closed: the process was killed"
+    );
+    eprintln!(
+        "{}: {} records, {} bytes, {sent} stream bytes sent, after SIGKILL",
+        file.display(),
+        records.len(),
+        bytes.len()
+    );
+}
+
+/// A server killed (SIGKILL) after a short, failed handshake leaves the handshake in its
+/// qlog file (it once left 0 bytes: everything was still buffered).
+#[test]
+fn a_server_killed_after_a_failed_handshake_leaves_its_qlog() {
+    let dir = scratch("qlog-fail");
+    let qlog_dir = dir.join("qlog");
+    let mut server = Server::start(&dir, &["--qlog", qlog_dir.to_str().unwrap()]);
+    // The certificate names localhost and 127.0.0.1, not example.org: the client refuses it.
+    let out = Command::new(POLYPATH)
+        .args(["client", "--connect", &server.addr.to_string(), "--ca"])
+        .arg(&server.cert)
+        .args(["--server-name", "example.org", "--size", "1kB"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the client accepted a wrong name");
+    // The server's --once connection is over but the server still waits (--read-timeout)
+    // for the client's close: kill it then, waiting (bounded) for its log of the close.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let file = loop {
+        let file = std::fs::read_dir(&qlog_dir)
+            .ok()
+            .and_then(|mut d| d.find_map(|e| e.ok().map(|e| e.path())));
+        if let Some(file) = file
+            && std::fs::read(&file)
+                .is_ok_and(|b| String::from_utf8_lossy(&b).contains("quic:connection_closed"))
+        {
+            break file;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no connection_closed in the server's qlog within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server exited early"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let records = polypath_quic::qlog::parse_json_seq(&std::fs::read(&file).unwrap())
+        .unwrap_or_else(|e| panic!("{} after SIGKILL: {e}", file.display()));
+    let names: Vec<&str> = records.iter().filter_map(|r| r["name"].as_str()).collect();
+    for name in [
+        "quic:connection_started",
+        "quic:packet_received",
+        "quic:packet_sent",
+        "quic:connection_closed",
+    ] {
+        assert!(names.contains(&name), "{name} missing: {names:?}");
+    }
 }
 
 fn path_bytes(summary: &Value) -> Vec<u64> {

@@ -5,7 +5,10 @@
 //! polypath server). Cases: handshake with ALPN, Retry, a stream upload and a download
 //! (SHA-256 compared), many streams past the stream limit, RESET_STREAM and STOP_SENDING,
 //! DATAGRAM frames each way (RFC 9221), key updates forced on both sides in the middle of a
-//! transfer, application close codes, and the multipath extension
+//! transfer, application close codes, HTTP/0.9 (`hq-interop`, the QUIC Interop Runner's
+//! protocol: polypath's own server and client of `polypath_cli::hq` against the noq ones of
+//! [`hq`]) including many files at once under small flow-control windows, and the
+//! multipath extension
 //! (draft-ietf-quic-multipath-21): negotiation, a second path from 127.0.0.2, path status,
 //! transfers that use both paths and survive the abandonment of one (by either side, the
 //! handshake path included), a new path after MAX_PATH_ID, and key updates with two paths.
@@ -16,12 +19,18 @@
 //!
 //! [`run_matrix`] is the entry point; the `polypath-interop` binary prints its [`Report`]
 //! as JSON (`--json`) or as a table and exits non-zero if any case failed.
+//!
+//! [`runner`] checks the QUIC Interop Runner's endpoint contract instead: the repository's
+//! `interop/runner/run_endpoint.sh` against noq on loopback (`polypath-interop --runner`),
+//! including the multipath cases proposed in `interop/MULTIPATH-CASES.md`.
 #![warn(missing_docs)]
 
 pub mod cases;
+pub mod hq;
 pub mod noq_socket;
 pub mod peer;
 pub mod report;
+pub mod runner;
 
 use std::time::Duration;
 

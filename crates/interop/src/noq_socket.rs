@@ -5,7 +5,9 @@
 //! client gets this [`noq::AsyncUdpSocket`]: one tokio socket per loopback address, a
 //! datagram leaves from the socket whose IP is the transmit's source IP (noq's
 //! [`noq::FourTuple`] local IP), and each received datagram reports the IP it arrived on
-//! (`dst_ip`), which is how noq tells its paths apart. No GSO/GRO: one datagram per call.
+//! (`dst_ip`), which is how noq tells its paths apart. Each socket goes through noq's own
+//! UDP layer (`noq::udp::UdpSocketState`), so the ECN codepoints are set and read as with
+//! noq's own socket; one received batch per call.
 
 use std::fmt;
 use std::future::Future;
@@ -13,19 +15,39 @@ use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use noq::udp::{RecvMeta, Transmit};
+use noq::udp::{RecvMeta, Transmit, UdpSocketState};
 use noq::{AsyncUdpSocket, UdpSender};
-use tokio::io::ReadBuf;
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
+
+/// A bound socket and noq's UDP state for it.
+#[derive(Debug)]
+struct Bound {
+    io: UdpSocket,
+    state: UdpSocketState,
+}
 
 /// One UDP socket per local address, seen by noq as a single socket.
 #[derive(Debug, Clone)]
 pub struct MultiAddrSocket {
-    sockets: Arc<[Arc<UdpSocket>]>,
+    sockets: Arc<[Arc<Bound>]>,
     /// Socket polled first on the next receive, so that no socket starves the others.
     next_recv: usize,
+    /// QUIC v1 Retry packets received (see [`MultiAddrSocket::retries_received`]).
+    retries: Arc<AtomicU64>,
+}
+
+/// True for a QUIC version 1 Retry packet: a long header (form and fixed bits set) of
+/// type 3.
+//= https://www.rfc-editor.org/rfc/rfc9000#section-17.2.5
+//# Header Form (1) = 1,
+//# Fixed Bit (1) = 1,
+//# Long Packet Type (2) = 3,
+fn is_v1_retry(datagram: &[u8]) -> bool {
+    datagram.len() >= 5 && datagram[0] & 0xf0 == 0xf0 && datagram[1..5] == [0, 0, 0, 1]
 }
 
 impl MultiAddrSocket {
@@ -42,31 +64,39 @@ impl MultiAddrSocket {
             .iter()
             .map(|a| {
                 let s = std::net::UdpSocket::bind(a)?;
-                s.set_nonblocking(true)?;
-                UdpSocket::from_std(s).map(Arc::new)
+                let state = UdpSocketState::new((&s).into())?;
+                let io = UdpSocket::from_std(s)?;
+                Ok(Arc::new(Bound { io, state }))
             })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(MultiAddrSocket {
             sockets: sockets.into(),
             next_recv: 0,
+            retries: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// A counter of the QUIC v1 Retry packets this socket has received, shared with its
+    /// clones (noq does not count them itself).
+    pub fn retries_received(&self) -> Arc<AtomicU64> {
+        self.retries.clone()
     }
 
     /// The bound addresses, in the order given to [`MultiAddrSocket::bind`].
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.sockets
             .iter()
-            .filter_map(|s| s.local_addr().ok())
+            .filter_map(|s| s.io.local_addr().ok())
             .collect()
     }
 }
 
 /// The socket a transmit leaves from: the one bound to its source IP, else the first.
-fn socket_for(sockets: &[Arc<UdpSocket>], transmit: &Transmit<'_>) -> Arc<UdpSocket> {
+fn socket_for(sockets: &[Arc<Bound>], transmit: &Transmit<'_>) -> Arc<Bound> {
     let by_ip = transmit.src_ip.and_then(|ip| {
         sockets
             .iter()
-            .find(|s| s.local_addr().is_ok_and(|a| a.ip() == ip))
+            .find(|s| s.io.local_addr().is_ok_and(|a| a.ip() == ip))
     });
     by_ip.unwrap_or(&sockets[0]).clone()
 }
@@ -85,40 +115,57 @@ impl AsyncUdpSocket for MultiAddrSocket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
-        let (Some(buf), Some(meta)) = (bufs.first_mut(), meta.first_mut()) else {
-            return Poll::Ready(Ok(0));
-        };
         let n = self.sockets.len();
         for i in 0..n {
-            let socket = &self.sockets[(self.next_recv + i) % n];
-            let mut read = ReadBuf::new(buf);
+            let socket = self.sockets[(self.next_recv + i) % n].clone();
             // Polling every socket registers this task for each of them.
-            if let Poll::Ready(result) = socket.poll_recv_from(cx, &mut read) {
-                self.next_recv = (self.next_recv + i + 1) % n;
-                let from = result?;
-                let len = read.filled().len();
-                let mut m = RecvMeta::default();
-                m.addr = from;
-                m.len = len;
-                m.stride = len;
-                m.ecn = None;
-                m.dst_ip = socket.local_addr().ok().map(|a| a.ip());
-                *meta = m;
-                return Poll::Ready(Ok(1));
+            while socket.io.poll_recv_ready(cx).is_ready() {
+                let received = socket.io.try_io(Interest::READABLE, || {
+                    socket.state.recv((&socket.io).into(), bufs, meta)
+                });
+                match received {
+                    Ok(count) => {
+                        self.next_recv = (self.next_recv + i + 1) % n;
+                        let local = socket.io.local_addr().ok().map(|a| a.ip());
+                        for (m, buf) in meta.iter_mut().zip(bufs.iter()).take(count) {
+                            if is_v1_retry(&buf[..m.len.min(buf.len())]) {
+                                self.retries.fetch_add(1, Ordering::Relaxed);
+                            }
+                            m.dst_ip = m.dst_ip.or(local);
+                        }
+                        return Poll::Ready(Ok(count));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
             }
         }
         Poll::Pending
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sockets[0].local_addr()
+        self.sockets[0].io.local_addr()
+    }
+
+    // noq sizes its receive buffers by this: a GRO batch larger than the buffer would be
+    // cut short.
+    fn max_receive_segments(&self) -> std::num::NonZeroUsize {
+        self.sockets
+            .iter()
+            .map(|s| s.state.gro_segments())
+            .max()
+            .unwrap_or(std::num::NonZeroUsize::MIN)
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.sockets.iter().any(|s| s.state.may_fragment())
     }
 }
 
 /// Sends for [`MultiAddrSocket`]; each noq task that sends has its own, so each keeps its
 /// own writability future (and waker).
 struct MultiAddrSender {
-    sockets: Arc<[Arc<UdpSocket>]>,
+    sockets: Arc<[Arc<Bound>]>,
     writable: Option<Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>>,
 }
 
@@ -135,30 +182,19 @@ impl UdpSender for MultiAddrSender {
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         let socket = socket_for(&self.sockets, transmit);
-        // A segmented transmit (noq makes none, as `max_transmit_segments` is 1) goes out
-        // datagram by datagram; if one would block, all are sent again once writable, and
-        // the receiver drops the duplicates as QUIC does with any duplicate packet.
-        let segment = transmit
-            .segment_size
-            .filter(|&s| s > 0)
-            .unwrap_or(transmit.contents.len().max(1));
         loop {
             if let Some(fut) = self.writable.as_mut() {
                 let ready = std::task::ready!(fut.as_mut().poll(cx));
                 self.writable = None;
                 ready?;
             }
-            let mut result = Ok(());
-            for chunk in transmit.contents.chunks(segment) {
-                result = socket.try_send_to(chunk, transmit.destination).map(|_| ());
-                if result.is_err() {
-                    break;
-                }
-            }
-            match result {
+            let sent = socket.io.try_io(Interest::WRITABLE, || {
+                socket.state.try_send((&socket.io).into(), transmit)
+            });
+            match sent {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let s = socket.clone();
-                    self.writable = Some(Box::pin(async move { s.writable().await }));
+                    self.writable = Some(Box::pin(async move { s.io.writable().await }));
                 }
                 // Like noq's own sockets: a failed send is a lost datagram, which QUIC
                 // recovers from; it must not end the endpoint.

@@ -3,7 +3,7 @@
 //! directions.
 
 use std::future::poll_fn;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_core::Stream;
 use noq::crypto::rustls::{HandshakeData, QuicClientConfig, QuicServerConfig};
 use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate, server_config,
+    CipherSuites, ServerVerification, client_config_with, self_signed_certificate, server_config,
 };
 use sha2::{Digest, Sha256};
 
@@ -44,14 +44,26 @@ pub struct Tls {
 impl Tls {
     /// A fresh self-signed certificate for [`SERVER_NAME`] and configs offering [`ALPN`].
     pub fn new() -> Result<Self, CaseError> {
+        Tls::with_alpn(ALPN)
+    }
+
+    /// A fresh self-signed certificate for [`SERVER_NAME`] and configs offering `alpn`.
+    pub fn with_alpn(alpn: &[u8]) -> Result<Self, CaseError> {
+        Tls::with(alpn, CipherSuites::All)
+    }
+
+    /// Like [`Tls::with_alpn`], the client offering only the cipher suites `client_suites`
+    /// (the server accepts all).
+    pub fn with(alpn: &[u8], client_suites: CipherSuites) -> Result<Self, CaseError> {
         let err = |e: polypath_quic::crypto::ConfigError| format!("TLS setup: {e}");
         let cert = self_signed_certificate(&[SERVER_NAME.into()]).map_err(err)?;
         let server =
-            server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).map_err(err)?;
-        let client = client_config(
-            vec![ALPN.to_vec()],
+            server_config(cert.chain.clone(), cert.key, vec![alpn.to_vec()], false).map_err(err)?;
+        let client = client_config_with(
+            vec![alpn.to_vec()],
             ServerVerification::Pinned(cert.chain[0].clone()),
             false,
+            client_suites,
         )
         .map_err(err)?;
         Ok(Tls { client, server })
@@ -68,7 +80,15 @@ pub struct Setup {
     pub retry: bool,
     /// Paths each side allows at once with multipath, if not [`MAX_PATHS`].
     pub max_paths: Option<u32>,
+    /// Small flow-control windows and stream limits on both sides ([`SMALL_WINDOWS`]).
+    pub small_windows: bool,
+    /// Both sides on IPv6 loopback (`::1`) instead of 127.0.0.1.
+    pub ipv6: bool,
 }
+
+/// The limits of [`Setup::small_windows`]: (connection receive window, stream receive
+/// window, bidirectional streams the peer may open at once).
+pub const SMALL_WINDOWS: (u32, u32, u32) = (64 * 1024, 16 * 1024, 10);
 
 fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
     let mut t = polypath_quic::TransportConfig::default();
@@ -82,6 +102,12 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
             t.scheduler = rr;
         }
     }
+    if setup.small_windows {
+        let (conn, stream, streams) = SMALL_WINDOWS;
+        t.set_fixed_receive_window(conn.into());
+        t.set_fixed_stream_receive_window(stream.into());
+        t.max_concurrent_bidi_streams = streams.into();
+    }
     Arc::new(t)
 }
 
@@ -89,6 +115,12 @@ fn noq_transport(setup: Setup) -> Arc<noq::TransportConfig> {
     let mut t = noq::TransportConfig::default();
     if setup.multipath {
         t.max_concurrent_multipath_paths(setup.max_paths.unwrap_or(MAX_PATHS));
+    }
+    if setup.small_windows {
+        let (conn, stream, streams) = SMALL_WINDOWS;
+        t.receive_window(conn.into());
+        t.stream_receive_window(stream.into());
+        t.max_concurrent_bidi_streams(streams.into());
     }
     Arc::new(t)
 }
@@ -145,7 +177,12 @@ impl Pair {
         tls: &Tls,
         setup: Setup,
     ) -> Result<Pair, CaseError> {
-        let listen = SocketAddr::new(FIRST_LOCAL, 0);
+        let first_local = if setup.ipv6 {
+            IpAddr::V6(Ipv6Addr::LOCALHOST)
+        } else {
+            FIRST_LOCAL
+        };
+        let listen = SocketAddr::new(first_local, 0);
         let (server_endpoint, server_addr) = match server {
             Stack::Polypath => {
                 let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
@@ -177,7 +214,7 @@ impl Pair {
                 (Endpoint::Noq(e), addr)
             }
         };
-        let mut locals = vec![SocketAddr::new(FIRST_LOCAL, 0)];
+        let mut locals = vec![SocketAddr::new(first_local, 0)];
         if setup.multipath {
             locals.push(SocketAddr::new(SECOND_LOCAL, 0));
         }
@@ -215,8 +252,7 @@ impl Pair {
                         Arc::new(noq::TokioRuntime),
                     )
                     .map_err(|e| format!("noq client endpoint: {e}"))?;
-                    let crypto = QuicClientConfig::try_from(tls.client.clone())
-                        .map_err(|e| format!("noq client TLS: {e}"))?;
+                    let crypto = noq_client_crypto(&tls.client)?;
                     let mut config = noq::ClientConfig::new(Arc::new(crypto));
                     config.transport_config(noq_transport(setup));
                     let connecting = e
@@ -252,6 +288,20 @@ impl Pair {
         drop((client, server));
         tokio::join!(client_endpoint.shutdown(), server_endpoint.shutdown());
     }
+}
+
+/// noq's client TLS from a rustls config. The Initial packets are always protected with
+/// AES-128-GCM (RFC 9001 section 5.2), which a ChaCha20-only config does not list, so it is
+/// given to noq separately.
+pub fn noq_client_crypto(
+    config: &Arc<rustls::ClientConfig>,
+) -> Result<QuicClientConfig, CaseError> {
+    let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .ok_or("ring has no QUIC AES-128-GCM suite")?;
+    QuicClientConfig::with_initial(config.clone(), initial)
+        .map_err(|e| format!("noq client TLS: {e}"))
 }
 
 /// Waits for the next connection on a server endpoint and its handshake. With `retry`, a
@@ -342,7 +392,7 @@ impl Conn {
         Conn::Polypath(conn)
     }
 
-    fn noq(conn: noq::Connection) -> Conn {
+    pub(crate) fn noq(conn: noq::Connection) -> Conn {
         let path_events = Mutex::new(conn.path_events());
         Conn::Noq { conn, path_events }
     }
@@ -438,6 +488,15 @@ impl Conn {
         }
     }
 
+    /// Losses this side has seen as a sender: packets declared lost, plus datagrams its
+    /// send queue dropped (polypath counts them; noq does not).
+    pub fn losses(&self) -> u64 {
+        match self {
+            Conn::Polypath(c) => c.stats().packets_lost + c.datagrams_dropped(),
+            Conn::Noq { conn, .. } => conn.stats().lost_packets,
+        }
+    }
+
     /// Queues one datagram.
     pub fn send_datagram(&self, data: Bytes) -> Result<(), CaseError> {
         match self {
@@ -483,6 +542,35 @@ impl Conn {
             && let Some(path) = conn.path(noq::PathId::ZERO)
         {
             let _ = path.ping();
+        }
+    }
+
+    /// The negotiated TLS cipher suite as polypath saw it; `None` on the noq side (noq
+    /// does not expose it).
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        match self {
+            Conn::Polypath(c) => c.cipher_suite(),
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// For polypath: ECN on the first path, and the packets received on it.
+    pub fn ecn(&self) -> Option<(polypath_quic::ecn::EcnPathInfo, u64)> {
+        match self {
+            Conn::Polypath(c) => {
+                let paths = c.paths();
+                let first = paths.first()?;
+                Some((first.ecn, first.stats.packets_received))
+            }
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// The peer's address (of the first path).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Conn::Polypath(c) => c.remote_address(),
+            Conn::Noq { conn, .. } => conn.path(noq::PathId::ZERO)?.remote_address().ok(),
         }
     }
 
@@ -555,10 +643,25 @@ impl Conn {
     /// until it is validated; returns its path ID. (polypath opens it towards the address
     /// of its first path, which is `remote` here.)
     pub async fn open_path(&self, local: SocketAddr, remote: SocketAddr) -> Result<u32, CaseError> {
+        self.open_path_with(local, remote, false).await
+    }
+
+    /// [`Conn::open_path`], the path opened with status backup if `backup`.
+    pub async fn open_path_with(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        backup: bool,
+    ) -> Result<u32, CaseError> {
         match self {
             Conn::Polypath(c) => {
+                let status = if backup {
+                    polypath_io::PathStatus::Backup
+                } else {
+                    polypath_io::PathStatus::Available
+                };
                 let id = c
-                    .open_path(local, polypath_io::PathStatus::Available)
+                    .open_path(local, status)
                     .await
                     .map_err(|e| format!("polypath open_path: {e}"))?;
                 loop {
@@ -594,7 +697,12 @@ impl Conn {
                 let tuple = noq::FourTuple::new(remote, Some(local.ip()));
                 let asked = Instant::now();
                 loop {
-                    match conn.open_path(tuple, noq::PathStatus::Available).await {
+                    let status = if backup {
+                        noq::PathStatus::Backup
+                    } else {
+                        noq::PathStatus::Available
+                    };
+                    match conn.open_path(tuple, status).await {
                         Ok(path) => return Ok(noq_path_id(path.id())),
                         Err(
                             noq::PathError::RemoteCidsExhausted | noq::PathError::MaxPathIdReached,

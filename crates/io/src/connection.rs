@@ -500,6 +500,11 @@ impl Connection {
             .flatten()
     }
 
+    /// The negotiated TLS cipher suite, once known.
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        self.with(|(conn, _, _)| conn.cipher_suite()).ok().flatten()
+    }
+
     /// True if both sides negotiated Multipath QUIC.
     pub fn is_multipath(&self) -> bool {
         self.with(|(conn, _, _)| conn.is_multipath())
@@ -816,10 +821,17 @@ impl RecvStream {
     }
 }
 
+/// Dropping a receiving half before its end abandons reading, as [`RecvStream::stop`]
+/// with code 0 does: without it a stream whose FIN (or rest) is never read would never be
+/// closed, and a peer opening many such streams would wait forever for MAX_STREAMS.
 impl Drop for RecvStream {
     fn drop(&mut self) {
-        let _ = self.conn.with(|(_, w, _)| {
+        let _ = self.conn.with(|(conn, w, driver)| {
             w.readers.remove(&self.id);
+            // An error means the stream was read to its end (or reset) already.
+            if conn.stop_sending(self.id, VarInt::from_u32(0)).is_ok() {
+                wake(driver);
+            }
         });
     }
 }

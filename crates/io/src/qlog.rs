@@ -2,7 +2,7 @@
 
 use polypath_quic::qlog::QlogFactory;
 use polypath_quic::{ConnectionId, Side};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Writes each connection's qlog to `DIR/<odcid>-<client|server>.sqlog`, the original
@@ -38,7 +38,8 @@ impl QlogFactory for QlogDir {
     fn create(&self, side: Side, odcid: &ConnectionId) -> Option<Box<dyn Write + Send>> {
         let path = self.path_for(side, odcid);
         match std::fs::File::create(&path) {
-            Ok(file) => Some(Box::new(BufWriter::with_capacity(64 * 1024, file))),
+            // The qlog stream buffers whole records itself (and writes them out whole).
+            Ok(file) => Some(Box::new(file)),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "cannot create qlog file");
                 None

@@ -159,6 +159,39 @@ async fn handshake_then_peer_close_is_a_completed_handshake() {
         .expect("a handshake that completed is reported as completed after the close");
 }
 
+/// A receiving half dropped before its end (the request's FIN never read) still closes
+/// the stream, so the peer gets MAX_STREAMS and can open more than the limit at once:
+/// 3 x the default limit of 100 request streams, each answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_whose_receiving_half_is_dropped_unread_free_their_slot() {
+    let (server, client, cc) = pair(&["127.0.0.1:0"], false, None);
+    let (c, s) = connect(&server, &client, cc).await;
+    const STREAMS: usize = 300;
+    let serve = tokio::spawn(async move {
+        for _ in 0..STREAMS {
+            let (mut send, mut recv) = s.accept_bi().await.unwrap();
+            // Read the one-byte request, not its FIN, and drop the receiving half.
+            let request = recv.read_chunk(1).await.unwrap().unwrap();
+            drop(recv);
+            send.write_all(&request).await.unwrap();
+            send.finish().unwrap();
+        }
+        s
+    });
+    let ask = async {
+        for i in 0..STREAMS {
+            let (mut send, mut recv) = c.open_bi().await.unwrap();
+            send.write_all(&[i as u8]).await.unwrap();
+            send.finish().unwrap();
+            assert_eq!(recv.read_to_end(16).await.unwrap(), vec![i as u8]);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), ask)
+        .await
+        .expect("the client waited for stream credit that never came");
+    let _s = serve.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ecn_marks_cross_loopback_and_validate() {
     use polypath_quic::ecn::EcnState;

@@ -7,11 +7,19 @@
 //! `time` is in milliseconds relative to the connection's start. The reference clock is
 //! monotonic with an unknown epoch, so a simulated run writes byte-identical logs for the
 //! same seed.
+//!
+//! The stream buffers whole records and hands them to its writer only whole, so a process
+//! killed at any moment leaves a file of complete records: the header at once; every event
+//! while the connection is being set up (until [`QlogStream::set_eager`] turns that off,
+//! when the handshake is confirmed); later, when [`BUFFER_CAPACITY`] bytes are waiting, when
+//! [`FLUSH_INTERVAL`] has passed since the last flush, and on explicit
+//! [`QlogStream::flush`] calls (the connection flushes after its state changes and when it
+//! closes).
 
 use crate::shared::{ConnectionId, Side};
 use serde_json::{Value, json};
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The event schema URI of the QUIC events draft this writer follows.
 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-qlog-quic-events#section-2.1
@@ -27,11 +35,23 @@ pub trait QlogFactory: Send + Sync {
     fn create(&self, side: Side, odcid: &ConnectionId) -> Option<Box<dyn Write + Send>>;
 }
 
+/// Bytes of records a stream holds before it hands them to its writer.
+pub const BUFFER_CAPACITY: usize = 64 * 1024;
+
+/// Longest time (of the events' clock) records wait in the buffer once a newer event comes.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
 /// A qlog JSON-SEQ stream for one connection.
 pub struct QlogStream {
     out: Box<dyn Write + Send>,
     start: Instant,
     failed: bool,
+    /// Whole records not yet written to `out`.
+    buffer: Vec<u8>,
+    /// When `buffer` was last written out.
+    last_flush: Instant,
+    /// Write out after every event.
+    eager: bool,
 }
 
 impl std::fmt::Debug for QlogStream {
@@ -47,7 +67,7 @@ const RECORD_SEPARATOR: u8 = 0x1e;
 impl QlogStream {
     /// Starts a stream: writes the file header naming the vantage point and group ID.
     pub fn new(
-        mut out: Box<dyn Write + Send>,
+        out: Box<dyn Write + Send>,
         start: Instant,
         side: Side,
         odcid: &ConnectionId,
@@ -69,8 +89,23 @@ impl QlogStream {
                 "event_schemas": [QUIC_EVENT_SCHEMA],
             },
         });
-        let failed = write_record(&mut out, &header).is_err();
-        QlogStream { out, start, failed }
+        let mut stream = QlogStream {
+            out,
+            start,
+            failed: false,
+            buffer: Vec::with_capacity(BUFFER_CAPACITY),
+            last_flush: start,
+            eager: true,
+        };
+        stream.failed = write_record(&mut stream.buffer, &header).is_err();
+        stream.flush();
+        stream
+    }
+
+    /// Whether every event is written out at once (the default, for the handshake: a
+    /// process killed during it leaves every event so far), or buffered.
+    pub fn set_eager(&mut self, eager: bool) {
+        self.eager = eager;
     }
 
     /// Writes one event; `name` is given without the `quic:` namespace prefix. Write errors
@@ -88,14 +123,30 @@ impl QlogStream {
         }
         let time = now.saturating_duration_since(self.start).as_secs_f64() * 1000.0;
         let record = json!({ "time": time, "name": format!("{namespace}:{name}"), "data": data });
-        if write_record(&mut self.out, &record).is_err() {
+        if write_record(&mut self.buffer, &record).is_err() {
             self.failed = true;
+            return;
+        }
+        if self.eager
+            || self.buffer.len() >= BUFFER_CAPACITY
+            || now.saturating_duration_since(self.last_flush) >= FLUSH_INTERVAL
+        {
+            self.last_flush = now;
+            self.flush();
         }
     }
 
-    /// Flushes buffered output.
+    /// Writes the buffered records out (whole) and flushes the writer.
     pub fn flush(&mut self) {
-        if !self.failed && self.out.flush().is_err() {
+        if self.failed {
+            return;
+        }
+        let written = self
+            .out
+            .write_all(&self.buffer)
+            .and_then(|()| self.out.flush());
+        self.buffer.clear();
+        if written.is_err() {
             self.failed = true;
         }
     }
@@ -107,12 +158,16 @@ impl Drop for QlogStream {
     }
 }
 
-fn write_record(out: &mut dyn Write, value: &Value) -> std::io::Result<()> {
-    let mut line = Vec::with_capacity(256);
-    line.push(RECORD_SEPARATOR);
-    serde_json::to_writer(&mut line, value)?;
-    line.push(b'\n');
-    out.write_all(&line)
+/// Appends one record to `buffer`; on error `buffer` is left as it was.
+fn write_record(buffer: &mut Vec<u8>, value: &Value) -> std::io::Result<()> {
+    let start = buffer.len();
+    buffer.push(RECORD_SEPARATOR);
+    if let Err(e) = serde_json::to_writer(&mut *buffer, value) {
+        buffer.truncate(start);
+        return Err(e.into());
+    }
+    buffer.push(b'\n');
+    Ok(())
 }
 
 /// Parses a JSON-SEQ qlog file into its records (header first), for tests and tools.
@@ -136,7 +191,6 @@ pub fn parse_json_seq(bytes: &[u8]) -> Result<Vec<Value>, String> {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<u8>>>);
@@ -179,6 +233,47 @@ mod tests {
         assert_eq!(records[0]["trace"]["common_fields"]["group_id"], "0102");
         assert_eq!(records[1]["name"], "quic:packet_sent");
         assert_eq!(records[1]["time"], 5.0);
+    }
+
+    /// Records reach the writer whole: at once while eager, then when the interval has
+    /// passed or the buffer is full.
+    #[test]
+    fn buffers_whole_records_and_flushes_by_time_and_size() {
+        let sink = Shared::default();
+        let start = Instant::now();
+        let mut q = QlogStream::new(
+            Box::new(sink.clone()),
+            start,
+            Side::Server,
+            &ConnectionId::new(&[9]),
+        );
+        let written = || parse_json_seq(&sink.0.lock().unwrap()).unwrap().len();
+        assert_eq!(written(), 1, "the header is written at once");
+        q.event(start, "connection_started", json!({}));
+        assert_eq!(written(), 2, "eager: every event at once");
+        q.set_eager(false);
+        q.event(start + Duration::from_millis(10), "packet_sent", json!({}));
+        assert_eq!(written(), 2, "buffered");
+        q.event(start + FLUSH_INTERVAL, "packet_sent", json!({}));
+        assert_eq!(written(), 4, "the interval passed: both written");
+        let big = "x".repeat(1000);
+        let mut events = 4;
+        while written() == 4 {
+            q.event(start + FLUSH_INTERVAL, "packet_sent", json!({ "pad": big }));
+            events += 1;
+            assert!(
+                events < 4 + BUFFER_CAPACITY / 1000 + 2,
+                "the buffer never filled"
+            );
+        }
+        assert!(
+            events > 4 + BUFFER_CAPACITY / 1100,
+            "flushed early: {events}"
+        );
+        assert_eq!(written(), events, "everything up to the full buffer, whole");
+        q.event(start + FLUSH_INTERVAL, "packet_sent", json!({}));
+        drop(q);
+        assert_eq!(written(), events + 1, "dropping the stream flushes it");
     }
 
     #[test]

@@ -271,6 +271,10 @@ impl Connection {
             "connection_state_updated",
             json!({"new": "handshake_confirmed"}),
         );
+        // From here on the qlog is buffered (see `QlogStream`).
+        if let Some(q) = self.qlog.as_mut() {
+            q.set_eager(false);
+        }
         self.issue_connection_ids();
     }
 

@@ -599,6 +599,11 @@ impl Connection {
         self.tls.alpn_protocol()
     }
 
+    /// The negotiated TLS cipher suite (e.g. `TLS13_CHACHA20_POLY1305_SHA256`), once known.
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        self.tls.cipher_suite().map(|s| s.suite())
+    }
+
     /// The peer's address on the first open path.
     pub fn remote_address(&self) -> Option<SocketAddr> {
         self.paths.values().next().map(|p| p.remote)
@@ -958,12 +963,15 @@ impl Connection {
     }
 
     // ----------------------------------------------------------------------------------
-    // qlog helpers
+    // qlog helpers (the events after which the file is flushed: [`QLOG_FLUSH_AFTER`])
     // ----------------------------------------------------------------------------------
 
     fn qlog_event(&mut self, now: Instant, name: &str, data: serde_json::Value) {
         if let Some(q) = self.qlog.as_mut() {
             q.event(now, name, data);
+            if QLOG_FLUSH_AFTER.contains(&name) {
+                q.flush();
+            }
         }
     }
 
@@ -1090,6 +1098,16 @@ fn space_packet_type(space: AckSpace) -> &'static str {
         AckSpace::Path(_) => "1RTT",
     }
 }
+
+/// qlog events after which a connection's log is written out at once (besides every event
+/// until the handshake is confirmed, see [`QlogStream::set_eager`]): state changes, new and
+/// abandoned paths, and the end of the connection, so that a killed process leaves them.
+const QLOG_FLUSH_AFTER: [&str; 4] = [
+    "connection_state_updated",
+    "path_assigned",
+    "path_abandoned",
+    "connection_closed",
+];
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,7 @@
 //! qlog representations of frames (draft-ietf-quic-qlog-quic-events, "QUIC Frames").
 
-use super::spaces::{ConnFrame, SentFrames};
-use crate::frame::Frame;
-use crate::streams::ControlFrame;
+use crate::frame::{Frame, FrameIter};
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 /// The qlog object of a received frame.
@@ -103,47 +102,19 @@ pub(super) fn frame_json(frame: &Frame) -> Value {
     }
 }
 
-/// The qlog frames of a sent packet, from what the connection recorded about it.
-pub(super) fn sent_frames_json(sent: &SentFrames, ack_eliciting: bool) -> Vec<Value> {
+/// The qlog frames of a packet's plaintext payload (a sent packet's, before protection).
+/// A payload that does not parse (which would be a bug of the sender) ends with a frame of
+/// type `unknown` carrying the parse error.
+pub(super) fn payload_json(payload: &[u8]) -> Vec<Value> {
     let mut out = Vec::new();
-    for (space, largest) in &sent.acks {
-        out.push(json!({"frame_type": "ack", "space": format!("{space:?}"), "largest_acknowledged": largest}));
-    }
-    for (offset, len) in &sent.crypto {
-        out.push(json!({"frame_type": "crypto", "offset": offset, "length": len}));
-    }
-    for c in &sent.conn {
-        out.push(match c {
-            ConnFrame::HandshakeDone => json!({"frame_type": "handshake_done"}),
-            ConnFrame::NewConnectionId { path, sequence } => json!({"frame_type": "new_connection_id", "path_id": path.0, "sequence_number": sequence}),
-            ConnFrame::RetireConnectionId { path, sequence } => json!({"frame_type": "retire_connection_id", "path_id": path.0, "sequence_number": sequence}),
-            ConnFrame::PathAbandon { path, code } => json!({"frame_type": "path_abandon", "path_id": path.0, "error_code": code}),
-            ConnFrame::PathStatus { path, sequence } => json!({"frame_type": "path_status", "path_id": path.0, "sequence_number": sequence}),
-            ConnFrame::MaxPathId => json!({"frame_type": "max_path_id"}),
-            ConnFrame::PathsBlocked => json!({"frame_type": "paths_blocked"}),
-            ConnFrame::PathCidsBlocked { path } => json!({"frame_type": "path_cids_blocked", "path_id": path.0}),
-        });
-    }
-    for c in &sent.stream_control {
-        out.push(match c {
-            ControlFrame::ResetStream { id, error_code, final_size } => json!({"frame_type": "reset_stream", "stream_id": id.0, "error_code": error_code.into_inner(), "final_size": final_size}),
-            ControlFrame::StopSending { id, error_code } => json!({"frame_type": "stop_sending", "stream_id": id.0, "error_code": error_code.into_inner()}),
-            ControlFrame::MaxData { max } => json!({"frame_type": "max_data", "maximum": max}),
-            ControlFrame::MaxStreamData { id, max } => json!({"frame_type": "max_stream_data", "stream_id": id.0, "maximum": max}),
-            ControlFrame::MaxStreams { dir, count } => json!({"frame_type": "max_streams", "stream_type": dir_name(*dir), "maximum": count}),
-            ControlFrame::DataBlocked { limit } => json!({"frame_type": "data_blocked", "limit": limit}),
-            ControlFrame::StreamDataBlocked { id, limit } => json!({"frame_type": "stream_data_blocked", "stream_id": id.0, "limit": limit}),
-            ControlFrame::StreamsBlocked { dir, limit } => json!({"frame_type": "streams_blocked", "stream_type": dir_name(*dir), "limit": limit}),
-        });
-    }
-    if sent.datagram_bytes > 0 {
-        out.push(json!({"frame_type": "datagram", "length": sent.datagram_bytes}));
-    }
-    for s in &sent.stream {
-        out.push(json!({"frame_type": "stream", "stream_id": s.id.0, "offset": s.offset, "length": s.len, "fin": s.fin}));
-    }
-    if ack_eliciting && out.iter().all(|f| f["frame_type"] == "ack") {
-        out.push(json!({"frame_type": "ping"}));
+    for frame in FrameIter::new(Bytes::copy_from_slice(payload)) {
+        match frame {
+            Ok(f) => out.push(frame_json(&f)),
+            Err(e) => {
+                out.push(json!({"frame_type": "unknown", "error": e.to_string()}));
+                break;
+            }
+        }
     }
     out
 }

@@ -742,14 +742,16 @@ impl Connection {
             }
             frame.encode(buf);
             self.pad_for_sample(buf, layout, None);
+            let frames = self.qlog_frames_of(buf, layout);
             if !self.protect(space, buf, layout) {
                 buf.truncate(layout.start);
+                continue;
             }
+            self.qlog_packet_sent(now, space, layout.pn, buf.len() - layout.start, frames);
         }
         if buf.is_empty() {
             return None;
         }
-        let _ = now;
         self.finish_transmit(id, buf.len(), None)
     }
 
@@ -869,6 +871,7 @@ impl Connection {
             pad_to = Some(end);
         }
         let padded = self.pad_for_sample(buf, layout, pad_to);
+        let frames = self.qlog_frames_of(buf, layout);
         if !self.protect(space, buf, layout) {
             buf.truncate(layout.start);
             return None;
@@ -876,14 +879,7 @@ impl Connection {
         let size = buf.len() - layout.start;
         sent.mtu_probe = opts.mtu_probe;
         let in_flight = ack_eliciting || padded;
-        if self.qlog.is_some() {
-            let data = json!({
-                "header": { "packet_type": space_packet_type(space), "packet_number": layout.pn, "path_id": path_id.0 },
-                "raw": { "length": size },
-                "frames": qlog_frames::sent_frames_json(&sent, ack_eliciting),
-            });
-            self.qlog_event(now, "packet_sent", data);
-        }
+        self.qlog_packet_sent(now, space, layout.pn, size, frames);
         self.stats.packets_sent += 1;
         if matches!(space, AckSpace::Path(_)) {
             self.packets_since_key_update += 1;
@@ -908,6 +904,34 @@ impl Connection {
         };
         self.on_packet_sent(space, layout.pn, packet);
         Some(size)
+    }
+
+    /// The qlog frames of the packet being built (its plaintext payload, before
+    /// protection), decoded by the same parser as received packets so that each frame is
+    /// logged under its own type; `None` without qlog.
+    fn qlog_frames_of(&self, buf: &[u8], layout: HeaderLayout) -> Option<Vec<serde_json::Value>> {
+        self.qlog.as_ref()?;
+        let payload = buf.get(layout.start + layout.pn_offset + layout.pn_len..)?;
+        Some(qlog_frames::payload_json(payload))
+    }
+
+    /// Logs `packet_sent` with the frames from [`Connection::qlog_frames_of`].
+    fn qlog_packet_sent(
+        &mut self,
+        now: Instant,
+        space: AckSpace,
+        pn: u64,
+        size: usize,
+        frames: Option<Vec<serde_json::Value>>,
+    ) {
+        if let Some(frames) = frames {
+            let data = json!({
+                "header": { "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 },
+                "raw": { "length": size },
+                "frames": frames,
+            });
+            self.qlog_event(now, "packet_sent", data);
+        }
     }
 
     /// Pads the packet being built with PADDING up to `pad_to` (an absolute buffer offset)

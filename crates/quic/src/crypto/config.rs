@@ -74,10 +74,32 @@ impl Clone for CertificateAndKey {
 //# Cipher suites with a nonce shorter than 12 bytes cannot be used together with
 //# the multipath extension.
 pub fn crypto_provider() -> Arc<CryptoProvider> {
+    crypto_provider_with(CipherSuites::All)
+}
+
+/// Which TLS 1.3 cipher suites an endpoint offers (a client) or accepts (a server).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CipherSuites {
+    /// AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305, in ring's order of preference.
+    #[default]
+    All,
+    /// ChaCha20-Poly1305 only (as the QUIC Interop Runner's `chacha20` case asks of a
+    /// client): a peer without it fails the handshake.
+    ChaCha20Only,
+}
+
+/// [`crypto_provider`] restricted to `suites`.
+pub fn crypto_provider_with(suites: CipherSuites) -> Arc<CryptoProvider> {
     let mut provider = rustls::crypto::ring::default_provider();
-    provider
-        .cipher_suites
-        .retain(|suite| suite.tls13().is_some_and(|s| s.quic.is_some()));
+    provider.cipher_suites.retain(|suite| {
+        suite.tls13().is_some_and(|s| s.quic.is_some())
+            && match suites {
+                CipherSuites::All => true,
+                CipherSuites::ChaCha20Only => {
+                    suite.suite() == rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+                }
+            }
+    });
     Arc::new(provider)
 }
 
@@ -166,7 +188,17 @@ pub fn client_config(
     verification: ServerVerification,
     keylog: bool,
 ) -> Result<Arc<ClientConfig>, ConfigError> {
-    let provider = crypto_provider();
+    client_config_with(alpn, verification, keylog, CipherSuites::All)
+}
+
+/// [`client_config`] offering only the cipher suites `suites`.
+pub fn client_config_with(
+    alpn: Vec<Vec<u8>>,
+    verification: ServerVerification,
+    keylog: bool,
+    suites: CipherSuites,
+) -> Result<Arc<ClientConfig>, ConfigError> {
+    let provider = crypto_provider_with(suites);
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
     let mut config =
@@ -236,7 +268,18 @@ pub fn server_config(
     alpn: Vec<Vec<u8>>,
     keylog: bool,
 ) -> Result<Arc<ServerConfig>, ConfigError> {
-    let mut config = ServerConfig::builder_with_provider(crypto_provider())
+    server_config_with(chain, key, alpn, keylog, CipherSuites::All)
+}
+
+/// [`server_config`] accepting only the cipher suites `suites`.
+pub fn server_config_with(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    alpn: Vec<Vec<u8>>,
+    keylog: bool,
+    suites: CipherSuites,
+) -> Result<Arc<ServerConfig>, ConfigError> {
+    let mut config = ServerConfig::builder_with_provider(crypto_provider_with(suites))
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
@@ -260,21 +303,25 @@ const ED25519_PKCS8_PREFIX: [u8; 16] = [
 /// of unused bits, then the 32-byte key).
 const ED25519_PKCS8_PUBLIC_TAG: [u8; 3] = [0x81, 0x21, 0x00];
 
-/// A self-signed Ed25519 certificate for `subject_alt_names` (DNS names or IP addresses)
-/// with a fresh random key.
-///
-/// Ed25519 signatures have a fixed size and the serial number has a fixed length, so for
-/// given names every certificate (and every handshake that carries it) has the same size.
+/// A self-signed ECDSA P-256 (SHA-256) certificate for `subject_alt_names` (DNS names or
+/// IP addresses) with a fresh random key. ECDSA P-256 is the signature scheme every TLS 1.3
+/// stack supports (RFC 8446 section 9.1: `ecdsa_secp256r1_sha256` is mandatory to
+/// implement); Ed25519 is not, and a peer without it aborts the handshake.
+//= https://www.rfc-editor.org/rfc/rfc8446#section-9.1
+//# A TLS-compliant application MUST support digital signatures with
+//# rsa_pkcs1_sha256 (for certificates), rsa_pss_rsae_sha256 (for
+//# CertificateVerify and certificates), and ecdsa_secp256r1_sha256.
 pub fn self_signed_certificate(
     subject_alt_names: &[String],
 ) -> Result<CertificateAndKey, ConfigError> {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
         .map_err(|e| ConfigError::Certificate(e.to_string()))?;
     certify(subject_alt_names, key)
 }
 
-/// Like [`self_signed_certificate`], but the key is derived from `seed`, so the same seed
-/// and names always give byte-identical certificates (for the deterministic simulator).
+/// A self-signed Ed25519 certificate whose key is derived from `seed`, so the same seed and
+/// names always give byte-identical certificates and handshakes (for the deterministic
+/// simulator: Ed25519 signatures are deterministic, ECDSA ones are not).
 pub fn self_signed_certificate_from_seed(
     subject_alt_names: &[String],
     seed: &[u8; 32],
@@ -372,18 +419,25 @@ mod tests {
     }
 
     #[test]
-    fn self_signed_sizes_are_fixed_and_seeded_certs_are_identical() {
+    fn generated_certs_are_ecdsa_p256_and_seeded_certs_are_identical() {
         let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-        let sizes: Vec<usize> = (0..8)
-            .map(|_| self_signed_certificate(&names).unwrap().chain[0].len())
-            .collect();
-        assert!(sizes.iter().all(|&s| s == sizes[0]), "{sizes:?}");
+        let cert = self_signed_certificate(&names).unwrap();
+        let key = rustls::crypto::ring::sign::any_supported_type(&cert.key).unwrap();
+        assert_eq!(key.algorithm(), rustls::SignatureAlgorithm::ECDSA);
+        assert!(
+            key.choose_scheme(&[SignatureScheme::ECDSA_NISTP256_SHA256])
+                .is_some(),
+            "a peer that offers only ecdsa_secp256r1_sha256 can verify it"
+        );
+        assert!(
+            key.choose_scheme(&[SignatureScheme::ED25519]).is_none(),
+            "not an Ed25519 key"
+        );
         let a = self_signed_certificate_from_seed(&names, &[1; 32]).unwrap();
         let b = self_signed_certificate_from_seed(&names, &[1; 32]).unwrap();
         let c = self_signed_certificate_from_seed(&names, &[2; 32]).unwrap();
         assert_eq!(a.chain, b.chain);
         assert_ne!(a.chain, c.chain);
-        assert_eq!(a.chain[0].len(), sizes[0]);
         assert_eq!(a.key.secret_der(), b.key.secret_der());
     }
 

@@ -735,3 +735,74 @@ fn an_interface_that_flaps_gets_a_new_path_each_time_beyond_the_initial_path_ids
     assert_eq!(ids, vec![1, 2, 3, 4, 5, 6]);
     assert!(!pair.client().is_closed() && !pair.server().is_closed());
 }
+
+/// Each frame of a sent packet is logged under its own type in `packet_sent` (PATH_ACK,
+/// PATH_CHALLENGE and PATH_RESPONSE were once logged as "ack, ping"), and the packet that
+/// carries CONNECTION_CLOSE is logged too.
+#[test]
+fn qlog_logs_each_sent_frame_under_its_own_type() {
+    let (mut pair, qlog) = pair_with(Arc::new(RoundRobinFactory), Arc::new(ManualFactory));
+    let now = pair.now;
+    let id = pair
+        .client()
+        .open_path(now, client_addr2(), server_addr(), PathStatus::Available)
+        .expect("path opens");
+    assert!(wait_validated(&mut pair, id));
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let now = pair.now;
+    assert!(pair.client().set_path_status(now, id, PathStatus::Backup));
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let now = pair.now;
+    assert!(
+        pair.client()
+            .abandon_path(now, id, TransportErrorCode::APPLICATION_ABANDON_PATH)
+    );
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let now = pair.now;
+    pair.client().close(now, VarInt::from_u32(7), b"bye");
+    pair.run_until(Duration::from_millis(100), |_| false);
+    drop(pair);
+    let records = qlog_records(&qlog);
+    let frames: Vec<serde_json::Value> = records
+        .iter()
+        .filter(|r| r["name"] == "quic:packet_sent")
+        .flat_map(|r| r["data"]["frames"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let types: std::collections::BTreeSet<&str> = frames
+        .iter()
+        .filter_map(|f| f["frame_type"].as_str())
+        .collect();
+    for ty in [
+        "crypto",
+        "padding",
+        "path_ack",
+        "path_challenge",
+        "path_response",
+        "path_new_connection_id",
+        "path_status_backup",
+        "path_abandon",
+        "connection_close",
+    ] {
+        assert!(
+            types.contains(ty),
+            "{ty} missing from the sent frames {types:?}"
+        );
+    }
+    assert!(!types.contains("unknown"), "{types:?}");
+    let close = frames
+        .iter()
+        .find(|f| f["frame_type"] == "connection_close")
+        .expect("checked above");
+    assert_eq!(
+        (
+            &close["error_space"],
+            &close["error_code"],
+            &close["reason"]
+        ),
+        (
+            &serde_json::json!("application"),
+            &serde_json::json!(7),
+            &serde_json::json!("bye")
+        )
+    );
+}

@@ -1,0 +1,299 @@
+//! `hq-interop` (HTTP/0.9) on noq: a server serving a directory and a client downloading a
+//! list of paths over parallel streams, the noq counterparts of `polypath_cli::hq`. The
+//! request syntax and the rules of what may be served (no path outside the directory) are
+//! polypath's own ([`parse_request`], [`resolve`], [`relative_path`]), so both sides
+//! refuse the same requests.
+//!
+//! Also [`Site`]: a directory of files with known contents for the matrix and the runner
+//! harness, removed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use polypath_cli::hq::{
+    ALPN as HQ_ALPN, ERROR_BAD_REQUEST, ERROR_NOT_FOUND, MAX_REQUEST_LEN, parse_request,
+    relative_path, resolve,
+};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinSet;
+
+use crate::peer::CaseError;
+
+/// The ALPN protocol of HTTP/0.9 over QUIC.
+pub const ALPN: &[u8] = HQ_ALPN;
+
+/// What a noq server served on one connection.
+#[derive(Debug, Clone, Default)]
+pub struct Served {
+    /// Requests answered with a file.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// Requests refused, with why.
+    pub refused: Vec<String>,
+}
+
+/// Serves the files of `root` (canonical) to a noq connection until it closes.
+pub async fn noq_serve(conn: &noq::Connection, root: &Path) -> Result<Served, CaseError> {
+    let root = Arc::new(
+        root.canonicalize()
+            .map_err(|e| format!("{}: {e}", root.display()))?,
+    );
+    let mut tasks = JoinSet::new();
+    let mut served = Served::default();
+    let count = |served: &mut Served, done: Result<Result<u64, String>, _>| match done {
+        Ok(Ok(bytes)) => {
+            served.files += 1;
+            served.bytes += bytes;
+        }
+        Ok(Err(e)) => served.refused.push(e),
+        Err(e) => served.refused.push(format!("request task failed: {e}")),
+    };
+    loop {
+        tokio::select! {
+            stream = conn.accept_bi() => {
+                let Ok((send, recv)) = stream else { break };
+                let root = root.clone();
+                tasks.spawn(async move { noq_serve_stream(send, recv, &root).await });
+            }
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => count(&mut served, done),
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        count(&mut served, done);
+    }
+    Ok(served)
+}
+
+async fn noq_serve_stream(
+    mut send: noq::SendStream,
+    mut recv: noq::RecvStream,
+    root: &Path,
+) -> Result<u64, String> {
+    let mut line = Vec::new();
+    while !line.contains(&b'\n') {
+        match recv.read_chunk(MAX_REQUEST_LEN + 1 - line.len()).await {
+            Ok(Some(chunk)) => line.extend_from_slice(&chunk),
+            Ok(None) => break,
+            Err(e) => return Err(format!("reading a request: {e}")),
+        }
+        if line.len() > MAX_REQUEST_LEN {
+            let _ = send.reset(code(ERROR_BAD_REQUEST));
+            return Err(format!("request longer than {MAX_REQUEST_LEN} bytes"));
+        }
+    }
+    let file = parse_request(&line)
+        .map_err(|e| (ERROR_BAD_REQUEST, e))
+        .and_then(|path| resolve(root, path));
+    let file = match file {
+        Ok(f) => f,
+        Err((c, why)) => {
+            let _ = send.reset(code(c));
+            return Err(why);
+        }
+    };
+    let data = match tokio::fs::read(&file).await {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = send.reset(code(ERROR_NOT_FOUND));
+            return Err(format!("{}: {e}", file.display()));
+        }
+    };
+    send.write_all(&data)
+        .await
+        .map_err(|e| format!("sending {}: {e}", file.display()))?;
+    send.finish()
+        .map_err(|e| format!("finishing {}: {e}", file.display()))?;
+    let _ = send.stopped().await;
+    Ok(data.len() as u64)
+}
+
+fn code(c: u64) -> noq::VarInt {
+    noq::VarInt::from_u64(c).unwrap_or(noq::VarInt::from_u32(0))
+}
+
+/// One file a client downloaded: its request path, size and SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Downloaded {
+    /// The request path.
+    pub path: String,
+    /// Bytes received (and saved).
+    pub bytes: u64,
+    /// SHA-256 of them.
+    pub sha256: [u8; 32],
+    /// Reads that waited [`STALL_PROBE`] for data that a new read then found at once (the
+    /// reading task was not woken: see [`read_all`]).
+    pub stalls: u32,
+}
+
+/// How long a read waits before [`read_all`] probes with a new read.
+pub const STALL_PROBE: Duration = Duration::from_secs(2);
+
+/// Reads a noq stream to its end. A read that has waited [`STALL_PROBE`] is replaced by a
+/// new one; if that one returns data at once, the first was never woken although data was
+/// there, which is counted (the second return value) rather than hidden. Seen in rare runs
+/// on a busy machine: noq had acknowledged every packet of a download, yet the reading
+/// task waited until the connection's idle timeout.
+pub async fn read_all(recv: &mut noq::RecvStream) -> Result<(Vec<u8>, u32), noq::ReadError> {
+    let mut data = Vec::new();
+    let mut stalls = 0;
+    loop {
+        let chunk = match tokio::time::timeout(STALL_PROBE, recv.read_chunk(usize::MAX)).await {
+            Ok(chunk) => chunk?,
+            Err(_) => {
+                match tokio::time::timeout(Duration::from_millis(10), recv.read_chunk(usize::MAX))
+                    .await
+                {
+                    Ok(chunk) => {
+                        stalls += 1;
+                        chunk?
+                    }
+                    Err(_) => continue,
+                }
+            }
+        };
+        match chunk {
+            Some(c) => data.extend_from_slice(&c),
+            None => return Ok((data, stalls)),
+        }
+    }
+}
+
+/// Downloads `paths` over parallel streams of a noq connection and saves each under
+/// `out_dir` at its relative path.
+pub async fn noq_fetch(
+    conn: &noq::Connection,
+    paths: &[String],
+    out_dir: &Path,
+) -> Result<Vec<Downloaded>, CaseError> {
+    let mut tasks = JoinSet::new();
+    for path in paths {
+        let target = out_dir.join(relative_path(path)?);
+        let (conn, path) = (conn.clone(), path.clone());
+        tasks.spawn(async move {
+            let (mut send, mut recv) = conn
+                .open_bi()
+                .await
+                .map_err(|e| format!("{path}: open_bi: {e}"))?;
+            send.write_all(format!("GET {path}\r\n").as_bytes())
+                .await
+                .map_err(|e| format!("{path}: request: {e}"))?;
+            send.finish().map_err(|e| format!("{path}: finish: {e}"))?;
+            let (data, stalls) = read_all(&mut recv)
+                .await
+                .map_err(|e| format!("{path}: {e}"))?;
+            if let Some(parent) = target.parent() {
+                tokio::fs::create_dir_all(parent)
+                    .await
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            let mut out = tokio::fs::File::create(&target)
+                .await
+                .map_err(|e| format!("{}: {e}", target.display()))?;
+            out.write_all(&data)
+                .await
+                .map_err(|e| format!("{}: {e}", target.display()))?;
+            Ok::<_, String>(Downloaded {
+                bytes: data.len() as u64,
+                sha256: Sha256::digest(&data).into(),
+                path,
+                stalls,
+            })
+        });
+    }
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok(d)) => done.push(d),
+            Ok(Err(e)) => failed.push(e),
+            Err(e) => failed.push(format!("download task failed: {e}")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(done)
+    } else {
+        Err(format!(
+            "{} of {} downloads failed: {}",
+            failed.len(),
+            paths.len(),
+            failed.join("; ")
+        ))
+    }
+}
+
+/// A directory of files with known contents (pseudo-random, from a seed per file), and a
+/// file next to it, outside, that no request may reach. Removed when dropped.
+#[derive(Debug)]
+pub struct Site {
+    base: PathBuf,
+    /// (request path, size, SHA-256) of each file.
+    pub files: Vec<(String, u64, [u8; 32])>,
+}
+
+/// The name of the file beside the served directory.
+pub const SECRET: &str = "secret";
+
+impl Site {
+    /// Creates `base/www` with the files `(path, size)`, and `base/secret`.
+    pub fn create(base: PathBuf, files: &[(String, usize)]) -> Result<Site, CaseError> {
+        let _ = std::fs::remove_dir_all(&base);
+        let www = base.join("www");
+        let io = |e: std::io::Error| format!("{}: {e}", base.display());
+        std::fs::create_dir_all(&www).map_err(io)?;
+        std::fs::write(base.join(SECRET), b"not to be served").map_err(io)?;
+        let mut listed = Vec::new();
+        for (i, (path, size)) in files.iter().enumerate() {
+            let target = www.join(relative_path(path)?);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(io)?;
+            }
+            let data = crate::cases::pattern(*size, 0x4851_0000 + i as u64);
+            std::fs::write(&target, &data).map_err(io)?;
+            listed.push((path.clone(), *size as u64, Sha256::digest(&data).into()));
+        }
+        Ok(Site {
+            base,
+            files: listed,
+        })
+    }
+
+    /// The served directory.
+    pub fn www(&self) -> PathBuf {
+        self.base.join("www")
+    }
+
+    /// The request paths of the files.
+    pub fn paths(&self) -> Vec<String> {
+        self.files.iter().map(|f| f.0.clone()).collect()
+    }
+
+    /// Checks that `dir` holds every file, byte for byte (by SHA-256); returns the total
+    /// size.
+    pub fn check_downloads(&self, dir: &Path) -> Result<u64, CaseError> {
+        let mut total = 0;
+        for (path, size, sha) in &self.files {
+            let file = dir.join(relative_path(path)?);
+            let data = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let got: [u8; 32] = Sha256::digest(&data).into();
+            if data.len() as u64 != *size || got != *sha {
+                return Err(format!(
+                    "{path}: downloaded {} bytes with SHA-256 {}, served {size} bytes with {}",
+                    data.len(),
+                    hex::encode(got),
+                    hex::encode(sha)
+                ));
+            }
+            total += size;
+        }
+        Ok(total)
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}

@@ -1,0 +1,1090 @@
+//! The QUIC Interop Runner's endpoint contract, checked on loopback: runs polypath through
+//! `interop/runner/run_endpoint.sh` (the script the runner's container starts) with the
+//! directories, port and binary overridden by environment variables, against a noq peer
+//! written here, in both directions, and checks each case the way the runner does
+//! (downloaded files identical to the served ones, one handshake, a Retry seen, a key
+//! update seen, ChaCha20 agreed, IPv6 addresses, ...). A case the script does not support
+//! ends with status 127 and is reported as unsupported.
+//!
+//! The runner judges from a pcap of the network and the endpoints' logs; here the
+//! observations come from the noq side (its own counters and a socket that counts Retry
+//! packets), from polypath's JSON output and from polypath's qlog files.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use noq::crypto::rustls::QuicServerConfig;
+use polypath_quic::crypto::{
+    CipherSuites, ServerVerification, client_config_with, self_signed_certificate,
+    server_config_with,
+};
+use serde_json::Value;
+
+use crate::hq::{self, Site};
+use crate::noq_socket::MultiAddrSocket;
+use crate::peer::{CaseError, noq_client_crypto};
+use crate::report::Stack;
+
+/// The runner's test cases the harness knows, in the order it runs them: those the script
+/// supports, those it refuses (127), and the multipath proposal's cases.
+pub const CASES: [&str; 19] = [
+    "handshake",
+    "transfer",
+    "multiplexing",
+    "retry",
+    "chacha20",
+    "keyupdate",
+    "ipv6",
+    "resumption",
+    "zerortt",
+    "http3",
+    "v2",
+    "rebind-port",
+    "rebind-addr",
+    "connectionmigration",
+    "ecn",
+    "multipath-handshake",
+    "multipath-transfer",
+    "multipath-abandon",
+    "multipath-backup",
+];
+
+/// How one case went in one direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every check passed; what was measured.
+    Ok(String),
+    /// A check failed; why.
+    Fail(String),
+    /// The script exited with 127.
+    Unsupported,
+}
+
+impl Outcome {
+    /// `ok`, `fail` or `unsupported(127)`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Ok(_) => "ok",
+            Outcome::Fail(_) => "fail",
+            Outcome::Unsupported => "unsupported(127)",
+        }
+    }
+}
+
+/// One row of the harness's table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The runner's test case.
+    pub case: String,
+    /// The stack playing the client.
+    pub client: Stack,
+    /// The stack playing the server.
+    pub server: Stack,
+    /// How it went.
+    pub outcome: Outcome,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct HarnessOptions {
+    /// `run_endpoint.sh`.
+    pub script: PathBuf,
+    /// The `polypath` binary the script runs.
+    pub polypath: PathBuf,
+    /// The cases (see [`CASES`]).
+    pub cases: Vec<String>,
+    /// A run of the script (one side of one case) that takes longer is killed and fails.
+    pub timeout: Duration,
+    /// Where each case's directories go (removed after a case that passed).
+    pub work_dir: PathBuf,
+}
+
+impl HarnessOptions {
+    /// The script and binary of this checkout: `interop/runner/run_endpoint.sh` beside the
+    /// crates, and `polypath` in the target directory the running executable is in (or
+    /// `$POLYPATH_BIN`).
+    pub fn for_this_checkout() -> HarnessOptions {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let polypath = std::env::var_os("POLYPATH_BIN")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let exe = std::env::current_exe().ok()?;
+                // target/<profile>/polypath-interop or target/<profile>/deps/matrix-...
+                exe.ancestors()
+                    .skip(1)
+                    .take(2)
+                    .map(|d| d.join("polypath"))
+                    .find(|p| p.is_file())
+            })
+            .unwrap_or_else(|| root.join("target/debug/polypath"));
+        HarnessOptions {
+            script: root.join("interop/runner/run_endpoint.sh"),
+            polypath,
+            cases: CASES.iter().map(|c| c.to_string()).collect(),
+            timeout: Duration::from_secs(60),
+            work_dir: std::env::temp_dir().join(format!("pp-runner-{}", std::process::id())),
+        }
+    }
+}
+
+/// The table: one line per case, a column per direction.
+pub fn table(rows: &[Row]) -> String {
+    let mut by_case: BTreeMap<usize, (String, Vec<&Row>)> = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        let first = rows.iter().position(|r| r.case == row.case).unwrap_or(i);
+        by_case
+            .entry(first)
+            .or_insert_with(|| (row.case.clone(), Vec::new()))
+            .1
+            .push(row);
+    }
+    let mut out = format!(
+        "{:<21} {:<18} {:<18}\n",
+        "case", "polypath->noq", "noq->polypath"
+    );
+    let mut details = String::new();
+    for (case, case_rows) in by_case.values() {
+        let cell = |client: Stack| {
+            case_rows
+                .iter()
+                .find(|r| r.client == client)
+                .map_or("-", |r| r.outcome.label())
+        };
+        out.push_str(&format!(
+            "{case:<21} {:<18} {:<18}\n",
+            cell(Stack::Polypath),
+            cell(Stack::Noq)
+        ));
+        for r in case_rows {
+            if let Outcome::Ok(d) | Outcome::Fail(d) = &r.outcome {
+                details.push_str(&format!(
+                    "  {case} ({} client, {} server): {d}\n",
+                    r.client, r.server
+                ));
+            }
+        }
+    }
+    let count = |label: &str| rows.iter().filter(|r| r.outcome.label() == label).count();
+    out.push_str(&format!(
+        "{} ok, {} fail, {} unsupported(127)\n{details}",
+        count("ok"),
+        count("fail"),
+        count("unsupported(127)")
+    ));
+    out
+}
+
+/// Runs every case of `options` in both directions, one after the other.
+pub async fn run_harness(options: &HarnessOptions) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for case in &options.cases {
+        for (client, server) in crate::DIRECTIONS {
+            let dir = options.work_dir.join(format!("{case}-{client}-{server}"));
+            let outcome = match run_case(options, case, client, &dir).await {
+                Ok(Some(detail)) => Outcome::Ok(detail),
+                Ok(None) => Outcome::Unsupported,
+                Err(e) => Outcome::Fail(e),
+            };
+            if !matches!(outcome, Outcome::Fail(_)) {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            rows.push(Row {
+                case: case.clone(),
+                client,
+                server,
+                outcome,
+            });
+        }
+    }
+    let _ = std::fs::remove_dir(&options.work_dir);
+    rows
+}
+
+/// The files a case serves: (request path, size).
+fn case_files(case: &str) -> Vec<(String, usize)> {
+    let sized = |sizes: &[usize]| {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (format!("/file{i}"), s))
+            .collect()
+    };
+    match case {
+        "handshake" | "retry" | "chacha20" | "ipv6" | "multipath-handshake" => sized(&[1000]),
+        "transfer" => sized(&[1_000_000, 3_000_000, 5_000_000]),
+        "multiplexing" => (0..200)
+            .map(|i| (format!("/m{i:03}"), 1000 + i * 37))
+            .collect(),
+        // Long enough for a key update (polypath may start one three PTOs after the
+        // previous keys were acknowledged).
+        "keyupdate" => sized(&[30_000_000]),
+        "multipath-transfer" | "multipath-abandon" | "multipath-backup" => sized(&[20_000_000]),
+        _ => sized(&[1000]),
+    }
+}
+
+/// What the case needs of the noq peer.
+#[derive(Debug, Clone, Copy, Default)]
+struct PeerSetup {
+    ipv6: bool,
+    retry: bool,
+    chacha20: bool,
+    key_update: bool,
+    multipath: bool,
+}
+
+fn peer_setup(case: &str) -> PeerSetup {
+    PeerSetup {
+        ipv6: case == "ipv6",
+        retry: case == "retry",
+        chacha20: case == "chacha20",
+        key_update: case == "keyupdate",
+        multipath: case.starts_with("multipath-"),
+    }
+}
+
+/// The certificate the polypath server loads from CERTS_DIR (and the noq server uses too).
+struct Certs {
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+fn write_certs(dir: &Path) -> Result<Certs, CaseError> {
+    let names = ["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    let cert = self_signed_certificate(&names).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let pem_cert = pem_block("CERTIFICATE", &cert.chain[0]);
+    let pem_key = pem_block("PRIVATE KEY", cert.key.secret_der());
+    std::fs::write(dir.join("cert.pem"), pem_cert).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("priv.key"), pem_key).map_err(|e| e.to_string())?;
+    Ok(Certs {
+        chain: cert.chain,
+        key: cert.key,
+    })
+}
+
+fn pem_block(label: &str, der: &[u8]) -> String {
+    pem::encode(&pem::Pem::new(label, der.to_vec()))
+}
+
+/// The script's environment for `role` in `dir`.
+fn script_command(options: &HarnessOptions, case: &str, role: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(&options.script)
+        .env("ROLE", role)
+        .env("TESTCASE", case)
+        .env("SSLKEYLOGFILE", dir.join("keys.log"))
+        .env("QLOGDIR", dir.join("qlog"))
+        .env("WWW_DIR", dir.join("site/www"))
+        .env("DOWNLOADS_DIR", dir.join("downloads"))
+        .env("CERTS_DIR", dir.join("certs"))
+        .env("POLYPATH", &options.polypath)
+        .env("SETUP", "")
+        .env("WAIT_FOR", "")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if case.starts_with("multipath-") {
+        cmd.env("FIRST_LOCAL", "127.0.0.1:0")
+            .env("SECOND_LOCAL", "127.0.0.2:0");
+    }
+    cmd
+}
+
+/// A running script, killed when dropped.
+struct Script {
+    child: Child,
+    stdout: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// The thread forwarding standard output; it ends when the script's output closes.
+    stdout_reader: Option<std::thread::JoinHandle<()>>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Script {
+    fn spawn(mut cmd: Command) -> Result<Script, CaseError> {
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run the script: {e}"))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let stdout_reader = child.stdout.take().map(|out| {
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            })
+        });
+        let err = child.stderr.take();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(err) = err {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            }
+            text
+        });
+        Ok(Script {
+            child,
+            stdout: rx,
+            stdout_reader,
+            stderr: Some(stderr),
+        })
+    }
+
+    /// Waits for the exit status (polling, so that the runtime keeps serving the noq side).
+    async fn wait(&mut self, timeout: Duration) -> Result<i32, CaseError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(status.code().unwrap_or(-1));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return Err(format!("the script ran longer than {timeout:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The next line of standard output, if one comes within `timeout`.
+    async fn line(&mut self, timeout: Duration) -> Option<String> {
+        tokio::time::timeout(timeout, self.stdout.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Everything printed on standard output so far, and standard error (once it ended).
+    fn output(mut self) -> (String, String) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The script execs polypath, so its output closes when it ends: every line is
+        // forwarded once the reader thread has ended.
+        if let Some(reader) = self.stdout_reader.take() {
+            let _ = reader.join();
+        }
+        let mut out = String::new();
+        while let Ok(line) = self.stdout.try_recv() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        let err = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        (out, err)
+    }
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs one case in one direction; `Ok(None)` if unsupported.
+async fn run_case(
+    options: &HarnessOptions,
+    case: &str,
+    client: Stack,
+    dir: &Path,
+) -> Result<Option<String>, CaseError> {
+    let _ = std::fs::remove_dir_all(dir);
+    let site = Site::create(dir.join("site"), &case_files(case))?;
+    let certs = write_certs(&dir.join("certs"))?;
+    let setup = peer_setup(case);
+    let result = match client {
+        Stack::Polypath => polypath_client(options, case, dir, &site, &certs, setup).await,
+        Stack::Noq => noq_client(options, case, dir, &site, &certs, setup).await,
+    };
+    // The site's files are compared; it is removed with its directory.
+    drop(site);
+    result
+}
+
+fn loopback(setup: PeerSetup) -> IpAddr {
+    if setup.ipv6 {
+        IpAddr::V6(Ipv6Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    }
+}
+
+/// What the noq server saw.
+#[derive(Debug, Default)]
+struct NoqServerLog {
+    handshakes: u64,
+    retries_sent: u64,
+    peers: Vec<SocketAddr>,
+    served: Vec<hq::Served>,
+    /// Connection-wide frame counts (sent, received) of each connection.
+    frames: Vec<(noq::FrameStats, noq::FrameStats)>,
+    /// Per path of each connection: (path ID, UDP bytes received).
+    path_rx: Vec<Vec<(u32, u64)>>,
+}
+
+fn noq_transport(setup: PeerSetup) -> Arc<noq::TransportConfig> {
+    let mut t = noq::TransportConfig::default();
+    t.max_concurrent_bidi_streams(1000u32.into());
+    if setup.multipath {
+        t.max_concurrent_multipath_paths(crate::peer::MAX_PATHS);
+    }
+    Arc::new(t)
+}
+
+/// polypath client (the script) against a noq server.
+async fn polypath_client(
+    options: &HarnessOptions,
+    case: &str,
+    dir: &Path,
+    site: &Site,
+    certs: &Certs,
+    setup: PeerSetup,
+) -> Result<Option<String>, CaseError> {
+    let suites = if setup.chacha20 {
+        CipherSuites::ChaCha20Only
+    } else {
+        CipherSuites::All
+    };
+    let tls = server_config_with(
+        certs.chain.clone(),
+        certs.key.clone_key(),
+        vec![hq::ALPN.to_vec()],
+        false,
+        suites,
+    )
+    .map_err(|e| e.to_string())?;
+    let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .ok_or("no QUIC AES-128-GCM suite")?;
+    let crypto = QuicServerConfig::with_initial(tls, initial).map_err(|e| e.to_string())?;
+    let mut config = noq::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(noq_transport(setup));
+    let endpoint = noq::Endpoint::server(config, SocketAddr::new(loopback(setup), 0))
+        .map_err(|e| format!("noq server: {e}"))?;
+    let addr = endpoint.local_addr().map_err(|e| e.to_string())?;
+    let www = site.www();
+    let server = {
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            let mut log = NoqServerLog::default();
+            while let Some(incoming) = endpoint.accept().await {
+                if setup.retry && !incoming.remote_address_validated() {
+                    if incoming.retry().is_ok() {
+                        log.retries_sent += 1;
+                    }
+                    continue;
+                }
+                let Ok(conn) = incoming.await else { continue };
+                log.handshakes += 1;
+                if let Some(peer) = conn
+                    .path(noq::PathId::ZERO)
+                    .and_then(|p| p.remote_address().ok())
+                {
+                    log.peers.push(peer);
+                }
+                if let Ok(served) = hq::noq_serve(&conn, &www).await {
+                    log.served.push(served);
+                }
+                let s = conn.stats();
+                log.frames.push((s.frame_tx, s.frame_rx));
+                log.path_rx.push(
+                    (0..2 * crate::peer::MAX_PATHS)
+                        .filter_map(|i| {
+                            conn.path_stats(noq::PathId::from(i))
+                                .map(|p| (i, p.udp_rx.bytes))
+                        })
+                        .collect(),
+                );
+            }
+            log
+        })
+    };
+    let host = match addr.ip() {
+        IpAddr::V6(ip) => format!("[{ip}]"),
+        IpAddr::V4(ip) => ip.to_string(),
+    };
+    let requests: Vec<String> = site
+        .paths()
+        .iter()
+        .map(|p| format!("https://{host}:{}{p}", addr.port()))
+        .collect();
+    let mut cmd = script_command(options, case, "client", dir);
+    cmd.env("REQUESTS", requests.join(" "));
+    let mut script = Script::spawn(cmd)?;
+    let status = script.wait(options.timeout).await;
+    let (stdout, stderr) = script.output();
+    // The client closed its connection: the server's connection ends; then the endpoint.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    endpoint.close(0u32.into(), b"");
+    let log = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .map_err(|_| "the noq server did not end".to_string())?
+        .map_err(|e| format!("the noq server failed: {e}"))?;
+    let status = status?;
+    if status == 127 {
+        return Ok(None);
+    }
+    if status != 0 {
+        return Err(format!(
+            "the client exited with {status}: {}",
+            last_lines(&stderr)
+        ));
+    }
+    let summary: Value = serde_json::from_str(&stdout)
+        .map_err(|e| format!("the client's summary is not JSON ({e}): {stdout}"))?;
+    let bytes = site.check_downloads(&dir.join("downloads"))?;
+    let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
+    let expected_handshakes = 1;
+    if log.handshakes != expected_handshakes {
+        return Err(format!(
+            "{} handshakes, expected {expected_handshakes}",
+            log.handshakes
+        ));
+    }
+    checks.push("1 handshake".into());
+    check_keylog(dir, &mut checks)?;
+    let qlogs = check_qlog(dir)?;
+    checks.push(format!("{} qlog file(s) parse", qlogs.len()));
+    let connection = &summary["connection"];
+    match case {
+        "retry" => {
+            let seen = qlogs.iter().any(|records| {
+                records
+                    .iter()
+                    .any(|r| r["data"]["header"]["packet_type"] == "retry")
+            });
+            if log.retries_sent == 0 || !seen {
+                return Err(format!(
+                    "noq sent {} Retry; polypath's qlog shows one: {seen}",
+                    log.retries_sent
+                ));
+            }
+            checks.push(format!(
+                "noq sent {} Retry, the client's qlog has it",
+                log.retries_sent
+            ));
+        }
+        "chacha20" => check_chacha(connection, &mut checks)?,
+        "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
+        "ipv6" => {
+            if !log.peers.iter().all(|p| p.is_ipv6()) {
+                return Err(format!("noq saw the client at {:?}", log.peers));
+            }
+            checks.push(format!("noq saw the client at {:?}", log.peers));
+        }
+        c if c.starts_with("multipath-") => {
+            let noq = log
+                .frames
+                .first()
+                .map(|(tx, rx)| {
+                    format!(
+                        "noq sent PATH_ABANDON {} received PATH_ABANDON {} PATH_STATUS_BACKUP {}",
+                        tx.path_abandon, rx.path_abandon, rx.path_status_backup
+                    )
+                })
+                .unwrap_or_default();
+            checks.push(check_multipath(c, &qlogs, "client").map_err(|e| format!("{e}; {noq}"))?);
+            checks.push(noq);
+        }
+        _ => {}
+    }
+    Ok(Some(checks.join("; ")))
+}
+
+/// noq client against the polypath server (the script).
+async fn noq_client(
+    options: &HarnessOptions,
+    case: &str,
+    dir: &Path,
+    site: &Site,
+    certs: &Certs,
+    setup: PeerSetup,
+) -> Result<Option<String>, CaseError> {
+    let mut cmd = script_command(options, case, "server", dir);
+    cmd.env("LISTEN", SocketAddr::new(loopback(setup), 0).to_string());
+    let mut script = Script::spawn(cmd)?;
+    let first = script.line(options.timeout).await;
+    let Some(addr) = first
+        .as_deref()
+        .and_then(|l| l.strip_prefix("listening on "))
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+    else {
+        let status = script.wait(Duration::from_secs(5)).await;
+        let (_, stderr) = script.output();
+        return match status {
+            Ok(127) => Ok(None),
+            other => Err(format!(
+                "the server did not start ({other:?}): {}",
+                last_lines(&stderr)
+            )),
+        };
+    };
+    let suites = if setup.chacha20 {
+        CipherSuites::ChaCha20Only
+    } else {
+        CipherSuites::All
+    };
+    let client_tls = client_config_with(
+        vec![hq::ALPN.to_vec()],
+        ServerVerification::Pinned(certs.chain[0].clone()),
+        false,
+        suites,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut locals = vec![SocketAddr::new(loopback(setup), 0)];
+    if setup.multipath {
+        locals.push(SocketAddr::new(crate::peer::SECOND_LOCAL, 0));
+    }
+    let socket = MultiAddrSocket::bind(&locals).map_err(|e| format!("noq client socket: {e}"))?;
+    let retries = socket.retries_received();
+    let second_local = socket.local_addrs().get(1).copied();
+    let endpoint = noq::Endpoint::new_with_abstract_socket(
+        noq::EndpointConfig::default(),
+        None,
+        Box::new(socket),
+        Arc::new(noq::TokioRuntime),
+    )
+    .map_err(|e| format!("noq client endpoint: {e}"))?;
+    let mut config = noq::ClientConfig::new(Arc::new(noq_client_crypto(&client_tls)?));
+    config.transport_config(noq_transport(setup));
+    let downloads = dir.join("downloads");
+    let fetched = async {
+        let conn = endpoint
+            .connect_with(config, addr, "localhost")
+            .map_err(|e| format!("noq connect: {e}"))?
+            .await
+            .map_err(|e| format!("noq handshake: {e}"))?;
+        let paths = site.paths();
+        let key_updates = async {
+            if !setup.key_update {
+                return std::future::pending().await;
+            }
+            // noq ignores the request while it still holds the previous keys; asking
+            // every 20 ms keeps updates coming during the transfer.
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                conn.force_key_update();
+            }
+        };
+        let (mp_log, abandon) = noq_client_paths(case, &conn, second_local, addr).await?;
+        // The downloads decide the end; the abandonment may never come (if the server
+        // never uses the path, which the checks then report).
+        let downloads_and_abandon = async {
+            let fetch = hq::noq_fetch(&conn, &paths, &downloads);
+            tokio::pin!(fetch, abandon);
+            let mut abandon_done = false;
+            loop {
+                tokio::select! {
+                    r = &mut fetch => break r,
+                    () = &mut abandon, if !abandon_done => abandon_done = true,
+                }
+            }
+        };
+        let result = tokio::select! {
+            r = downloads_and_abandon => r,
+            never = key_updates => never,
+        };
+        // What noq had received, for a failure's report.
+        let stats = conn.stats();
+        let received = format!(
+            "noq received {} UDP datagrams ({} B), {} STREAM frames, sent {} MAX_STREAM_DATA",
+            stats.udp_rx.datagrams,
+            stats.udp_rx.bytes,
+            stats.frame_rx.stream,
+            stats.frame_tx.max_stream_data
+        );
+        conn.close(0u32.into(), b"done");
+        result
+            .map(|files| {
+                let stalls: u32 = files.iter().map(|f| f.stalls).sum();
+                if stalls > 0 {
+                    format!(
+                        "{mp_log}; noq's reading task was not woken {stalls} times although \
+                         data was there (a new read found it)"
+                    )
+                } else {
+                    mp_log
+                }
+            })
+            .map_err(|e| format!("{e} ({received})"))
+    };
+    let fetched = tokio::time::timeout(options.timeout, fetched)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the downloads took longer than {:?}",
+                options.timeout
+            ))
+        });
+    endpoint.close(0u32.into(), b"");
+    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+    // The server prints one JSON line per connection once it ends: at once if it saw the
+    // client's CONNECTION_CLOSE, else after its idle timeout (30 s), which is noted.
+    let waited = Instant::now();
+    let report = script.line(Duration::from_secs(45)).await;
+    let report_wait = waited.elapsed();
+    let (_, stderr) = script.output();
+    let mp_log = fetched.map_err(|e| format!("{e}; server: {}", last_lines(&stderr)))?;
+    let report: Value = report
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| format!("the server's report is not JSON: {e}"))?
+        .ok_or_else(|| format!("the server printed no report: {}", last_lines(&stderr)))?;
+    let bytes = site.check_downloads(&downloads)?;
+    let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
+    if report_wait > Duration::from_secs(10) {
+        checks.push(format!(
+            "NOTE: the server ended the connection {:.0} s after the client closed it (it \
+             missed the CONNECTION_CLOSE)",
+            report_wait.as_secs_f64()
+        ));
+    }
+    check_keylog(dir, &mut checks)?;
+    let qlogs = check_qlog(dir)?;
+    let servers = qlogs
+        .iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == "server")
+        })
+        .count();
+    if servers != 1 {
+        return Err(format!(
+            "{servers} server connections in the qlog, expected 1 handshake"
+        ));
+    }
+    checks.push("1 handshake (1 server qlog), the qlog of the killed server parses".into());
+    let connection = &report["connection"];
+    match case {
+        "retry" => {
+            let n = retries.load(Ordering::Relaxed);
+            if n == 0 {
+                return Err("the noq client received no Retry".into());
+            }
+            checks.push(format!("the noq client received {n} Retry"));
+        }
+        "chacha20" => check_chacha(connection, &mut checks)?,
+        "keyupdate" => check_key_updates(connection, "server", &mut checks)?,
+        "ipv6" => {
+            let peer = report["peer"].as_str().unwrap_or_default();
+            if !peer.starts_with('[') {
+                return Err(format!("the server saw the client at {peer}"));
+            }
+            checks.push(format!("the server saw the client at {peer}"));
+        }
+        c if c.starts_with("multipath-") => {
+            checks.push(check_multipath(c, &qlogs, "server")?);
+            checks.push(mp_log);
+        }
+        _ => {}
+    }
+    Ok(Some(checks.join("; ")))
+}
+
+/// The multipath proposal's checks (interop/MULTIPATH-CASES.md), from the qlog of the
+/// polypath side (`side`, the only one of the case's connections): what the peer sent
+/// shows in its `packet_received` events, what it sent itself in `packet_sent`.
+fn check_multipath(case: &str, qlogs: &[Vec<Value>], side: &str) -> Result<String, CaseError> {
+    let records = qlogs
+        .iter()
+        .find(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .ok_or_else(|| format!("no {side} qlog"))?;
+    let view = QlogView::new(records);
+    let (mp_local, mp_remote) = (
+        view.initial_max_path_id("local"),
+        view.initial_max_path_id("remote"),
+    );
+    if mp_local.is_none() || mp_remote.is_none() {
+        return Err(format!(
+            "initial_max_path_id: local {mp_local:?}, remote {mp_remote:?}"
+        ));
+    }
+    let mut detail = format!(
+        "initial_max_path_id local {} remote {}",
+        mp_local.unwrap_or_default(),
+        mp_remote.unwrap_or_default()
+    );
+    // The server sends the files: stream data it sent (polypath server) or the client
+    // received (polypath client), per path.
+    let data_event = if side == "server" {
+        "packet_sent"
+    } else {
+        "packet_received"
+    };
+    // Frames of the client: sent by the client (polypath client) or received by the
+    // server (polypath server); the peer's answers the other way.
+    let (client_event, server_event) = if side == "client" {
+        ("packet_sent", "packet_received")
+    } else {
+        ("packet_received", "packet_sent")
+    };
+    let bytes = view.stream_bytes(data_event, f64::INFINITY);
+    let on = |id: u32| bytes.get(&id).copied().unwrap_or(0);
+    let total: u64 = bytes.values().sum();
+    match case {
+        "multipath-handshake" => {}
+        "multipath-transfer" => {
+            if on(0) < crate::MIN_BYTES_PER_PATH || on(1) < crate::MIN_BYTES_PER_PATH {
+                return Err(format!(
+                    "{detail}; stream bytes from the server by path {bytes:?}: need >= {} on paths 0 and 1",
+                    crate::MIN_BYTES_PER_PATH
+                ));
+            }
+            let _ = std::fmt::Write::write_fmt(
+                &mut detail,
+                format_args!("; stream bytes from the server by path {bytes:?}"),
+            );
+        }
+        "multipath-abandon" => {
+            let sent = view.frame_time(client_event, "path_abandon", 1);
+            let answered = view.frame_time(server_event, "path_abandon", 1);
+            let (Some(at), Some(_)) = (sent, answered) else {
+                return Err(format!(
+                    "{detail}; PATH_ABANDON for path 1 from the client: {sent:?} ms, answered by \
+                     the server: {answered:?} ms"
+                ));
+            };
+            let before = view.stream_bytes(data_event, at);
+            let after = view.stream_bytes(data_event, f64::INFINITY);
+            let after_on_0 =
+                after.get(&0).copied().unwrap_or(0) - before.get(&0).copied().unwrap_or(0);
+            let before_on_1 = before.get(&1).copied().unwrap_or(0);
+            if before_on_1 == 0 || after_on_0 == 0 {
+                return Err(format!(
+                    "{detail}; path 1 abandoned at {at:.1} ms: it carried {before_on_1} B \
+                     before, path 0 {after_on_0} B after: not a path in use mid-transfer"
+                ));
+            }
+            let _ = std::fmt::Write::write_fmt(
+                &mut detail,
+                format_args!(
+                    "; PATH_ABANDON(1) at {at:.1} ms, answered; path 1 carried {before_on_1} B \
+                     before, path 0 {after_on_0} B after"
+                ),
+            );
+        }
+        "multipath-backup" => {
+            let Some(at) = view.frame_time(client_event, "path_status_backup", 1) else {
+                return Err(format!(
+                    "{detail}; no PATH_STATUS_BACKUP for path 1 from the client"
+                ));
+            };
+            // Allowed on the backup path: 1% of the data (what was in flight before the
+            // status arrived).
+            if on(1) * 100 > total {
+                return Err(format!(
+                    "{detail}; PATH_STATUS_BACKUP(1) at {at:.1} ms, yet path 1 carried {} of \
+                     {total} stream bytes",
+                    on(1)
+                ));
+            }
+            let _ = std::fmt::Write::write_fmt(
+                &mut detail,
+                format_args!(
+                    "; PATH_STATUS_BACKUP(1) at {at:.1} ms; stream bytes from the server by \
+                     path {bytes:?}"
+                ),
+            );
+        }
+        other => return Err(format!("no checks for {other}")),
+    }
+    Ok(detail)
+}
+
+/// Facts read from one connection's qlog records.
+struct QlogView<'a> {
+    records: &'a [Value],
+}
+
+impl<'a> QlogView<'a> {
+    fn new(records: &'a [Value]) -> Self {
+        QlogView { records }
+    }
+
+    fn events(&self, name: &'static str) -> impl Iterator<Item = &'a Value> {
+        let full = format!("quic:{name}");
+        self.records
+            .iter()
+            .filter(move |r| r["name"] == full.as_str())
+    }
+
+    /// The initial_max_path_id of the `owner` (`local` or `remote`) transport parameters.
+    fn initial_max_path_id(&self, owner: &str) -> Option<u64> {
+        self.events("parameters_set")
+            .find(|r| r["data"]["owner"] == owner)
+            .and_then(|r| r["data"]["initial_max_path_id"].as_u64())
+    }
+
+    /// Stream bytes per path in `event` packets logged before `until` (ms).
+    fn stream_bytes(&self, event: &'static str, until: f64) -> BTreeMap<u32, u64> {
+        let mut out = BTreeMap::new();
+        for r in self.events(event) {
+            if r["time"].as_f64().unwrap_or(0.0) >= until {
+                continue;
+            }
+            let path = r["data"]["header"]["path_id"].as_u64().unwrap_or(0) as u32;
+            let bytes: u64 = r["data"]["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["frame_type"] == "stream")
+                .filter_map(|f| f["length"].as_u64())
+                .sum();
+            if bytes > 0 {
+                *out.entry(path).or_insert(0) += bytes;
+            }
+        }
+        out
+    }
+
+    /// When the first `event` packet carrying a `frame_type` frame for `path_id` was
+    /// logged (ms).
+    fn frame_time(&self, event: &'static str, frame_type: &str, path_id: u64) -> Option<f64> {
+        self.events(event)
+            .find(|r| {
+                r["data"]["frames"].as_array().is_some_and(|frames| {
+                    frames
+                        .iter()
+                        .any(|f| f["frame_type"] == frame_type && f["path_id"] == path_id)
+                })
+            })
+            .and_then(|r| r["time"].as_f64())
+    }
+}
+
+/// Bytes a path must have received before the client of multipath-abandon abandons it
+/// (the script's `--abandon-path 1@8kB`): the path is in use. Small, because a noq server
+/// puts little of a transfer on its second path over loopback (it fills path 0 first): in
+/// some runs less than 64 kB of 20 MB.
+pub const ABANDON_AFTER_BYTES: u64 = 8 * 1024;
+
+/// The noq client's part of a multipath case: opens the second path from `second_local`
+/// (as a backup in multipath-backup) and waits until it is validated; returns what it did
+/// and, for multipath-abandon, the abandonment of that path once it has received
+/// [`ABANDON_AFTER_BYTES`] (to run beside the downloads).
+async fn noq_client_paths(
+    case: &str,
+    conn: &noq::Connection,
+    second_local: Option<SocketAddr>,
+    server: SocketAddr,
+) -> Result<(String, impl Future<Output = ()>), CaseError> {
+    let wrapped = crate::peer::Conn::noq(conn.clone());
+    let opened = match case {
+        "multipath-transfer" | "multipath-abandon" | "multipath-backup" => {
+            let local = second_local.ok_or("the noq client has no second address")?;
+            let id = wrapped.open_path(local, server).await?;
+            if case == "multipath-backup" {
+                // noq keeps a path opened with status backup to itself (it sends no
+                // PATH_STATUS_BACKUP for it): the status is set, and signalled, after.
+                wrapped.set_path_backup(id, true)?;
+            }
+            Some((id, local))
+        }
+        _ => None,
+    };
+    let log = match opened {
+        Some((id, local)) => format!(
+            "the noq client opened path {id} from {local}{}",
+            if case == "multipath-backup" {
+                " as a backup"
+            } else {
+                ""
+            }
+        ),
+        None => format!(
+            "the noq client's multipath: {}",
+            conn.is_multipath_enabled()
+        ),
+    };
+    let abandon = async move {
+        if let (Some((id, _)), "multipath-abandon") = (opened, case) {
+            while wrapped
+                .path_bytes()
+                .iter()
+                .find(|p| p.id == id)
+                .is_some_and(|p| p.udp_rx < ABANDON_AFTER_BYTES)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if let Err(e) = wrapped.abandon_path(id) {
+                eprintln!("noq client: abandoning path {id}: {e}");
+            }
+        }
+    };
+    Ok((log, abandon))
+}
+
+fn check_keylog(dir: &Path, checks: &mut Vec<String>) -> Result<(), CaseError> {
+    let keys = std::fs::read_to_string(dir.join("keys.log")).unwrap_or_default();
+    let secrets = keys
+        .lines()
+        .filter(|l| l.starts_with("CLIENT_TRAFFIC_SECRET_0"))
+        .count();
+    if secrets == 0 {
+        return Err("SSLKEYLOGFILE holds no CLIENT_TRAFFIC_SECRET_0".into());
+    }
+    checks.push("SSLKEYLOGFILE written".into());
+    Ok(())
+}
+
+/// Every qlog file of the case, parsed.
+fn check_qlog(dir: &Path) -> Result<Vec<Vec<Value>>, CaseError> {
+    let qlog_dir = dir.join("qlog");
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(&qlog_dir).map_err(|e| format!("QLOGDIR: {e}"))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push(
+            polypath_quic::qlog::parse_json_seq(&bytes)
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        );
+    }
+    if out.is_empty() {
+        return Err("QLOGDIR holds no qlog file".into());
+    }
+    Ok(out)
+}
+
+fn check_chacha(connection: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {
+    let suite = connection["cipher_suite"].as_str().unwrap_or_default();
+    if suite != "TLS13_CHACHA20_POLY1305_SHA256" {
+        return Err(format!("cipher suite {suite:?}"));
+    }
+    checks.push(format!("{suite} agreed"));
+    Ok(())
+}
+
+fn check_key_updates(
+    connection: &Value,
+    side: &str,
+    checks: &mut Vec<String>,
+) -> Result<(), CaseError> {
+    let n = connection["key_updates"].as_u64().unwrap_or(0);
+    if n == 0 {
+        return Err(format!("the polypath {side} saw no key update"));
+    }
+    checks.push(format!("the polypath {side} went through {n} key updates"));
+    Ok(())
+}
+
+fn last_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join(" | ")
+}
