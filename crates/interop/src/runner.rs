@@ -217,7 +217,7 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
     };
     match case {
         "handshake" | "retry" | "chacha20" | "ipv6" | "multipath-handshake" => sized(&[1000]),
-        "transfer" => sized(&[1_000_000, 3_000_000, 5_000_000]),
+        "transfer" | "ecn" => sized(&[1_000_000, 3_000_000, 5_000_000]),
         "multiplexing" => (0..200)
             .map(|i| (format!("/m{i:03}"), 1000 + i * 37))
             .collect(),
@@ -578,6 +578,7 @@ async fn polypath_client(
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
         "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
+        "ecn" => check_ecn(connection, "client", &mut checks)?,
         "ipv6" => {
             if !log.peers.iter().all(|p| p.is_ipv6()) {
                 return Err(format!("noq saw the client at {:?}", log.peers));
@@ -778,6 +779,7 @@ async fn noq_client(
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
         "keyupdate" => check_key_updates(connection, "server", &mut checks)?,
+        "ecn" => check_ecn(connection, "server", &mut checks)?,
         "ipv6" => {
             let peer = report["peer"].as_str().unwrap_or_default();
             if !peer.starts_with('[') {
@@ -1081,6 +1083,32 @@ fn check_key_updates(
         return Err(format!("the polypath {side} saw no key update"));
     }
     checks.push(format!("the polypath {side} went through {n} key updates"));
+    Ok(())
+}
+
+/// The runner's ECN case, from the polypath side's report: the peer's packets arrived
+/// marked (it sets ECT), and polypath's own marks validated (the peer reported ECN counts
+/// in its acknowledgments, and they add up).
+fn check_ecn(connection: &Value, side: &str, checks: &mut Vec<String>) -> Result<(), CaseError> {
+    let path = &connection["paths"][0];
+    let state = path["ecn"].as_str().unwrap_or_default();
+    let received = path["ecn_ect0_received"].as_u64().unwrap_or(0);
+    if state != "capable" {
+        return Err(format!(
+            "the polypath {side}'s marks did not validate: {state} ({})",
+            path["ecn_failure"].as_str().unwrap_or("no reason given")
+        ));
+    }
+    if received == 0 {
+        return Err(format!(
+            "no packet reached the polypath {side} marked ECT(0)"
+        ));
+    }
+    checks.push(format!(
+        "the polypath {side}'s {} ECT(0) marks validated; {received} of the peer's packets \
+         arrived marked ECT(0)",
+        path["ecn_marked"]
+    ));
     Ok(())
 }
 

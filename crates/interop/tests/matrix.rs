@@ -113,7 +113,6 @@ async fn runner_contract_holds_against_noq_both_ways() {
         "rebind-port",
         "rebind-addr",
         "connectionmigration",
-        "ecn",
     ];
     for row in &rows {
         let noq_backup = row.case == "multipath-backup" && row.client == Stack::Polypath;
