@@ -243,9 +243,11 @@ def _qos_switch(ctx: Context, e: Experiment) -> None:
     back = next(((t, x) for t, x in d if t > to_eth[0] and x["to"] == "wifi"), (math.nan, {}))
     # Detection 100 ms; probes every 20 ms (a change shows in the median of five after
     # three, and the manager looks at each probe): 180 ms; plus the emulator's measured
-    # lateness and 10 ms for the processes' scheduling.
+    # lateness and one probe interval for the gateway processes' timers and scheduling
+    # (a quiet run's decision log: the median changed 71 ms after the step, not 60, and
+    # the hold was seen at 119 ms, not 100-120; 10 ms of slack missed it by under 1 ms).
     window = 0.100 + 4 * 0.020
-    slack = report["realtime"]["lateness"]["p99_us"] / 1e6 + 0.010
+    slack = report["realtime"]["lateness"]["p99_us"] / 1e6 + 0.020
     rows = [[f"{t:.3f} s", x["to"], x["reason"]] for t, x in d]
     e.tables.append(Table(
         "QoS switch (Figs. 6-7, the Fig. 7 policy): Wi-Fi delay 0.19 -> 1.5 ms at 5 s, "
