@@ -100,6 +100,20 @@ pub struct Served {
     pub refused: Vec<String>,
 }
 
+impl Served {
+    /// Counts one finished request task: its file's size, or why it was refused.
+    pub fn record(&mut self, done: Result<Result<u64, String>, tokio::task::JoinError>) {
+        match done {
+            Ok(Ok(bytes)) => {
+                self.files += 1;
+                self.bytes += bytes;
+            }
+            Ok(Err(e)) => self.refused.push(e),
+            Err(e) => self.refused.push(format!("request task failed: {e}")),
+        }
+    }
+}
+
 /// Serves files of `root` to `conn`: one task per request stream, until the connection
 /// closes (the client closes it when it has everything). Returns what was served.
 pub async fn serve_connection(conn: &Connection, root: &Path) -> Result<Served, String> {
@@ -116,24 +130,13 @@ pub async fn serve_connection(conn: &Connection, root: &Path) -> Result<Served, 
                 let root = root.clone();
                 tasks.spawn(async move { serve_stream(send, recv, &root).await });
             }
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => count(&mut served, done),
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => served.record(done),
         }
     }
     while let Some(done) = tasks.join_next().await {
-        count(&mut served, done);
+        served.record(done);
     }
     Ok(served)
-}
-
-fn count(served: &mut Served, done: Result<Result<u64, String>, tokio::task::JoinError>) {
-    match done {
-        Ok(Ok(bytes)) => {
-            served.files += 1;
-            served.bytes += bytes;
-        }
-        Ok(Err(e)) => served.refused.push(e),
-        Err(e) => served.refused.push(format!("request task failed: {e}")),
-    }
 }
 
 /// Answers one request stream; returns the file's size.

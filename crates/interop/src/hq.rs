@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use polypath_cli::hq::{
-    ALPN as HQ_ALPN, ERROR_BAD_REQUEST, ERROR_NOT_FOUND, MAX_REQUEST_LEN, parse_request,
+    ALPN as HQ_ALPN, ERROR_BAD_REQUEST, ERROR_NOT_FOUND, MAX_REQUEST_LEN, Served, parse_request,
     relative_path, resolve,
 };
 use sha2::{Digest, Sha256};
@@ -24,17 +24,6 @@ use crate::peer::CaseError;
 /// The ALPN protocol of HTTP/0.9 over QUIC.
 pub const ALPN: &[u8] = HQ_ALPN;
 
-/// What a noq server served on one connection.
-#[derive(Debug, Clone, Default)]
-pub struct Served {
-    /// Requests answered with a file.
-    pub files: u64,
-    /// Bytes of those files.
-    pub bytes: u64,
-    /// Requests refused, with why.
-    pub refused: Vec<String>,
-}
-
 /// Serves the files of `root` (canonical) to a noq connection until it closes.
 pub async fn noq_serve(conn: &noq::Connection, root: &Path) -> Result<Served, CaseError> {
     let root = Arc::new(
@@ -43,14 +32,6 @@ pub async fn noq_serve(conn: &noq::Connection, root: &Path) -> Result<Served, Ca
     );
     let mut tasks = JoinSet::new();
     let mut served = Served::default();
-    let count = |served: &mut Served, done: Result<Result<u64, String>, _>| match done {
-        Ok(Ok(bytes)) => {
-            served.files += 1;
-            served.bytes += bytes;
-        }
-        Ok(Err(e)) => served.refused.push(e),
-        Err(e) => served.refused.push(format!("request task failed: {e}")),
-    };
     loop {
         tokio::select! {
             stream = conn.accept_bi() => {
@@ -58,11 +39,11 @@ pub async fn noq_serve(conn: &noq::Connection, root: &Path) -> Result<Served, Ca
                 let root = root.clone();
                 tasks.spawn(async move { noq_serve_stream(send, recv, &root).await });
             }
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => count(&mut served, done),
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => served.record(done),
         }
     }
     while let Some(done) = tasks.join_next().await {
-        count(&mut served, done);
+        served.record(done);
     }
     Ok(served)
 }

@@ -426,7 +426,7 @@ struct NoqServerLog {
     handshakes: u64,
     retries_sent: u64,
     peers: Vec<SocketAddr>,
-    served: Vec<hq::Served>,
+    served: Vec<polypath_cli::hq::Served>,
     /// Connection-wide frame counts (sent, received) of each connection.
     frames: Vec<(noq::FrameStats, noq::FrameStats)>,
     /// Per path of each connection: (path ID, UDP bytes received).
