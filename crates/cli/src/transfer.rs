@@ -206,6 +206,13 @@ pub struct ConnectionReport {
     /// 1-RTT key updates the connection went through (started or followed).
     #[serde(default)]
     pub key_updates: u64,
+    /// Peer address changes the connection followed (a server's view of NAT rebindings
+    /// and client migrations; RFC 9000 section 9.3).
+    #[serde(default)]
+    pub peer_address_changes: u64,
+    /// Of those, the new addresses validated (PATH_RESPONSE received).
+    #[serde(default)]
+    pub peer_addresses_validated: u64,
 }
 
 /// One path in a [`ConnectionReport`].
@@ -324,6 +331,8 @@ impl ConnectionReport {
                 .map(|s| format!("{s:?}"))
                 .unwrap_or_default(),
             key_updates: stats.key_updates,
+            peer_address_changes: stats.peer_address_changes,
+            peer_addresses_validated: stats.peer_addresses_validated,
         }
     }
 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use crate::hq::{SECRET, Site};
+use crate::nat::{RebindPlan, Rebinding};
 use crate::peer::{ALPN, CaseError, Conn, Pair, PathBytes, RecvS, SendS, Setup, Tls};
 use crate::report::Stack;
 
@@ -78,14 +79,25 @@ pub enum Case {
     /// and stream limits ([`crate::peer::SMALL_WINDOWS`]), so that MAX_STREAMS,
     /// MAX_STREAM_DATA and MAX_DATA must keep coming.
     Multiplexing,
+    /// A download through a NAT that gives the client a new port twice mid-transfer
+    /// ([`REBIND_AFTER_BYTES`]): the server follows each new address (RFC 9000 section
+    /// 9.3), validating it with PATH_CHALLENGE, and the file arrives intact.
+    RebindPort,
+    /// Like [`Case::RebindPort`], each rebinding giving the client a new address and port
+    /// (127.0.0.11, 127.0.0.12).
+    RebindAddr,
 }
+
+/// Bytes forwarded (both directions) after which the NAT of [`Case::RebindPort`] and
+/// [`Case::RebindAddr`] rebinds: twice, well inside the default 10 MiB download.
+pub const REBIND_AFTER_BYTES: [u64; 2] = [1_500_000, 5_000_000];
 
 /// Files of [`Case::Multiplexing`] (1 kB to 33 kB each, two past the stream window).
 pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 23] = [
+    pub const ALL: [Case; 25] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -100,6 +112,8 @@ impl Case {
         Case::Ecn,
         Case::HqInterop,
         Case::Multiplexing,
+        Case::RebindPort,
+        Case::RebindAddr,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
         Case::MultipathPathStatus,
@@ -137,6 +151,8 @@ impl Case {
             Case::Ipv6 => "ipv6",
             Case::Ecn => "ecn",
             Case::Multiplexing => "multiplexing",
+            Case::RebindPort => "rebind-port",
+            Case::RebindAddr => "rebind-addr",
         }
     }
 
@@ -151,6 +167,15 @@ impl Case {
             small_windows: self == Case::Multiplexing,
             ipv6: self == Case::Ipv6,
             max_paths: (self == Case::MultipathReopen).then_some(2),
+            nat: match self {
+                Case::RebindPort => Some(Rebinding::Port),
+                Case::RebindAddr => Some(Rebinding::Address),
+                _ => None,
+            }
+            .map(|kind| RebindPlan {
+                kind,
+                after_bytes: REBIND_AFTER_BYTES.to_vec(),
+            }),
             multipath: matches!(
                 self,
                 Case::MultipathHandshake
@@ -295,6 +320,7 @@ pub async fn run(
         Case::ChaCha20 => chacha20(ctx, &pair).await,
         Case::Ipv6 => ipv6(ctx, &pair).await,
         Case::Ecn => ecn(ctx, &pair).await,
+        Case::RebindPort | Case::RebindAddr => rebinding(ctx, &pair).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -646,6 +672,72 @@ async fn read_with_progress(
         progress(len);
     }
     Ok((len, hash.finalize().into()))
+}
+
+/// [`Case::RebindPort`] and [`Case::RebindAddr`]: a download through the rebinding NAT;
+/// then the NAT must have rebound as planned, the server must send to the client's last
+/// address, and it must have validated each new one: polypath counts the address changes
+/// it followed (each starts a PATH_CHALLENGE), noq counts the PATH_CHALLENGE frames it
+/// sent.
+async fn rebinding(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let t = transfer(ctx, pair, Direction::Download, |_| {}).await?;
+    let nat = pair.nat.as_ref().ok_or("the case has no NAT")?;
+    let log = nat.log();
+    if let Some(e) = &log.error {
+        return Err(format!("the NAT failed: {e}"));
+    }
+    let planned = REBIND_AFTER_BYTES.len();
+    if nat.rebindings() != planned {
+        return Err(format!(
+            "the NAT rebound {} times, not {planned} ({} B forwarded)",
+            nat.rebindings(),
+            log.up.1 + log.down.1
+        ));
+    }
+    let last = log.outside.last().copied();
+    let seen = pair.server.peer_addr();
+    if seen != last {
+        return Err(format!(
+            "the server sends to {seen:?}, the client is at {last:?} (NAT addresses {:?})",
+            log.outside
+        ));
+    }
+    let validated = match (&pair.server, pair.server.noq_frame_stats()) {
+        (Conn::Polypath(c), _) => {
+            let changes = c.stats().peer_address_changes;
+            if changes != planned as u64 {
+                return Err(format!(
+                    "polypath followed {changes} address changes, the NAT made {planned}"
+                ));
+            }
+            let validated = c.stats().peer_addresses_validated;
+            if validated != changes {
+                return Err(format!(
+                    "polypath followed {changes} address changes and validated {validated}"
+                ));
+            }
+            format!(
+                "polypath followed {changes} address changes (PATH_CHALLENGE each) and \
+                 validated {validated}"
+            )
+        }
+        (_, Some((sent, _))) => {
+            if sent.path_challenge < planned as u64 {
+                return Err(format!(
+                    "noq sent {} PATH_CHALLENGE for {planned} new addresses",
+                    sent.path_challenge
+                ));
+            }
+            format!("noq sent {} PATH_CHALLENGE", sent.path_challenge)
+        }
+        (_, None) => return Err("no frame counts from the noq server".into()),
+    };
+    let addrs: Vec<String> = log.outside.iter().map(|a| a.to_string()).collect();
+    Ok(format!(
+        "{}; the server saw the client at {}; {validated}",
+        t.summary(),
+        addrs.join(" -> ")
+    ))
 }
 
 /// Bidirectional streams of [`Case::Streams`]: more than the 100 both stacks allow at

@@ -11,7 +11,9 @@
 //! multipath extension
 //! (draft-ietf-quic-multipath-21): negotiation, a second path from 127.0.0.2, path status,
 //! transfers that use both paths and survive the abandonment of one (by either side, the
-//! handshake path included), a new path after MAX_PATH_ID, and key updates with two paths.
+//! handshake path included), a new path after MAX_PATH_ID, and key updates with two paths;
+//! and NAT rebinding (a new port, or a new address, twice during a download, through the
+//! loopback NAT of [`nat`]), which the server must follow and validate.
 //! Each case runs on fresh connections; see [`Case`] for the checks of each.
 //!
 //! The polypath side runs on `polypath-io`; the noq client uses [`MultiAddrSocket`] so that
@@ -27,6 +29,7 @@
 
 pub mod cases;
 pub mod hq;
+pub mod nat;
 pub mod noq_socket;
 pub mod peer;
 pub mod report;

@@ -16,6 +16,7 @@ use polypath_quic::crypto::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::nat::{Nat, RebindPlan};
 use crate::noq_socket::MultiAddrSocket;
 use crate::report::Stack;
 
@@ -71,7 +72,7 @@ impl Tls {
 }
 
 /// How the connection of a case is set up.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Setup {
     /// Offer the multipath extension (both sides), and give the client a second local
     /// address ([`SECOND_LOCAL`]).
@@ -84,13 +85,16 @@ pub struct Setup {
     pub small_windows: bool,
     /// Both sides on IPv6 loopback (`::1`) instead of 127.0.0.1.
     pub ipv6: bool,
+    /// The client reaches the server through a NAT that rebinds as this says
+    /// ([`crate::nat`]).
+    pub nat: Option<RebindPlan>,
 }
 
 /// The limits of [`Setup::small_windows`]: (connection receive window, stream receive
 /// window, bidirectional streams the peer may open at once).
 pub const SMALL_WINDOWS: (u32, u32, u32) = (64 * 1024, 16 * 1024, 10);
 
-fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
+fn polypath_transport(setup: &Setup) -> Arc<polypath_quic::TransportConfig> {
     let mut t = polypath_quic::TransportConfig::default();
     if setup.multipath {
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
@@ -111,7 +115,7 @@ fn polypath_transport(setup: Setup) -> Arc<polypath_quic::TransportConfig> {
     Arc::new(t)
 }
 
-fn noq_transport(setup: Setup) -> Arc<noq::TransportConfig> {
+fn noq_transport(setup: &Setup) -> Arc<noq::TransportConfig> {
     let mut t = noq::TransportConfig::default();
     if setup.multipath {
         t.max_concurrent_multipath_paths(setup.max_paths.unwrap_or(MAX_PATHS));
@@ -159,6 +163,9 @@ pub struct Pair {
     pub second_local: Option<SocketAddr>,
     /// The server's address.
     pub server_addr: SocketAddr,
+    /// The NAT between client and server, if the setup asked for one; the client's
+    /// packets reach the server from [`crate::nat::NatLog::outside`].
+    pub nat: Option<Nat>,
     /// How long the client waited for its handshake.
     pub handshake_time: Duration,
     /// Connection attempts a noq server answered with a Retry (`None` for polypath
@@ -186,7 +193,7 @@ impl Pair {
         let (server_endpoint, server_addr) = match server {
             Stack::Polypath => {
                 let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
-                config.transport = polypath_transport(setup);
+                config.transport = polypath_transport(&setup);
                 config.retry = setup.retry;
                 let e = polypath_io::Endpoint::server(
                     listen,
@@ -205,7 +212,7 @@ impl Pair {
                 let crypto = QuicServerConfig::try_from(tls.server.clone())
                     .map_err(|e| format!("noq server TLS: {e}"))?;
                 let mut config = noq::ServerConfig::with_crypto(Arc::new(crypto));
-                config.transport_config(noq_transport(setup));
+                config.transport_config(noq_transport(&setup));
                 let e = noq::Endpoint::server(config, listen)
                     .map_err(|e| format!("noq server endpoint: {e}"))?;
                 let addr = e
@@ -214,6 +221,16 @@ impl Pair {
                 (Endpoint::Noq(e), addr)
             }
         };
+        let nat = match setup.nat.clone() {
+            Some(plan) => Some(
+                Nat::start(server_addr, plan)
+                    .await
+                    .map_err(|e| format!("NAT: {e}"))?,
+            ),
+            None => None,
+        };
+        // Where the client sends: the NAT's front, or the server itself.
+        let server_addr = nat.as_ref().map_or(server_addr, Nat::front);
         let mut locals = vec![SocketAddr::new(first_local, 0)];
         if setup.multipath {
             locals.push(SocketAddr::new(SECOND_LOCAL, 0));
@@ -230,7 +247,7 @@ impl Pair {
                     .map_err(|e| format!("polypath client endpoint: {e}"))?;
                     let second = e.local_addrs().get(1).copied();
                     let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
-                    config.transport = polypath_transport(setup);
+                    config.transport = polypath_transport(&setup);
                     let (conn, server_conn) =
                         tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
                     let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
@@ -254,7 +271,7 @@ impl Pair {
                     .map_err(|e| format!("noq client endpoint: {e}"))?;
                     let crypto = noq_client_crypto(&tls.client)?;
                     let mut config = noq::ClientConfig::new(Arc::new(crypto));
-                    config.transport_config(noq_transport(setup));
+                    config.transport_config(noq_transport(&setup));
                     let connecting = e
                         .connect_with(config, server_addr, SERVER_NAME)
                         .map_err(|e| format!("noq client connect: {e}"))?;
@@ -268,6 +285,7 @@ impl Pair {
             server: server_conn,
             second_local,
             server_addr,
+            nat,
             handshake_time: started.elapsed(),
             server_retries,
             client_endpoint,

@@ -26,7 +26,9 @@ use polypath_quic::crypto::{
 };
 use serde_json::Value;
 
+use crate::cases::REBIND_AFTER_BYTES;
 use crate::hq::{self, Site};
+use crate::nat::{Nat, RebindPlan, Rebinding};
 use crate::noq_socket::MultiAddrSocket;
 use crate::peer::{CaseError, noq_client_crypto};
 use crate::report::Stack;
@@ -218,6 +220,8 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
     match case {
         "handshake" | "retry" | "chacha20" | "ipv6" | "multipath-handshake" => sized(&[1000]),
         "transfer" | "ecn" => sized(&[1_000_000, 3_000_000, 5_000_000]),
+        // Long enough for both rebindings of [`REBIND_AFTER_BYTES`] and more after them.
+        "rebind-port" | "rebind-addr" => sized(&[10_000_000]),
         "multiplexing" => (0..200)
             .map(|i| (format!("/m{i:03}"), 1000 + i * 37))
             .collect(),
@@ -237,6 +241,8 @@ struct PeerSetup {
     chacha20: bool,
     key_update: bool,
     multipath: bool,
+    /// The client reaches the server through a NAT that rebinds ([`crate::nat`]).
+    rebind: Option<Rebinding>,
 }
 
 fn peer_setup(case: &str) -> PeerSetup {
@@ -246,6 +252,11 @@ fn peer_setup(case: &str) -> PeerSetup {
         chacha20: case == "chacha20",
         key_update: case == "keyupdate",
         multipath: case.starts_with("multipath-"),
+        rebind: match case {
+            "rebind-port" => Some(Rebinding::Port),
+            "rebind-addr" => Some(Rebinding::Address),
+            _ => None,
+        },
     }
 }
 
@@ -426,6 +437,8 @@ struct NoqServerLog {
     handshakes: u64,
     retries_sent: u64,
     peers: Vec<SocketAddr>,
+    /// The peer's address of each connection's first path when it ended.
+    last_peers: Vec<Option<SocketAddr>>,
     served: Vec<polypath_cli::hq::Served>,
     /// Connection-wide frame counts (sent, received) of each connection.
     frames: Vec<(noq::FrameStats, noq::FrameStats)>,
@@ -497,6 +510,10 @@ async fn polypath_client(
                 if let Ok(served) = hq::noq_serve(&conn, &www).await {
                     log.served.push(served);
                 }
+                log.last_peers.push(
+                    conn.path(noq::PathId::ZERO)
+                        .and_then(|p| p.remote_address().ok()),
+                );
                 let s = conn.stats();
                 log.frames.push((s.frame_tx, s.frame_rx));
                 log.path_rx.push(
@@ -511,14 +528,17 @@ async fn polypath_client(
             log
         })
     };
-    let host = match addr.ip() {
+    let nat = start_nat(setup, addr).await?;
+    // The client asks the NAT's front, if there is one.
+    let target = nat.as_ref().map_or(addr, Nat::front);
+    let host = match target.ip() {
         IpAddr::V6(ip) => format!("[{ip}]"),
         IpAddr::V4(ip) => ip.to_string(),
     };
     let requests: Vec<String> = site
         .paths()
         .iter()
-        .map(|p| format!("https://{host}:{}{p}", addr.port()))
+        .map(|p| format!("https://{host}:{}{p}", target.port()))
         .collect();
     let mut cmd = script_command(options, case, "client", dir);
     cmd.env("REQUESTS", requests.join(" "));
@@ -584,6 +604,18 @@ async fn polypath_client(
                 return Err(format!("noq saw the client at {:?}", log.peers));
             }
             checks.push(format!("noq saw the client at {:?}", log.peers));
+        }
+        "rebind-port" | "rebind-addr" => {
+            let last = log.last_peers.first().copied().flatten();
+            let challenges = log.frames.first().map_or(0, |(tx, _)| tx.path_challenge);
+            checks.push(check_rebinding(nat.as_ref(), last)?);
+            if challenges < REBIND_AFTER_BYTES.len() as u64 {
+                return Err(format!(
+                    "noq sent {challenges} PATH_CHALLENGE for {} new addresses",
+                    REBIND_AFTER_BYTES.len()
+                ));
+            }
+            checks.push(format!("noq sent {challenges} PATH_CHALLENGE"));
         }
         c if c.starts_with("multipath-") => {
             let noq = log
@@ -661,9 +693,11 @@ async fn noq_client(
     let mut config = noq::ClientConfig::new(Arc::new(noq_client_crypto(&client_tls)?));
     config.transport_config(noq_transport(setup));
     let downloads = dir.join("downloads");
+    let nat = start_nat(setup, addr).await?;
+    let target = nat.as_ref().map_or(addr, Nat::front);
     let fetched = async {
         let conn = endpoint
-            .connect_with(config, addr, "localhost")
+            .connect_with(config, target, "localhost")
             .map_err(|e| format!("noq connect: {e}"))?
             .await
             .map_err(|e| format!("noq handshake: {e}"))?;
@@ -787,6 +821,26 @@ async fn noq_client(
             }
             checks.push(format!("the server saw the client at {peer}"));
         }
+        "rebind-port" | "rebind-addr" => {
+            let last = connection["paths"][0]["remote"]
+                .as_str()
+                .and_then(|a| a.parse().ok());
+            checks.push(check_rebinding(nat.as_ref(), last)?);
+            let planned = REBIND_AFTER_BYTES.len() as u64;
+            let changes = connection["peer_address_changes"].as_u64().unwrap_or(0);
+            let validated = connection["peer_addresses_validated"].as_u64().unwrap_or(0);
+            let challenges = sent_frames(&qlogs, "server", "path_challenge");
+            if changes != planned || validated != planned || challenges < planned {
+                return Err(format!(
+                    "the server followed {changes} address changes and validated {validated} \
+                     ({challenges} PATH_CHALLENGE in its qlog); the NAT made {planned}"
+                ));
+            }
+            checks.push(format!(
+                "the server followed {changes} address changes, validated {validated}, its \
+                 qlog has {challenges} PATH_CHALLENGE"
+            ));
+        }
         c if c.starts_with("multipath-") => {
             checks.push(check_multipath(c, &qlogs, "server")?);
             checks.push(mp_log);
@@ -794,6 +848,69 @@ async fn noq_client(
         _ => {}
     }
     Ok(Some(checks.join("; ")))
+}
+
+/// A NAT in front of `server` if the case rebinds ([`REBIND_AFTER_BYTES`]).
+async fn start_nat(setup: PeerSetup, server: SocketAddr) -> Result<Option<Nat>, CaseError> {
+    let Some(kind) = setup.rebind else {
+        return Ok(None);
+    };
+    let plan = RebindPlan {
+        kind,
+        after_bytes: REBIND_AFTER_BYTES.to_vec(),
+    };
+    Nat::start(server, plan)
+        .await
+        .map(Some)
+        .map_err(|e| format!("NAT: {e}"))
+}
+
+/// The rebinding cases' common check: the NAT rebound as planned and the server's last
+/// view of the client (`last_peer`) is the NAT's last outside address.
+fn check_rebinding(nat: Option<&Nat>, last_peer: Option<SocketAddr>) -> Result<String, CaseError> {
+    let nat = nat.ok_or("the case has no NAT")?;
+    let log = nat.log();
+    if let Some(e) = &log.error {
+        return Err(format!("the NAT failed: {e}"));
+    }
+    if nat.rebindings() != REBIND_AFTER_BYTES.len() {
+        return Err(format!(
+            "the NAT rebound {} times, not {}",
+            nat.rebindings(),
+            REBIND_AFTER_BYTES.len()
+        ));
+    }
+    let addrs: Vec<String> = log.outside.iter().map(|a| a.to_string()).collect();
+    if last_peer != log.outside.last().copied() {
+        return Err(format!(
+            "the server ended with the client at {last_peer:?}; the NAT used {}",
+            addrs.join(" -> ")
+        ));
+    }
+    Ok(format!(
+        "the NAT rebound {} times ({}), the server followed",
+        nat.rebindings(),
+        addrs.join(" -> ")
+    ))
+}
+
+/// Frames of `frame_type` in the `packet_sent` events of `side`'s qlog files.
+fn sent_frames(qlogs: &[Vec<Value>], side: &str, frame_type: &str) -> u64 {
+    qlogs
+        .iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .map(|records| {
+            QlogView::new(records)
+                .events("packet_sent")
+                .filter_map(|r| r["data"]["frames"].as_array())
+                .flatten()
+                .filter(|f| f["frame_type"] == frame_type)
+                .count() as u64
+        })
+        .sum()
 }
 
 /// The multipath proposal's checks (interop/MULTIPATH-CASES.md), from the qlog of the

@@ -110,8 +110,6 @@ async fn runner_contract_holds_against_noq_both_ways() {
         "zerortt",
         "http3",
         "v2",
-        "rebind-port",
-        "rebind-addr",
         "connectionmigration",
     ];
     for row in &rows {

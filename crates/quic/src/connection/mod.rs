@@ -147,6 +147,12 @@ pub struct ConnectionStats {
     pub packets_dropped: u64,
     /// 1-RTT key updates (initiated by either side).
     pub key_updates: u64,
+    /// Peer address changes this endpoint followed on an existing path (RFC 9000 section
+    /// 9.3: a NAT rebinding or a migration of the peer), each one validated anew with
+    /// PATH_CHALLENGE. Servers only.
+    pub peer_address_changes: u64,
+    /// Of those, the new addresses validated (PATH_RESPONSE received).
+    pub peer_addresses_validated: u64,
     /// Stream data bytes read in order by the application.
     pub stream_bytes_read: u64,
     /// How often the scheduler's top path changed: among the decisions where it chose one

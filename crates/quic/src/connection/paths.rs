@@ -614,6 +614,13 @@ impl Connection {
         path.challenge = None;
         path.address_validated = true;
         if path.state != PathState::Validating {
+            // A path that was in use: the peer's new address (see `maybe_migrate`).
+            self.stats.peer_addresses_validated += 1;
+            self.qlog_event(
+                now,
+                "migration_state_updated",
+                json!({"new": "probing_successful", "path_id": id.0}),
+            );
             return;
         }
         path.state = PathState::Validated;

@@ -483,6 +483,7 @@ impl Connection {
         };
         path.remote = remote;
         path.local = local;
+        self.stats.peer_address_changes += 1;
         if !port_only {
             path.ecn.revalidate();
         }

@@ -360,6 +360,7 @@ fn nat_rebinding_migrates_and_continues() {
         pair.transfer(200_000, Duration::from_secs(5)).len(),
         200_000
     );
+    assert_eq!(pair.server().stats().peer_address_changes, 0);
     let new_addr: SocketAddr = "10.9.9.9:6000".parse().unwrap();
     pair.rewrite_client_source = Some(new_addr);
     let got = pair.transfer(300_000, Duration::from_secs(10));
@@ -369,6 +370,9 @@ fn nat_rebinding_migrates_and_continues() {
         Some(new_addr),
         "the server follows the new address"
     );
+    assert_eq!(pair.server().stats().peer_address_changes, 1);
+    assert_eq!(pair.server().stats().peer_addresses_validated, 1);
+    assert_eq!(pair.client().stats().peer_address_changes, 0);
     assert!(pair.server().paths()[0].stats.udp_bytes_sent > 0);
 }
 

@@ -1,0 +1,243 @@
+//! A NAT on loopback that rebinds in the middle of a connection, standing in for the QUIC
+//! Interop Runner's network simulator in its `rebind-port` and `rebind-addr` cases.
+//!
+//! The client sends to the NAT's [`Nat::front`] address as if it were the server; the NAT
+//! forwards each datagram to the server from its "outside" socket and sends the server's
+//! answers back to the client from the front. A rebinding replaces the outside socket by a
+//! new one (a new port, or a new address and port) and closes the old one, as a NAT whose
+//! mapping expired does: the server then sees the client's packets come from a new address
+//! and must follow it (RFC 9000 section 9.3), validating it with PATH_CHALLENGE; what it
+//! still sends to the old address is lost.
+//!
+//! Rebindings happen after a number of bytes forwarded (both directions together), so that
+//! they fall inside the transfer whatever the machine's speed.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use tokio::net::UdpSocket;
+use tokio::task::JoinHandle;
+
+/// What a rebinding changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rebinding {
+    /// A new port on the same address (`rebind-port`).
+    Port,
+    /// A new IPv4 loopback address and port (`rebind-addr`): 127.0.0.11, 127.0.0.12, ...
+    Address,
+}
+
+/// When and how the NAT rebinds.
+#[derive(Debug, Clone)]
+pub struct RebindPlan {
+    /// What each rebinding changes.
+    pub kind: Rebinding,
+    /// Rebind when the bytes forwarded (both directions) pass each of these, ascending.
+    pub after_bytes: Vec<u64>,
+}
+
+/// What the NAT did.
+#[derive(Debug, Clone, Default)]
+pub struct NatLog {
+    /// The outside addresses the server saw the client at, in order (the first is the one
+    /// of the handshake; one more per rebinding).
+    pub outside: Vec<SocketAddr>,
+    /// Datagrams and bytes forwarded from the client to the server.
+    pub up: (u64, u64),
+    /// Datagrams and bytes forwarded from the server to the client.
+    pub down: (u64, u64),
+    /// Why forwarding stopped early, if it did (a socket error).
+    pub error: Option<String>,
+}
+
+/// A running NAT; it stops when dropped.
+#[derive(Debug)]
+pub struct Nat {
+    front: SocketAddr,
+    log: Arc<Mutex<NatLog>>,
+    task: JoinHandle<()>,
+}
+
+/// The outside address of the `n`-th rebinding (0: the first binding) of `kind`, on the
+/// loopback family of `server`.
+fn outside_ip(kind: Rebinding, n: usize, server: SocketAddr) -> IpAddr {
+    match (kind, server.ip()) {
+        (Rebinding::Address, IpAddr::V4(_)) if n > 0 => {
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + n.min(200) as u8))
+        }
+        (_, ip) => ip,
+    }
+}
+
+impl Nat {
+    /// Starts a NAT in front of `server` (a loopback address), rebinding as `plan` says.
+    /// Must be called inside a Tokio runtime. Address rebinding needs an IPv4 server (IPv6
+    /// loopback has one address).
+    pub async fn start(server: SocketAddr, plan: RebindPlan) -> std::io::Result<Nat> {
+        if plan.kind == Rebinding::Address && server.is_ipv6() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "address rebinding needs an IPv4 loopback server",
+            ));
+        }
+        let front = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).await?;
+        let outside = UdpSocket::bind(SocketAddr::new(outside_ip(plan.kind, 0, server), 0)).await?;
+        let log = Arc::new(Mutex::new(NatLog {
+            outside: vec![outside.local_addr()?],
+            ..NatLog::default()
+        }));
+        let front_addr = front.local_addr()?;
+        let task = tokio::spawn(forward(front, outside, server, plan, log.clone()));
+        Ok(Nat {
+            front: front_addr,
+            log,
+            task,
+        })
+    }
+
+    /// The address clients send to.
+    pub fn front(&self) -> SocketAddr {
+        self.front
+    }
+
+    /// What the NAT has done so far.
+    pub fn log(&self) -> NatLog {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The rebindings done so far.
+    pub fn rebindings(&self) -> usize {
+        self.log().outside.len().saturating_sub(1)
+    }
+}
+
+impl Drop for Nat {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn forward(
+    front: UdpSocket,
+    mut outside: UdpSocket,
+    server: SocketAddr,
+    plan: RebindPlan,
+    log: Arc<Mutex<NatLog>>,
+) {
+    let mut client: Option<SocketAddr> = None;
+    let mut up = vec![0u8; 65_536];
+    let mut down = vec![0u8; 65_536];
+    let mut forwarded = 0u64;
+    let mut next = plan.after_bytes.iter().copied().peekable();
+    let fail = |e: std::io::Error| {
+        if let Ok(mut l) = log.lock() {
+            l.error = Some(e.to_string());
+        }
+    };
+    loop {
+        tokio::select! {
+            r = front.recv_from(&mut up) => {
+                let (n, from) = match r {
+                    Ok(x) => x,
+                    Err(e) => return fail(e),
+                };
+                client = Some(from);
+                // A send that fails (the server gone) is a lost datagram, as on a network.
+                let _ = outside.send_to(&up[..n], server).await;
+                forwarded += n as u64;
+                if let Ok(mut l) = log.lock() {
+                    l.up.0 += 1;
+                    l.up.1 += n as u64;
+                }
+            }
+            r = outside.recv_from(&mut down) => {
+                let (n, from) = match r {
+                    Ok(x) => x,
+                    Err(e) => return fail(e),
+                };
+                let Some(to) = client.filter(|_| from == server) else { continue };
+                let _ = front.send_to(&down[..n], to).await;
+                forwarded += n as u64;
+                if let Ok(mut l) = log.lock() {
+                    l.down.0 += 1;
+                    l.down.1 += n as u64;
+                }
+            }
+        }
+        if next.peek().is_some_and(|&at| forwarded >= at) {
+            next.next();
+            let n = log.lock().map(|l| l.outside.len()).unwrap_or(1);
+            let ip = outside_ip(plan.kind, n, server);
+            // The new socket is bound before the old one closes, so the port differs.
+            let fresh = match UdpSocket::bind(SocketAddr::new(ip, 0)).await {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let addr = match fresh.local_addr() {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            };
+            outside = fresh;
+            if let Ok(mut l) = log.lock() {
+                l.outside.push(addr);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Echo server; the NAT rebinds after 2000 bytes (after the first echo): the server sees a second source
+    /// address, of a new port (or a new address), and the echoes still come back.
+    async fn rebinds(kind: Rebinding) {
+        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let server_addr = server.local_addr().unwrap();
+        let seen = tokio::spawn(async move {
+            let mut sources = Vec::new();
+            let mut buf = [0u8; 2000];
+            for _ in 0..6 {
+                let (n, from) = server.recv_from(&mut buf).await.unwrap();
+                if sources.last() != Some(&from) {
+                    sources.push(from);
+                }
+                server.send_to(&buf[..n], from).await.unwrap();
+            }
+            sources
+        });
+        let plan = RebindPlan {
+            kind,
+            after_bytes: vec![2000],
+        };
+        let nat = Nat::start(server_addr, plan).await.unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut buf = [0u8; 2000];
+        for i in 0..6u8 {
+            client.send_to(&[i; 1000], nat.front()).await.unwrap();
+            let (n, from) = client.recv_from(&mut buf).await.unwrap();
+            assert_eq!((n, from, buf[0]), (1000, nat.front(), i));
+        }
+        let sources = seen.await.unwrap();
+        let log = nat.log();
+        assert_eq!(sources, log.outside);
+        assert_eq!(nat.rebindings(), 1);
+        assert_eq!(log.up, (6, 6000));
+        assert_eq!(log.down, (6, 6000));
+        assert_ne!(sources[0].port(), sources[1].port());
+        match kind {
+            Rebinding::Port => assert_eq!(sources[0].ip(), sources[1].ip()),
+            Rebinding::Address => assert_ne!(sources[0].ip(), sources[1].ip()),
+        }
+    }
+
+    #[tokio::test]
+    async fn port_rebinding_changes_the_port_only() {
+        rebinds(Rebinding::Port).await;
+    }
+
+    #[tokio::test]
+    async fn address_rebinding_changes_the_address() {
+        rebinds(Rebinding::Address).await;
+    }
+}
