@@ -358,7 +358,7 @@ impl Connection {
         self.reset_idle_timer(now);
         self.sent_ack_eliciting_since_receive = false;
         if summary.non_probing && matches!(space, AckSpace::Path(_)) {
-            self.maybe_migrate(now, path_id, local, remote, pn);
+            self.maybe_migrate(now, path_id, local, remote, pn, datagram.len as u64);
         }
         Ok(())
     }
@@ -457,6 +457,7 @@ impl Connection {
         local: SocketAddr,
         remote: SocketAddr,
         pn: u64,
+        datagram_len: u64,
     ) {
         if self.side.is_client() || !self.handshake_confirmed {
             return;
@@ -491,7 +492,11 @@ impl Connection {
         //# Until a peer's address is deemed valid, an endpoint limits the amount
         //# of data it sends to that address; see Section 8.
         path.address_validated = false;
-        path.unvalidated_received = 0;
+        // The datagram that came from the new address counts: without it the budget is
+        // zero, so not even the PATH_CHALLENGE could go out, and a peer with nothing
+        // ack-eliciting in flight (a receiver that only acknowledges) sends nothing more:
+        // the connection would sit silent until its idle timeout.
+        path.unvalidated_received = datagram_len;
         path.unvalidated_sent = 0;
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.4
         //# On confirming a peer's ownership of its new address, an endpoint MUST

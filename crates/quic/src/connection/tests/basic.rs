@@ -376,6 +376,84 @@ fn nat_rebinding_migrates_and_continues() {
     assert!(pair.server().paths()[0].stats.udp_bytes_sent > 0);
 }
 
+/// A NAT rebinding while the client only acknowledges (a download), where the client's
+/// only datagram from its new address is one ACK: that datagram must count towards the
+/// server's anti-amplification budget there, or the server cannot send even its
+/// PATH_CHALLENGE and, the client having nothing more to say, the connection goes silent
+/// until its idle timeout.
+#[test]
+fn nat_rebinding_of_a_receiver_that_only_acknowledges() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    let len = 400_000;
+    let payload = expected_payload(len);
+    let id = pair.server().open_stream(Dir::Uni).unwrap();
+    let old = crate::testing::client_addr();
+    let new: SocketAddr = "10.9.9.9:6000".parse().unwrap();
+    let to_new = Rc::new(Cell::new(0u32));
+    let mut written = 0;
+    let mut received = Vec::new();
+    let mut client_stream = None;
+    let mut rebound_at = None;
+    let deadline = pair.now + Duration::from_secs(5);
+    while pair.now < deadline && received.len() < len {
+        if written < len {
+            written += pair.server().write(id, &payload[written..]).unwrap_or(0);
+            if written == len {
+                pair.server().finish(id).unwrap();
+            }
+        }
+        if client_stream.is_none() {
+            client_stream = pair.client().accept_stream(Dir::Uni);
+        }
+        if let Some(sid) = client_stream {
+            while let Ok(Some(chunk)) = pair.client().read(sid, usize::MAX) {
+                received.extend_from_slice(&chunk);
+            }
+        }
+        if received.len() >= len / 4 && rebound_at.is_none() {
+            // The NAT's old mapping is gone (what the server still sends there is lost),
+            // and of the client's datagrams from the new address only the first passes.
+            rebound_at = Some(pair.now);
+            pair.rewrite_client_source = Some(new);
+            let mut passed = false;
+            let counter = to_new.clone();
+            pair.drop = Some(Box::new(move |_, from, to| {
+                if to == new {
+                    counter.set(counter.get() + 1);
+                }
+                // (The filter sees the client's datagrams before the NAT rewrites them.)
+                if from == old {
+                    let drop = passed;
+                    passed = true;
+                    return drop;
+                }
+                to == old
+            }));
+        }
+        if rebound_at.is_some_and(|t| pair.now >= t + Duration::from_secs(1)) && to_new.get() > 0 {
+            // The server answered the lone datagram: let the rest through.
+            pair.drop = Some(Box::new(move |_, _, to| to == old));
+        }
+        if !pair.step() {
+            break;
+        }
+    }
+    assert!(
+        to_new.get() > 0,
+        "the server sent nothing to the client's new address"
+    );
+    assert!(
+        received == payload,
+        "received {} of {len} bytes",
+        received.len()
+    );
+    assert_eq!(pair.server().stats().peer_address_changes, 1);
+    assert!(pair.server().stats().peer_addresses_validated >= 1);
+}
+
 #[test]
 fn endpoint_survives_garbage_then_transfers() {
     let mut pair = Pair::default_pair();
