@@ -86,6 +86,10 @@ pub enum Case {
     /// Like [`Case::RebindPort`], each rebinding giving the client a new address and port
     /// (127.0.0.11, 127.0.0.12).
     RebindAddr,
+    /// Active migration (RFC 9000 section 9.2): a quarter into a download, the client moves
+    /// to a new local address (127.0.0.2); the server follows and validates it, and the
+    /// file arrives intact.
+    Migration,
 }
 
 /// Bytes forwarded (both directions) after which the NAT of [`Case::RebindPort`] and
@@ -97,7 +101,7 @@ pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 25] = [
+    pub const ALL: [Case; 26] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -114,6 +118,7 @@ impl Case {
         Case::Multiplexing,
         Case::RebindPort,
         Case::RebindAddr,
+        Case::Migration,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
         Case::MultipathPathStatus,
@@ -153,6 +158,7 @@ impl Case {
             Case::Multiplexing => "multiplexing",
             Case::RebindPort => "rebind-port",
             Case::RebindAddr => "rebind-addr",
+            Case::Migration => "migration",
         }
     }
 
@@ -167,6 +173,7 @@ impl Case {
             small_windows: self == Case::Multiplexing,
             ipv6: self == Case::Ipv6,
             max_paths: (self == Case::MultipathReopen).then_some(2),
+            migration: self == Case::Migration,
             nat: match self {
                 Case::RebindPort => Some(Rebinding::Port),
                 Case::RebindAddr => Some(Rebinding::Address),
@@ -321,6 +328,7 @@ pub async fn run(
         Case::Ipv6 => ipv6(ctx, &pair).await,
         Case::Ecn => ecn(ctx, &pair).await,
         Case::RebindPort | Case::RebindAddr => rebinding(ctx, &pair).await,
+        Case::Migration => migration(ctx, &pair).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -738,6 +746,65 @@ async fn rebinding(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
         t.summary(),
         addrs.join(" -> ")
     ))
+}
+
+/// [`Case::Migration`]: the client migrates a quarter into a download; then the server
+/// must send to the new address and have validated it (polypath counts the address changes
+/// it followed and validated, noq the PATH_CHALLENGE frames it sent), and a polypath
+/// client must have validated its new path.
+async fn migration(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
+    let quarter = ctx.data.len() as u64 / 4;
+    let mut moved: Option<Result<std::net::SocketAddr, CaseError>> = None;
+    let t = transfer(ctx, pair, Direction::Download, |received| {
+        if received >= quarter && moved.is_none() {
+            moved = Some(pair.migrate_client());
+        }
+    })
+    .await?;
+    let local = moved.ok_or("the download ended before the migration point")??;
+    let seen = pair.server.peer_addr();
+    if seen.map(|a| a.ip()) != Some(local.ip()) {
+        return Err(format!(
+            "the client moved to {local}, the server sends to {seen:?}"
+        ));
+    }
+    let mut checks = vec![
+        t.summary(),
+        format!("the client moved to {local}, the server followed"),
+    ];
+    match (&pair.server, pair.server.noq_frame_stats()) {
+        (Conn::Polypath(c), _) => {
+            let s = c.stats();
+            if s.peer_address_changes == 0 || s.peer_addresses_validated != s.peer_address_changes {
+                return Err(format!(
+                    "the polypath server followed {} address changes and validated {}",
+                    s.peer_address_changes, s.peer_addresses_validated
+                ));
+            }
+            checks.push(format!(
+                "polypath followed {} address change(s) and validated them",
+                s.peer_address_changes
+            ));
+        }
+        (_, Some((sent, _))) => {
+            if sent.path_challenge == 0 {
+                return Err("noq sent no PATH_CHALLENGE to the new address".into());
+            }
+            checks.push(format!("noq sent {} PATH_CHALLENGE", sent.path_challenge));
+        }
+        (_, None) => return Err("no frame counts from the noq server".into()),
+    }
+    if let Conn::Polypath(c) = &pair.client {
+        let s = c.stats();
+        if (s.migrations, s.migrations_validated) != (1, 1) {
+            return Err(format!(
+                "the polypath client migrated {} times, {} validated",
+                s.migrations, s.migrations_validated
+            ));
+        }
+        checks.push("the polypath client validated its new path".into());
+    }
+    Ok(checks.join("; "))
 }
 
 /// Bidirectional streams of [`Case::Streams`]: more than the 100 both stacks allow at

@@ -91,14 +91,20 @@ impl MultiAddrSocket {
     }
 }
 
-/// The socket a transmit leaves from: the one bound to its source IP, else the first.
-fn socket_for(sockets: &[Arc<Bound>], transmit: &Transmit<'_>) -> Arc<Bound> {
-    let by_ip = transmit.src_ip.and_then(|ip| {
-        sockets
+/// The socket a transmit leaves from: the one bound to its source IP, or the first if it
+/// names none. `None` if it names an IP none of the sockets has: after
+/// `Endpoint::rebind_abstract`, noq keeps the old source IP of a connection for a while,
+/// and the socket layer would put it on the datagram (IP_PKTINFO) even though no socket
+/// listens there any more; the datagram is lost instead, as on a host whose old address
+/// is gone.
+fn socket_for(sockets: &[Arc<Bound>], transmit: &Transmit<'_>) -> Option<Arc<Bound>> {
+    match transmit.src_ip {
+        None => sockets.first().cloned(),
+        Some(ip) => sockets
             .iter()
             .find(|s| s.io.local_addr().is_ok_and(|a| a.ip() == ip))
-    });
-    by_ip.unwrap_or(&sockets[0]).clone()
+            .cloned(),
+    }
 }
 
 impl AsyncUdpSocket for MultiAddrSocket {
@@ -181,7 +187,9 @@ impl UdpSender for MultiAddrSender {
         transmit: &Transmit<'_>,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
-        let socket = socket_for(&self.sockets, transmit);
+        let Some(socket) = socket_for(&self.sockets, transmit) else {
+            return Poll::Ready(Ok(()));
+        };
         loop {
             if let Some(fut) = self.writable.as_mut() {
                 let ready = std::task::ready!(fut.as_mut().poll(cx));

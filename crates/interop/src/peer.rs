@@ -85,6 +85,9 @@ pub struct Setup {
     pub small_windows: bool,
     /// Both sides on IPv6 loopback (`::1`) instead of 127.0.0.1.
     pub ipv6: bool,
+    /// The client can migrate ([`Pair::migrate_client`]): a polypath client binds a second
+    /// local address ([`SECOND_LOCAL`]) for it (without multipath).
+    pub migration: bool,
     /// The client reaches the server through a NAT that rebinds as this says
     /// ([`crate::nat`]).
     pub nat: Option<RebindPlan>,
@@ -232,7 +235,7 @@ impl Pair {
         // Where the client sends: the NAT's front, or the server itself.
         let server_addr = nat.as_ref().map_or(server_addr, Nat::front);
         let mut locals = vec![SocketAddr::new(first_local, 0)];
-        if setup.multipath {
+        if setup.multipath || (setup.migration && client == Stack::Polypath) {
             locals.push(SocketAddr::new(SECOND_LOCAL, 0));
         }
         let started = Instant::now();
@@ -291,6 +294,31 @@ impl Pair {
             client_endpoint,
             server_endpoint,
         })
+    }
+
+    /// Moves the client to [`SECOND_LOCAL`] (an active migration, RFC 9000 section 9.2):
+    /// polypath migrates path 0 to its second socket ([`Setup::migration`]); noq switches
+    /// its endpoint to a new socket there (`Endpoint::rebind`). Returns the new address.
+    pub fn migrate_client(&self) -> Result<SocketAddr, CaseError> {
+        match (&self.client, &self.client_endpoint) {
+            (Conn::Polypath(c), _) => {
+                let local = self
+                    .second_local
+                    .ok_or("the polypath client has no second local address")?;
+                c.migrate(polypath_quic::PathId::ZERO, local)
+                    .map_err(|e| format!("polypath migrate: {e}"))?;
+                Ok(local)
+            }
+            (_, Endpoint::Noq(e)) => {
+                let socket = MultiAddrSocket::bind(&[SocketAddr::new(SECOND_LOCAL, 0)])
+                    .map_err(|e| format!("noq client socket: {e}"))?;
+                let local = socket.local_addrs()[0];
+                e.rebind_abstract(Box::new(socket))
+                    .map_err(|e| format!("noq rebind: {e}"))?;
+                Ok(local)
+            }
+            _ => Err("the client's connection and endpoint are of different stacks".into()),
+        }
     }
 
     /// Closes both endpoints and waits briefly for them to drain.
@@ -1004,10 +1032,11 @@ impl RecvS {
                 .read_chunk(MAX)
                 .await
                 .map_err(|e| format!("polypath read: {e}")),
-            RecvS::Noq(s) => s
-                .read_chunk(MAX)
-                .await
-                .map_err(|e| format!("noq read: {e}")),
+            RecvS::Noq(s) => s.read_chunk(MAX).await.map_err(|e| match e {
+                // noq's text for a lost connection leaves out why.
+                noq::ReadError::ConnectionLost(why) => format!("noq read: connection lost: {why}"),
+                e => format!("noq read: {e}"),
+            }),
         }
     }
 

@@ -413,6 +413,25 @@ impl Connection {
         .map_err(PathError::ConnectionLost)?
     }
 
+    /// Moves a path to a new local address (an active migration, RFC 9000 section 9.2;
+    /// client only). The endpoint must have a socket bound to `local` (one of the addresses
+    /// it was created with).
+    pub fn migrate(&self, id: PathId, local: SocketAddr) -> Result<(), PathError> {
+        let mut guard = self.inner.shared.lock();
+        let state = &mut *guard;
+        if state.socket_for(local).is_none() {
+            return Err(PathError::NoSocket(local));
+        }
+        let conn = state
+            .quic
+            .connection_mut(self.inner.handle)
+            .ok_or(PathError::ConnectionLost(ConnectionError::LocallyClosed))?;
+        conn.migrate(Instant::now(), id, local)
+            .map_err(PathError::Migrate)?;
+        wake(&state.driver_waker);
+        Ok(())
+    }
+
     /// Abandons a path (PATH_ABANDON) with a transport error code (0 for no error).
     pub fn abandon_path(&self, id: PathId, code: u64) -> Result<(), PathError> {
         self.with(|(conn, _, driver)| {

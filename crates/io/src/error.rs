@@ -1,6 +1,6 @@
 //! Errors of the async API. Every failure is a value; nothing here panics.
 
-use polypath_quic::connection::OpenPathError;
+use polypath_quic::connection::{MigrateError, OpenPathError};
 use polypath_quic::{ConnectionError, VarInt};
 use std::net::SocketAddr;
 
@@ -91,6 +91,9 @@ pub enum PathError {
     /// The sans-IO connection refused to open the path.
     #[error("cannot open a path: {0}")]
     Open(OpenPathError),
+    /// The sans-IO connection refused the migration.
+    #[error("cannot migrate: {0}")]
+    Migrate(MigrateError),
     /// No such path (or multipath is not in use).
     #[error("unknown path {0}")]
     UnknownPath(polypath_quic::PathId),

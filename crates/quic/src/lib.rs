@@ -66,7 +66,8 @@ pub use polypath_link;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
-    Connection, ConnectionError, ConnectionStats, Event, PathInfo, PathStats, Transmit,
+    Connection, ConnectionError, ConnectionStats, Event, MigrateError, PathInfo, PathStats,
+    Transmit,
 };
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
 pub use error::{TransportError, TransportErrorCode};

@@ -22,7 +22,7 @@ mod send;
 mod spaces;
 mod timers;
 
-pub use paths::{OpenPathError, PathStats};
+pub use paths::{MigrateError, OpenPathError, PathStats};
 
 use crate::config::TransportConfig;
 use crate::crypto::{OneRttKeys, PacketProtection, ResetKey, TlsSession};
@@ -153,6 +153,14 @@ pub struct ConnectionStats {
     pub peer_address_changes: u64,
     /// Of those, the new addresses validated (PATH_RESPONSE received).
     pub peer_addresses_validated: u64,
+    /// Of those, the new addresses whose validation failed, after which the server went
+    /// back to the last validated one (RFC 9000 section 9.3.2).
+    pub peer_address_reverts: u64,
+    /// Active migrations of this endpoint to a new local address
+    /// ([`Connection::migrate`]). Clients only.
+    pub migrations: u64,
+    /// Of those, the ones whose new path validated (PATH_RESPONSE received).
+    pub migrations_validated: u64,
     /// Stream data bytes read in order by the application.
     pub stream_bytes_read: u64,
     /// How often the scheduler's top path changed: among the decisions where it chose one

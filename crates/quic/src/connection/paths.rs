@@ -92,6 +92,10 @@ pub(crate) struct Path {
     pub responses: VecDeque<[u8; 8]>,
     /// True once the peer's address is validated (anti-amplification lifted).
     pub address_validated: bool,
+    /// While the peer's new address is validated after it moved (server side): the
+    /// path's (local, remote) addresses when they were last validated, to go back to if
+    /// the validation fails.
+    pub last_validated: Option<(SocketAddr, SocketAddr)>,
     /// Bytes received on the path before its address was validated.
     pub unvalidated_received: u64,
     /// Bytes sent on the path before its address was validated.
@@ -192,6 +196,7 @@ impl Path {
             challenge: None,
             responses: VecDeque::new(),
             address_validated: validated,
+            last_validated: None,
             unvalidated_received: 0,
             unvalidated_sent: 0,
             abandon_pending: None,
@@ -413,7 +418,128 @@ pub enum OpenPathError {
     Closed,
 }
 
+/// Why [`Connection::migrate`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MigrateError {
+    /// Only clients migrate (RFC 9000 section 9).
+    #[error("only the client migrates")]
+    NotClient,
+    /// The handshake is not confirmed yet.
+    #[error("the handshake is not confirmed yet")]
+    HandshakeNotConfirmed,
+    /// The peer sent disable_active_migration.
+    #[error("the peer disabled active migration (disable_active_migration)")]
+    PeerDisabledMigration,
+    /// No such path, or it is abandoned.
+    #[error("no such path")]
+    UnknownPath,
+    /// The path already leaves from that address.
+    #[error("the path already uses that local address")]
+    SameAddress,
+    /// The peer has issued no spare connection ID for the path.
+    #[error("no spare connection ID from the peer for the new address")]
+    NoConnectionId,
+    /// The connection is closing.
+    #[error("the connection is closed")]
+    Closed,
+}
+
 impl Connection {
+    /// Moves a path to a new local address (an active migration, RFC 9000 section 9.2):
+    /// from now on the path's packets leave from `local`, with a new connection ID, a fresh
+    /// congestion controller and RTT estimate, ECN validated again, and a PATH_CHALLENGE to
+    /// check that the peer is reachable from there. The peer follows when it sees the
+    /// non-probing packets from the new address. Client only, once the handshake is
+    /// confirmed; the I/O layer must be able to send from `local`.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-9.2
+    //# An endpoint can migrate a connection to a new local address by sending packets
+    //# containing non-probing frames from that address.
+    pub fn migrate(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        local: SocketAddr,
+    ) -> Result<(), MigrateError> {
+        if self.is_closed() {
+            return Err(MigrateError::Closed);
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9
+        //# Clients are responsible for initiating all
+        //# migrations.
+        if !self.side.is_client() {
+            return Err(MigrateError::NotClient);
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9
+        //# An endpoint MUST NOT initiate connection migration
+        //# before the handshake is confirmed, as defined in {{Section 4.1.2 of QUIC-TLS}}.
+        if !self.handshake_confirmed {
+            return Err(MigrateError::HandshakeNotConfirmed);
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9
+        //# If the peer sent the disable_active_migration transport parameter, an endpoint
+        //# also MUST NOT send packets (including probing packets; see {{probing}}) from a
+        //# different local address to the address the peer used during the handshake,
+        if self
+            .peer_params
+            .as_ref()
+            .is_some_and(|p| p.disable_active_migration)
+        {
+            return Err(MigrateError::PeerDisabledMigration);
+        }
+        let Some(path) = self.paths.get(&id) else {
+            return Err(MigrateError::UnknownPath);
+        };
+        if path.state == PathState::Abandoned {
+            return Err(MigrateError::UnknownPath);
+        }
+        if path.local == local {
+            return Err(MigrateError::SameAddress);
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.5
+        //# An endpoint MUST NOT reuse a connection ID when sending from more than one local
+        //# address -- for example, when initiating connection migration as described in
+        //# {{initiating-migration}} or when probing a new network path as described in
+        //# {{probing}}.
+        if !self.peer_cids.has_spare(id) {
+            return Err(MigrateError::NoConnectionId);
+        }
+        self.rotate_peer_cid(id);
+        let cc = self.cc_factory.build(now, id, self.config.initial_mtu);
+        let token = self.random_token();
+        let timeout = self.path_validation_timeout();
+        let initial_rtt = self.config.initial_rtt;
+        let Some(path) = self.paths.get_mut(&id) else {
+            return Err(MigrateError::UnknownPath);
+        };
+        let from = path.local;
+        path.local = local;
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.2
+        //# When migrating, the new path might not support the endpoint's current sending
+        //# rate. Therefore, the endpoint resets its congestion controller and RTT estimate,
+        //# as described in {{migration-cc}}.
+        path.cc = cc;
+        path.rtt = RttEstimator::new(initial_rtt);
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.2
+        //# The new path might not have the same ECN capability. Therefore, the endpoint
+        //# validates ECN capability as described in {{ecn}}.
+        path.ecn.revalidate();
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.2
+        //# To establish reachability on the new path, an endpoint initiates path
+        //# validation ({{migrate-validate}}) on the new path.
+        path.challenge = Some(Challenge {
+            token,
+            sent_at: None,
+            give_up_at: now + timeout,
+        });
+        self.stats.migrations += 1;
+        self.qlog_event(
+            now,
+            "migration_state_updated",
+            json!({"new": "started", "path_id": id.0, "old_local": from.to_string(), "local": local.to_string()}),
+        );
+        Ok(())
+    }
+
     /// Opens a new path from `local` to `remote` (Multipath QUIC, client only) and starts
     /// validating it. Returns the path ID.
     //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
@@ -613,9 +739,15 @@ impl Connection {
         };
         path.challenge = None;
         path.address_validated = true;
+        path.last_validated = None;
         if path.state != PathState::Validating {
-            // A path that was in use: the peer's new address (see `maybe_migrate`).
-            self.stats.peer_addresses_validated += 1;
+            // A path that was in use: the peer's new address (see `maybe_migrate`), or ours
+            // (see `migrate`).
+            if self.side.is_client() {
+                self.stats.migrations_validated += 1;
+            } else {
+                self.stats.peer_addresses_validated += 1;
+            }
             self.qlog_event(
                 now,
                 "migration_state_updated",
@@ -634,8 +766,26 @@ impl Connection {
             return;
         };
         path.challenge = None;
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3.2
+        //# To protect the connection from failing due to such a spurious migration, an
+        //# endpoint MUST revert to using the last validated peer address when validation
+        //# of a new peer address fails.
+        if let Some((local, remote)) = path.last_validated.take() {
+            let to = path.remote;
+            path.local = local;
+            path.remote = remote;
+            path.address_validated = true;
+            self.stats.peer_address_reverts += 1;
+            self.rotate_peer_cid(id);
+            self.qlog_event(
+                now,
+                "migration_state_updated",
+                json!({"new": "probing_abandoned", "path_id": id.0, "remote": to.to_string(), "reverted_to": remote.to_string()}),
+            );
+            return;
+        }
         if self.multipath.is_none() {
-            // A failed migration leaves the path as it was; with one path there is nothing
+            // A failed validation of the only path leaves it as it was: there is nothing
             // else to fall back to.
             return;
         }

@@ -476,15 +476,41 @@ impl Connection {
             return;
         }
         let port_only = path.remote.ip() == remote.ip();
+        // Back to the address validated before (the peer's packets from a spurious or
+        // short-lived address stopped): no new validation is needed.
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9
+        //# An endpoint MUST perform path validation ({{migrate-validate}}) if it
+        //# detects any change to a peer's address, unless it has previously validated that
+        //# address.
+        let back_to_validated = path.last_validated == Some((local, remote));
+        let previously_validated = if path.address_validated {
+            Some((path.local, path.remote))
+        } else {
+            path.last_validated
+        };
         let token = self.random_token();
         let cc = (!port_only).then(|| self.cc_factory.build(now, path_id, self.config.initial_mtu));
         let initial_rtt = self.config.initial_rtt;
         let Some(path) = self.paths.get_mut(&path_id) else {
             return;
         };
+        let from = path.remote;
         path.remote = remote;
         path.local = local;
         self.stats.peer_address_changes += 1;
+        if back_to_validated {
+            path.address_validated = true;
+            path.last_validated = None;
+            path.challenge = None;
+            self.rotate_peer_cid(path_id);
+            self.qlog_event(
+                now,
+                "migration_state_updated",
+                json!({"new": "probing_abandoned", "path_id": path_id.0, "remote": from.to_string(), "reverted_to": remote.to_string()}),
+            );
+            return;
+        }
+        path.last_validated = previously_validated;
         if !port_only {
             path.ecn.revalidate();
         }
@@ -513,17 +539,23 @@ impl Connection {
             sent_at: None,
             give_up_at: now + timeout,
         });
-        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.5
-        //# An endpoint MUST NOT reuse a connection ID when sending to
-        //# more than one destination address.
-        if let Some(Some(retired)) = self.peer_cids.rotate(path_id) {
-            self.queue_retire_cid(path_id, retired);
-        }
+        self.rotate_peer_cid(path_id);
         self.qlog_event(
             now,
             "migration_state_updated",
             json!({"new": "probing_started", "path_id": path_id.0, "remote": remote.to_string()}),
         );
+    }
+
+    /// Sends on a path with the peer's next connection ID, retiring the current one; kept
+    /// if the peer has given no spare.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-9.5
+    //# An endpoint MUST NOT reuse a connection ID when sending to
+    //# more than one destination address.
+    pub(super) fn rotate_peer_cid(&mut self, path_id: PathId) {
+        if let Some(Some(retired)) = self.peer_cids.rotate(path_id) {
+            self.queue_retire_cid(path_id, retired);
+        }
     }
 
     fn on_version_negotiation(&mut self, now: Instant, versions: &[u32]) {

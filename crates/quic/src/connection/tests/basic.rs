@@ -454,6 +454,163 @@ fn nat_rebinding_of_a_receiver_that_only_acknowledges() {
     assert!(pair.server().stats().peer_addresses_validated >= 1);
 }
 
+/// Active migration (RFC 9000 section 9.2): the client moves path 0 to a new local
+/// address mid-upload; the server follows and validates the new address, the client
+/// validates the new path, and the upload completes. The refusals come first.
+#[test]
+fn client_migrates_to_a_new_local_address() {
+    use crate::testing::{client_addr, client_addr2};
+    let mut pair = Pair::default_pair();
+    let now = pair.now;
+    assert_eq!(
+        pair.client().migrate(now, PathId::ZERO, client_addr2()),
+        Err(MigrateError::HandshakeNotConfirmed)
+    );
+    pair.handshake();
+    let now = pair.now;
+    assert_eq!(
+        pair.server().migrate(now, PathId::ZERO, client_addr2()),
+        Err(MigrateError::NotClient)
+    );
+    assert_eq!(
+        pair.client().migrate(now, PathId::ZERO, client_addr()),
+        Err(MigrateError::SameAddress)
+    );
+    assert_eq!(
+        pair.client().migrate(now, PathId(7), client_addr2()),
+        Err(MigrateError::UnknownPath)
+    );
+    if let Some(p) = pair.client().peer_params.as_mut() {
+        p.disable_active_migration = true;
+    }
+    assert_eq!(
+        pair.client().migrate(now, PathId::ZERO, client_addr2()),
+        Err(MigrateError::PeerDisabledMigration)
+    );
+    if let Some(p) = pair.client().peer_params.as_mut() {
+        p.disable_active_migration = false;
+    }
+    assert_eq!(
+        pair.transfer(100_000, Duration::from_secs(5)).len(),
+        100_000
+    );
+    let dcid_before = pair.client().paths[&PathId::ZERO].remote;
+    let now = pair.now;
+    assert_eq!(
+        pair.client().migrate(now, PathId::ZERO, client_addr2()),
+        Ok(())
+    );
+    let got = pair.transfer(300_000, Duration::from_secs(10));
+    assert!(got == expected_payload(300_000));
+    assert_eq!(pair.server().remote_address(), Some(client_addr2()));
+    assert_eq!(pair.client().remote_address(), Some(dcid_before));
+    let (client, server) = (pair.client().stats(), pair.server().stats());
+    assert_eq!((client.migrations, client.migrations_validated), (1, 1));
+    assert_eq!(
+        (server.peer_address_changes, server.peer_addresses_validated),
+        (1, 1)
+    );
+    // The client's last datagrams left from the new address with a new connection ID.
+    let last = pair.client_sent.iter().rev().find(|d| d[0] & 0x80 == 0);
+    let cid = |d: &Vec<u8>| d[1..9].to_vec();
+    let early = pair.client_sent.iter().find(|d| d[0] & 0x80 == 0).map(cid);
+    assert_ne!(last.map(cid), early, "the connection ID did not change");
+}
+
+/// RFC 9000 section 9.3.2: an attacker replays one genuine client packet from a spoofed
+/// address ahead of the original. The server moves to the spoofed address and validates
+/// it; the spoofed host cannot answer. With the client silent (its packets lost) until the
+/// validation gives up, the server reverts to the client's validated address; with the
+/// client's next packet arriving at once, the server goes back to it without a new
+/// validation. Either way the connection carries on.
+#[test]
+fn spurious_migration_reverts_to_the_validated_address() {
+    use crate::testing::{client_addr, server_addr};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    for client_silent in [true, false] {
+        let mut pair = Pair::default_pair();
+        pair.handshake();
+        assert_eq!(pair.transfer(50_000, Duration::from_secs(5)).len(), 50_000);
+        let spoofed: SocketAddr = "10.66.6.6:6666".parse().unwrap();
+        // The client's next datagram is taken off the wire...
+        let taken: Rc<RefCell<Option<Vec<u8>>>> = Rc::default();
+        let slot = taken.clone();
+        pair.drop = Some(Box::new(move |d, from, _| {
+            if from == client_addr() && slot.borrow().is_none() {
+                *slot.borrow_mut() = Some(d.to_vec());
+                return true;
+            }
+            false
+        }));
+        let id = pair.client().open_stream(Dir::Uni).unwrap();
+        pair.client().write(id, b"hello").unwrap();
+        pair.client().finish(id).unwrap();
+        pair.run_until(Duration::from_secs(1), |_| taken.borrow().is_some());
+        let datagram = taken.borrow_mut().take().expect("the client sent nothing");
+        // ...and replayed from the spoofed address, which never answers.
+        let silent_until = pair.now + Duration::from_secs(10);
+        pair.drop = Some(Box::new(move |_, from, to| {
+            to == spoofed || (client_silent && from == client_addr())
+        }));
+        let now = pair.now;
+        pair.server.handle(
+            now,
+            server_addr(),
+            spoofed,
+            None,
+            BytesMut::from(&datagram[..]),
+        );
+        assert_eq!(pair.server().remote_address(), Some(spoofed));
+        if client_silent {
+            pair.run_until(Duration::from_secs(10), |p| {
+                p.server().stats().peer_address_reverts > 0
+            });
+            assert!(pair.now < silent_until, "the validation never gave up");
+        }
+        pair.drop = Some(Box::new(move |_, _, to| to == spoofed));
+        let stats = pair.server().stats();
+        // The replayed packet's "hello" arrives (once), then a transfer passes.
+        let mut hello = Vec::new();
+        let mut stream = None;
+        pair.run_until(Duration::from_secs(5), |p| {
+            if stream.is_none() {
+                stream = p.server().accept_stream(Dir::Uni);
+            }
+            let Some(sid) = stream else { return false };
+            loop {
+                match p.server().read(sid, usize::MAX) {
+                    Ok(Some(chunk)) => hello.extend_from_slice(&chunk),
+                    Ok(None) => return true,
+                    Err(_) => return false,
+                }
+            }
+        });
+        assert_eq!(hello, b"hello");
+        assert_eq!(
+            pair.transfer(100_000, Duration::from_secs(10)).len(),
+            100_000
+        );
+        assert_eq!(pair.server().remote_address(), Some(client_addr()));
+        assert!(pair.server().paths[&PathId::ZERO].address_validated);
+        let after = pair.server().stats();
+        if client_silent {
+            assert_eq!(
+                (stats.peer_address_changes, stats.peer_address_reverts),
+                (1, 1)
+            );
+            assert_eq!(after.peer_address_changes, 1, "no further move");
+        } else {
+            // Moved to the spoofed address, then back with the client's next packet.
+            assert_eq!(
+                (after.peer_address_changes, after.peer_address_reverts),
+                (2, 0)
+            );
+        }
+        assert_eq!(after.peer_addresses_validated, 0);
+    }
+}
+
 #[test]
 fn endpoint_survives_garbage_then_transfers() {
     let mut pair = Pair::default_pair();
