@@ -61,6 +61,7 @@ pub mod streams;
 pub mod testing;
 pub mod transport_parameters;
 pub mod varint;
+pub mod version_negotiation;
 
 pub use polypath_link;
 

@@ -112,7 +112,7 @@ impl Connection {
                 pn_offset,
                 ..
             } => {
-                if *version != self.version {
+                if *version != self.version && !self.accept_other_version(now, *ty, *version) {
                     self.stats.packets_dropped += 1;
                     return Ok(());
                 }
@@ -152,13 +152,19 @@ impl Connection {
             }
         };
         let path_id = space.path();
+        // A server that switched versions opens the client's Initials of the original
+        // version with that version's keys.
+        let original_keys = match &header.header {
+            Header::Long { version, .. } if *version != self.version => {
+                self.original_initial_keys.as_ref()
+            }
+            _ => None,
+        };
 
         // Remove header protection.
         let hp: Option<&dyn rustls::quic::HeaderProtectionKey> = match space {
-            AckSpace::Initial => self
-                .initial
-                .as_ref()
-                .and_then(|h| h.keys.as_ref())
+            AckSpace::Initial => original_keys
+                .or_else(|| self.initial.as_ref().and_then(|h| h.keys.as_ref()))
                 .map(|k| k.remote.header.as_ref()),
             AckSpace::Handshake => self
                 .handshake
@@ -198,7 +204,12 @@ impl Connection {
                 } else {
                     self.handshake.as_ref()
                 };
-                match hs.and_then(|h| h.keys.as_ref()) {
+                let keys = match space {
+                    AckSpace::Initial => original_keys,
+                    _ => None,
+                }
+                .or_else(|| hs.and_then(|h| h.keys.as_ref()));
+                match keys {
                     Some(keys) => crate::crypto::open_packet(
                         keys.remote.packet.as_ref(),
                         None,
@@ -520,6 +531,45 @@ impl Connection {
         );
     }
 
+    /// Whether a long header packet of `version`, not the connection's, is processed: a
+    /// client follows a server that switched to a compatible version it offered (with
+    /// its first Initial from the server), a server that switched still takes the
+    /// client's Initials in the original version.
+    //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
+    //# The client
+    //# MUST then switch to the negotiated version
+    fn accept_other_version(&mut self, now: Instant, ty: LongType, version: u32) -> bool {
+        if ty != LongType::Initial {
+            return false;
+        }
+        if self.side.is_server() {
+            return version == self.initial_version && self.original_initial_keys.is_some();
+        }
+        let offered = self
+            .local_version_info
+            .as_ref()
+            .is_some_and(|info| info.available.contains(&version));
+        if self.got_server_initial
+            || !offered
+            || !crate::packet::is_compatible(self.version, version)
+            || !self.tls.switch_version(version)
+        {
+            return false;
+        }
+        let secret_cid = self.retry_scid.unwrap_or(self.original_dcid);
+        let (Some(keys), Some(initial)) = (
+            crate::crypto::initial_keys(version, &secret_cid, self.side),
+            self.initial.as_mut(),
+        ) else {
+            return false;
+        };
+        initial.keys = Some(keys);
+        let from = self.version;
+        self.version = version;
+        self.qlog_version_information(now, Some(from));
+        true
+    }
+
     fn on_version_negotiation(&mut self, now: Instant, versions: &[u32]) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-6.2
         //# A client MUST discard any Version Negotiation packet if it has
@@ -672,7 +722,7 @@ impl Connection {
         }
         if let Some(frames) = qlog_frames {
             let data = json!({
-                "header": { "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 },
+                "header": self.qlog_header(space, pn),
                 "frames": frames,
             });
             self.qlog_event(now, "packet_received", data);

@@ -9,8 +9,21 @@ use super::CryptoError;
 use crate::shared::{ConnectionId, PathId, Side};
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, Version};
 
-/// The QUIC version 1 number (RFC 9000).
-pub const QUIC_VERSION_1: u32 = 0x0000_0001;
+pub use crate::packet::VERSION_1 as QUIC_VERSION_1;
+
+/// The rustls key schedule variant of a QUIC version: version 2 has its own Initial salt
+/// and HKDF labels ("quicv2 key", ...). `None` for versions this stack does not speak.
+//= https://www.rfc-editor.org/rfc/rfc9369#section-3.3.1
+//# The salt used to derive Initial keys in Section 5.2 of [QUIC-TLS] changes to:
+//#
+//# initial_salt = 0x0dede3def700a6db819381be6e269dcbf9bd2ed9
+pub fn tls_version(version: u32) -> Option<Version> {
+    match version {
+        crate::packet::VERSION_1 => Some(Version::V1),
+        crate::packet::VERSION_2 => Some(Version::V2),
+        _ => None,
+    }
+}
 
 /// Number of bytes header protection assumes for the packet number when it samples.
 const SAMPLE_OFFSET: usize = 4;
@@ -18,7 +31,7 @@ const SAMPLE_OFFSET: usize = 4;
 /// Derives the Initial packet protection keys for `side` from the Destination Connection ID
 /// of the client's first Initial packet (or the Retry's Source Connection ID after a Retry).
 ///
-/// Returns `None` for versions other than [`QUIC_VERSION_1`].
+/// Returns `None` for versions other than 1 and 2.
 //= https://www.rfc-editor.org/rfc/rfc9001#section-5.2
 //# This secret is determined by using HKDF-Extract (see {{Section 2.2 of HKDF}})
 //# with a salt of 0x38762cf7f55934b34d179ae6a4c80cadccbb7f0a and
@@ -29,9 +42,7 @@ const SAMPLE_OFFSET: usize = 4;
 //# Destination Connection ID field of the first Initial packet sent by
 //# the client; see {{initial-secrets}}.
 pub fn initial_keys(version: u32, client_dcid: &ConnectionId, side: Side) -> Option<Keys> {
-    if version != QUIC_VERSION_1 {
-        return None;
-    }
+    let version = tls_version(version)?;
     let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
         .tls13()?
         .quic_suite()?;
@@ -39,7 +50,7 @@ pub fn initial_keys(version: u32, client_dcid: &ConnectionId, side: Side) -> Opt
         Side::Client => rustls::Side::Client,
         Side::Server => rustls::Side::Server,
     };
-    Some(suite.keys(client_dcid, side, Version::V1))
+    Some(suite.keys(client_dcid, side, version))
 }
 
 /// Encrypts the payload of `packet` in place and writes the AEAD tag into its last
@@ -498,9 +509,10 @@ mod tests {
     }
 
     #[test]
-    fn only_version_1_is_supported() {
+    fn only_versions_1_and_2_are_supported() {
         let dcid = ConnectionId::new(&[1; 8]);
-        assert!(initial_keys(0x6b33_43cf, &dcid, Side::Client).is_none());
+        assert!(initial_keys(0x6b33_43cf, &dcid, Side::Client).is_some());
+        assert!(initial_keys(0xff00_001d, &dcid, Side::Client).is_none());
         assert!(initial_keys(0, &dcid, Side::Client).is_none());
     }
 }
