@@ -77,7 +77,9 @@ fn open_initial(data: &[u8], first: &InitialPacket) -> Option<Vec<u8>> {
         header_len,
     )
     .ok()?;
-    packet.get(header_len..header_len + payload_len).map(<[u8]>::to_vec)
+    packet
+        .get(header_len..header_len + payload_len)
+        .map(<[u8]>::to_vec)
 }
 
 /// How long Retry tokens stay valid.

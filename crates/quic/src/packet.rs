@@ -1001,12 +1001,37 @@ mod tests {
     }
 
     #[test]
+    fn long_types_rotate_in_version_2() {
+        let all = [
+            LongType::Initial,
+            LongType::ZeroRtt,
+            LongType::Handshake,
+            LongType::Retry,
+        ];
+        let v1: Vec<u8> = all.iter().map(|t| t.bits(VERSION_1)).collect();
+        let v2: Vec<u8> = all.iter().map(|t| t.bits(VERSION_2)).collect();
+        assert_eq!(v1, [0x00, 0x10, 0x20, 0x30]);
+        assert_eq!(v2, [0x10, 0x20, 0x30, 0x00]);
+        for version in [VERSION_1, VERSION_2] {
+            for t in all {
+                assert_eq!(
+                    LongType::from_first_byte(0xc0 | t.bits(version), version),
+                    t
+                );
+            }
+        }
+        // A v1 Initial's first byte read as version 2 is a Retry.
+        assert_eq!(LongType::from_first_byte(0xc0, VERSION_2), LongType::Retry);
+    }
+
+    #[test]
     fn reserved_versions() {
         assert!(is_reserved_version(0x1a2a3a4a));
         assert!(is_reserved_version(0x0a0a0a0a));
         assert!(!is_reserved_version(VERSION_1));
         assert!(is_reserved_version(grease_version(0x12345678)));
         assert!(is_supported_version(1));
+        assert!(is_supported_version(VERSION_2));
         assert!(!is_supported_version(0xff00_001d));
     }
 
@@ -1285,7 +1310,7 @@ mod tests {
             hdr.header,
             Header::VersionNegotiation {
                 scid: ConnectionId::new(&[4; 20]),
-                versions: vec![VERSION_1, 0x5a5a_5a5a],
+                versions: vec![VERSION_1, VERSION_2, 0x5a5a_5a5a],
             }
         );
         assert_eq!(hdr.packet_len, out.len());

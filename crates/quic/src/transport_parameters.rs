@@ -654,14 +654,26 @@ mod tests {
 
     #[test]
     fn version_information_must_be_whole_nonzero_versions() {
-        for bad in [&[][..], &[0, 0, 0, 1, 0][..], &[0, 0, 0, 0][..], &[0, 0, 0, 1, 0, 0, 0, 0][..]] {
+        for bad in [
+            &[][..],
+            &[0, 0, 0, 1, 0][..],
+            &[0, 0, 0, 0][..],
+            &[0, 0, 0, 1, 0, 0, 0, 0][..],
+        ] {
             let err = TransportParameters::decode(Side::Client, &param(0x11, bad)).unwrap_err();
-            assert_eq!(err.code, TransportErrorCode::TRANSPORT_PARAMETER_ERROR, "{bad:?}");
+            assert_eq!(
+                err.code,
+                TransportErrorCode::TRANSPORT_PARAMETER_ERROR,
+                "{bad:?}"
+            );
         }
         let p = TransportParameters::decode(Side::Client, &param(0x11, &[0, 0, 0, 1])).unwrap();
         assert_eq!(
             p.version_information,
-            Some(VersionInformation { chosen: 1, available: vec![] })
+            Some(VersionInformation {
+                chosen: 1,
+                available: vec![]
+            })
         );
     }
 

@@ -54,7 +54,8 @@ pub fn negotiate(
         .iter()
         .copied()
         .find(|&v| {
-            v == client_version || (offer.available.contains(&v) && is_compatible(client_version, v))
+            v == client_version
+                || (offer.available.contains(&v) && is_compatible(client_version, v))
         })
         .unwrap_or(client_version)
 }
@@ -202,11 +203,23 @@ mod tests {
     #[test]
     fn server_switches_only_to_an_offered_preferred_version() {
         let offer = info(VERSION_1, &[VERSION_2, VERSION_1]);
-        assert_eq!(negotiate(&[VERSION_2, VERSION_1], VERSION_1, Some(&offer)), VERSION_2);
-        assert_eq!(negotiate(&[VERSION_1, VERSION_2], VERSION_1, Some(&offer)), VERSION_1);
-        assert_eq!(negotiate(&[VERSION_2, VERSION_1], VERSION_1, None), VERSION_1);
+        assert_eq!(
+            negotiate(&[VERSION_2, VERSION_1], VERSION_1, Some(&offer)),
+            VERSION_2
+        );
+        assert_eq!(
+            negotiate(&[VERSION_1, VERSION_2], VERSION_1, Some(&offer)),
+            VERSION_1
+        );
+        assert_eq!(
+            negotiate(&[VERSION_2, VERSION_1], VERSION_1, None),
+            VERSION_1
+        );
         let v1_only = info(VERSION_1, &[VERSION_1]);
-        assert_eq!(negotiate(&[VERSION_2, VERSION_1], VERSION_1, Some(&v1_only)), VERSION_1);
+        assert_eq!(
+            negotiate(&[VERSION_2, VERSION_1], VERSION_1, Some(&v1_only)),
+            VERSION_1
+        );
     }
 
     #[test]
@@ -215,20 +228,58 @@ mod tests {
         let client = info(VERSION_1, &[VERSION_2, VERSION_1]);
         let server = info(VERSION_2, &[VERSION_2, VERSION_1]);
         // The normal switch, both ways.
-        check_peer(Side::Client, VERSION_1, VERSION_2, Some(&client), Some(&server)).unwrap();
-        check_peer(Side::Server, VERSION_1, VERSION_2, Some(&server), Some(&client)).unwrap();
+        check_peer(
+            Side::Client,
+            VERSION_1,
+            VERSION_2,
+            Some(&client),
+            Some(&server),
+        )
+        .unwrap();
+        check_peer(
+            Side::Server,
+            VERSION_1,
+            VERSION_2,
+            Some(&server),
+            Some(&client),
+        )
+        .unwrap();
         let fails = |r: Result<(), TransportError>| {
             assert_eq!(r.unwrap_err().code, Code::VERSION_NEGOTIATION_ERROR)
         };
         // The server claims a chosen version other than the packets'.
-        fails(check_peer(Side::Client, VERSION_1, VERSION_2, Some(&client), Some(&info(VERSION_1, &[VERSION_2, VERSION_1]))));
+        fails(check_peer(
+            Side::Client,
+            VERSION_1,
+            VERSION_2,
+            Some(&client),
+            Some(&info(VERSION_1, &[VERSION_2, VERSION_1])),
+        ));
         // The client's Initial was rewritten from v2 to v1 (or its parameter from v1).
-        fails(check_peer(Side::Server, VERSION_2, VERSION_2, Some(&server), Some(&client)));
+        fails(check_peer(
+            Side::Server,
+            VERSION_2,
+            VERSION_2,
+            Some(&server),
+            Some(&client),
+        ));
         // A server preferring v2 answered in v1: someone kept the connection in v1.
         let stayed = info(VERSION_1, &[VERSION_2, VERSION_1]);
-        fails(check_peer(Side::Client, VERSION_1, VERSION_1, Some(&client), Some(&stayed)));
+        fails(check_peer(
+            Side::Client,
+            VERSION_1,
+            VERSION_1,
+            Some(&client),
+            Some(&stayed),
+        ));
         // A switch without the parameter.
-        fails(check_peer(Side::Client, VERSION_1, VERSION_2, Some(&client), None));
+        fails(check_peer(
+            Side::Client,
+            VERSION_1,
+            VERSION_2,
+            Some(&client),
+            None,
+        ));
         // A v1-only peer without the parameter is fine.
         check_peer(Side::Client, VERSION_1, VERSION_1, Some(&client), None).unwrap();
     }

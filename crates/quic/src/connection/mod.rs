@@ -1072,10 +1072,10 @@ impl Connection {
             return;
         }
         let hex = |v: &u32| format!("{v:08x}");
-        let ours: Vec<String> = self
-            .local_version_info
-            .as_ref()
-            .map_or_else(|| vec![hex(&self.version)], |i| i.available.iter().map(hex).collect());
+        let ours: Vec<String> = self.local_version_info.as_ref().map_or_else(
+            || vec![hex(&self.version)],
+            |i| i.available.iter().map(hex).collect(),
+        );
         let key = if self.side.is_client() {
             "client_versions"
         } else {

@@ -126,10 +126,7 @@ mod tests {
         let retry = hex::decode(RETRY).unwrap();
         let odcid = ConnectionId::new(&ODCID);
         let (body, tag) = retry.split_at(retry.len() - 16);
-        assert_eq!(
-            retry_integrity_tag(VERSION_1, &odcid, body).unwrap(),
-            tag
-        );
+        assert_eq!(retry_integrity_tag(VERSION_1, &odcid, body).unwrap(), tag);
         assert!(verify_retry_integrity(VERSION_1, &odcid, &retry));
     }
 
@@ -152,7 +149,10 @@ mod tests {
         let hdr = crate::packet::decode_header(&retry, 0).unwrap();
         assert!(matches!(
             hdr.header,
-            crate::packet::Header::Retry { version: VERSION_2, .. }
+            crate::packet::Header::Retry {
+                version: VERSION_2,
+                ..
+            }
         ));
     }
 
@@ -163,21 +163,14 @@ mod tests {
         for i in 0..retry.len() {
             let mut bad = retry.clone();
             bad[i] ^= 0x01;
-            assert!(
-                !verify_retry_integrity(VERSION_1, &odcid, &bad),
-                "byte {i}"
-            );
+            assert!(!verify_retry_integrity(VERSION_1, &odcid, &bad), "byte {i}");
         }
         let other = ConnectionId::new(&[0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x09]);
         assert!(!verify_retry_integrity(VERSION_1, &other, &retry));
         assert!(!verify_retry_integrity(0x6b33_43cf, &odcid, &retry));
         assert!(retry_integrity_tag(2, &odcid, &retry).is_none());
         for len in 0..=16 {
-            assert!(!verify_retry_integrity(
-                VERSION_1,
-                &odcid,
-                &retry[..len]
-            ));
+            assert!(!verify_retry_integrity(VERSION_1, &odcid, &retry[..len]));
         }
     }
 }

@@ -58,10 +58,7 @@ fn expand_label(expander: &dyn HkdfExpander, label: &[u8], len: usize) -> Option
     let label_len = [u8::try_from(6 + label.len()).ok()?];
     let mut out = vec![0; len];
     expander
-        .expand_slice(
-            &[&out_len, &label_len, b"tls13 ", label, &[0]],
-            &mut out,
-        )
+        .expand_slice(&[&out_len, &label_len, b"tls13 ", label, &[0]], &mut out)
         .ok()?;
     Some(out)
 }
@@ -175,8 +172,12 @@ impl SwitchedSecrets {
 
     fn aead(&self) -> Option<(&'static aead::Algorithm, &'static aead::quic::Algorithm)> {
         match self.suite.common.suite {
-            CipherSuite::TLS13_AES_128_GCM_SHA256 => Some((&aead::AES_128_GCM, &aead::quic::AES_128)),
-            CipherSuite::TLS13_AES_256_GCM_SHA384 => Some((&aead::AES_256_GCM, &aead::quic::AES_256)),
+            CipherSuite::TLS13_AES_128_GCM_SHA256 => {
+                Some((&aead::AES_128_GCM, &aead::quic::AES_128))
+            }
+            CipherSuite::TLS13_AES_256_GCM_SHA384 => {
+                Some((&aead::AES_256_GCM, &aead::quic::AES_256))
+            }
             CipherSuite::TLS13_CHACHA20_POLY1305_SHA256 => {
                 Some((&aead::CHACHA20_POLY1305, &aead::quic::CHACHA20))
             }
@@ -417,7 +418,8 @@ mod tests {
             // The Initial secrets by hand (RFC 9001 section 5.2), then our key derivation.
             let salt = hex::decode(salt).unwrap();
             let initial = suite.hkdf_provider.extract_from_secret(Some(&salt), &dcid);
-            let secret = |label: &[u8]| OkmBlock::new(&expand_label(initial.as_ref(), label, 32).unwrap());
+            let secret =
+                |label: &[u8]| OkmBlock::new(&expand_label(initial.as_ref(), label, 32).unwrap());
             let ours = SwitchedSecrets {
                 suite,
                 labels: labels(version),
@@ -429,19 +431,37 @@ mod tests {
             // Same keys: what one seals the other opens, and header masks agree.
             let header = [0xc3, 0, 0, 0, 1];
             let mut payload = b"switched versions".to_vec();
-            let tag = local.packet.encrypt_in_place(7, &header, &mut payload).unwrap();
+            let tag = local
+                .packet
+                .encrypt_in_place(7, &header, &mut payload)
+                .unwrap();
             payload.extend_from_slice(tag.as_ref());
             let server = crate::crypto::initial_keys(version, &dcid, Side::Server).unwrap();
-            let plain = server.remote.packet.decrypt_in_place(7, &header, &mut payload).unwrap();
+            let plain = server
+                .remote
+                .packet
+                .decrypt_in_place(7, &header, &mut payload)
+                .unwrap();
             assert_eq!(plain, b"switched versions");
             let sample = [0x5a; 16];
             let (mut a, mut b) = ([0xc3u8, 1, 2, 3, 4], [0xc3u8, 1, 2, 3, 4]);
             let (fa, pa) = a.split_at_mut(1);
-            local.header.encrypt_in_place(&sample, &mut fa[0], pa).unwrap();
+            local
+                .header
+                .encrypt_in_place(&sample, &mut fa[0], pa)
+                .unwrap();
             let (fb, pb) = b.split_at_mut(1);
-            theirs.local.header.encrypt_in_place(&sample, &mut fb[0], pb).unwrap();
+            theirs
+                .local
+                .header
+                .encrypt_in_place(&sample, &mut fb[0], pb)
+                .unwrap();
             assert_eq!(a, b);
-            let other = if version == VERSION_2 { VERSION_1 } else { VERSION_2 };
+            let other = if version == VERSION_2 {
+                VERSION_1
+            } else {
+                VERSION_2
+            };
             let mut wrong = {
                 let mut p = b"switched versions".to_vec();
                 let tag = local.packet.encrypt_in_place(7, &header, &mut p).unwrap();
@@ -449,7 +469,13 @@ mod tests {
                 p
             };
             let other_server = crate::crypto::initial_keys(other, &dcid, Side::Server).unwrap();
-            assert!(other_server.remote.packet.decrypt_in_place(7, &header, &mut wrong).is_err());
+            assert!(
+                other_server
+                    .remote
+                    .packet
+                    .decrypt_in_place(7, &header, &mut wrong)
+                    .is_err()
+            );
         }
     }
 }

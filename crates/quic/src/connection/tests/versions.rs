@@ -32,7 +32,8 @@ fn pair(
     pair.drop = Some(Box::new(move |data, from, _| {
         if data.len() >= 5 && data[0] & 0x80 != 0 {
             let version = u32::from_be_bytes([data[1], data[2], data[3], data[4]]);
-            log.borrow_mut().push((from == client_addr(), version, data[0]));
+            log.borrow_mut()
+                .push((from == client_addr(), version, data[0]));
         }
         false
     }));
@@ -83,7 +84,10 @@ fn server_preferring_v2_switches_a_v1_client_that_offers_it() {
     );
     // Once the server's first packet arrived the client sends version 2 only.
     let switched = client.iter().position(|&v| v == VERSION_2).expect("switch");
-    assert!(client[switched..].iter().all(|&v| v == VERSION_2), "{client:x?}");
+    assert!(
+        client[switched..].iter().all(|&v| v == VERSION_2),
+        "{client:x?}"
+    );
 }
 
 #[test]
