@@ -258,7 +258,7 @@ pub struct ServerConfig {
     /// whatever the load.
     pub retry_above: Option<usize>,
     /// The QUIC versions accepted, most preferred first (a subset of
-    /// [`crate::packet::SUPPORTED_VERSIONS`]). Initials of other versions are answered
+    /// [`crate::SUPPORTED_VERSIONS`]). Initials of other versions are answered
     /// with Version Negotiation. A client Initial whose version_information offers a
     /// compatible version the server prefers is answered in that version (compatible
     /// version negotiation, RFC 9368). With more than version 1 listed, the server sends

@@ -71,5 +71,6 @@ pub use connection::{
 };
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
 pub use error::{TransportError, TransportErrorCode};
+pub use packet::{SUPPORTED_VERSIONS, VERSION_1, VERSION_2};
 pub use shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
 pub use varint::VarInt;

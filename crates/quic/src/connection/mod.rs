@@ -1088,11 +1088,12 @@ impl Connection {
         self.qlog_event(now, "version_information", data);
     }
 
-    /// The qlog `header` of a packet of `space` in this connection.
-    fn qlog_header(&self, space: AckSpace, pn: u64) -> serde_json::Value {
+    /// The qlog `header` of a packet of `space`; long headers (Initial, Handshake) also
+    /// name their `version`.
+    fn qlog_header(&self, space: AckSpace, pn: u64, version: u32) -> serde_json::Value {
         let mut header = json!({ "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 });
         if matches!(space, AckSpace::Initial | AckSpace::Handshake) {
-            header["version"] = json!(format!("{:08x}", self.version));
+            header["version"] = json!(format!("{version:08x}"));
         }
         header
     }

@@ -342,7 +342,11 @@ impl Connection {
         self.current_packet_dcid = header.dcid;
         let _header = packet.split_to(header_len);
         packet.truncate(payload_len);
-        let summary = self.handle_frames(now, kind, space, pn, packet.freeze())?;
+        let version = match &header.header {
+            Header::Long { version, .. } => *version,
+            _ => self.version,
+        };
+        let summary = self.handle_frames(now, kind, space, pn, version, packet.freeze())?;
 
         let max_ack_delay = self.config.max_ack_delay;
         let threshold = self.config.ack_eliciting_threshold;
@@ -667,6 +671,7 @@ impl Connection {
             PacketKind::OneRtt,
             AckSpace::Path(PathId::ZERO),
             pn,
+            self.version,
             Bytes::copy_from_slice(payload),
         ) {
             self.close_on_error(now, e);
@@ -680,6 +685,7 @@ impl Connection {
         kind: PacketKind,
         space: AckSpace,
         pn: u64,
+        version: u32,
         payload: Bytes,
     ) -> Result<FrameSummary, TransportError> {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-12.4
@@ -722,7 +728,7 @@ impl Connection {
         }
         if let Some(frames) = qlog_frames {
             let data = json!({
-                "header": self.qlog_header(space, pn),
+                "header": self.qlog_header(space, pn, version),
                 "frames": frames,
             });
             self.qlog_event(now, "packet_received", data);

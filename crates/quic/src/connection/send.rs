@@ -926,7 +926,7 @@ impl Connection {
     ) {
         if let Some(frames) = frames {
             let data = json!({
-                "header": self.qlog_header(space, pn),
+                "header": self.qlog_header(space, pn, self.version),
                 "raw": { "length": size },
                 "frames": frames,
             });
