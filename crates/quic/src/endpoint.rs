@@ -52,23 +52,32 @@ struct InitialPacket {
 }
 
 /// The payload of the first packet of `data`, an Initial described by `first`, if it
-/// decrypts with the server's Initial keys; decrypted on a copy so nothing is kept. The
-/// keys derive from the packet's Destination Connection ID: the client's random one, or
-/// after a Retry the Retry's Source Connection ID (RFC 9001 section 5.2).
+/// decrypts with the server's Initial keys. The keys derive from the packet's Destination
+/// Connection ID: the client's random one, or after a Retry the Retry's Source Connection
+/// ID (RFC 9001 section 5.2).
 fn open_initial(data: &[u8], first: &InitialPacket) -> Option<Vec<u8>> {
-    let packet = data.get(..first.len)?;
     let keys = crate::crypto::initial_keys(first.version, &first.dcid, Side::Server)?;
+    open_first_packet(&keys, data.get(..first.len)?, first.pn_offset)
+}
+
+/// The payload of `packet`, the first one received in its packet number space, if it
+/// decrypts with `keys`; decrypted on a copy so that nothing is changed or kept.
+pub(crate) fn open_first_packet(
+    keys: &crate::crypto::Keys,
+    packet: &[u8],
+    pn_offset: usize,
+) -> Option<Vec<u8>> {
     let mut packet = packet.to_vec();
     let unprotected =
-        packet::remove_header_protection(&mut packet, first.pn_offset, keys.remote.header.as_ref())
+        packet::remove_header_protection(&mut packet, pn_offset, keys.remote.header.as_ref())
             .ok()?;
-    // The first packet of a connection: no packet number was received before it.
+    // No packet number was received before it.
     let pn = packet::decode_packet_number(
         None,
         u64::from(unprotected.truncated_pn),
         unprotected.pn_nbits(),
     );
-    let header_len = first.pn_offset + unprotected.pn_len;
+    let header_len = pn_offset + unprotected.pn_len;
     let payload_len = crate::crypto::open_packet(
         keys.remote.packet.as_ref(),
         None,

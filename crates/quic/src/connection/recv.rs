@@ -112,7 +112,9 @@ impl Connection {
                 pn_offset,
                 ..
             } => {
-                if *version != self.version && !self.accept_other_version(now, *ty, *version) {
+                if *version != self.version
+                    && !self.accept_other_version(now, *ty, *version, &packet, *pn_offset)
+                {
                     self.stats.packets_dropped += 1;
                     return Ok(());
                 }
@@ -535,14 +537,21 @@ impl Connection {
         );
     }
 
-    /// Whether a long header packet of `version`, not the connection's, is processed: a
-    /// client follows a server that switched to a compatible version it offered (with
-    /// its first Initial from the server), a server that switched still takes the
-    /// client's Initials in the original version.
+    /// Whether a long header `packet` of `version`, not the connection's, is processed: a
+    /// client follows a server that switched to a compatible version it offered, once the
+    /// server's first Initial decrypts in that version; a server that switched still
+    /// takes the client's Initials in the original version.
     //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
     //# The client
     //# MUST then switch to the negotiated version
-    fn accept_other_version(&mut self, now: Instant, ty: LongType, version: u32) -> bool {
+    fn accept_other_version(
+        &mut self,
+        now: Instant,
+        ty: LongType,
+        version: u32,
+        packet: &[u8],
+        pn_offset: usize,
+    ) -> bool {
         if ty != LongType::Initial {
             return false;
         }
@@ -556,15 +565,20 @@ impl Connection {
         if self.got_server_initial
             || !offered
             || !crate::packet::is_compatible(self.version, version)
-            || !self.tls.switch_version(version)
         {
             return false;
         }
         let secret_cid = self.retry_scid.unwrap_or(self.original_dcid);
-        let (Some(keys), Some(initial)) = (
-            crate::crypto::initial_keys(version, &secret_cid, self.side),
-            self.initial.as_mut(),
-        ) else {
+        let Some(keys) = crate::crypto::initial_keys(version, &secret_cid, self.side) else {
+            return false;
+        };
+        // Only a packet that authenticates switches: a forged header cannot.
+        if crate::endpoint::open_first_packet(&keys, packet, pn_offset).is_none()
+            || !self.tls.switch_version(version)
+        {
+            return false;
+        }
+        let Some(initial) = self.initial.as_mut() else {
             return false;
         };
         initial.keys = Some(keys);

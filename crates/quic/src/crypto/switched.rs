@@ -314,15 +314,17 @@ impl PacketKey for SwitchedPacketKey {
 
     //= https://www.rfc-editor.org/rfc/rfc9001#section-6.6
     //# For AEAD_AES_128_GCM and AEAD_AES_256_GCM, the confidentiality limit is
-    //# 2^23 encrypted packets; see {{gcm-bounds}}.
+    //# 2<sup>23</sup> encrypted packets; see {{gcm-bounds}}. For
+    //# AEAD_CHACHA20_POLY1305, the confidentiality limit is greater than the number of
+    //# possible packets (2<sup>62</sup>) and so can be disregarded.
     fn confidentiality_limit(&self) -> u64 {
         if self.chacha { u64::MAX } else { 1 << 23 }
     }
 
     //= https://www.rfc-editor.org/rfc/rfc9001#section-6.6
-    //# For AEAD_AES_128_GCM and AEAD_AES_256_GCM, the integrity limit is 2^52
-    //# invalid packets; see {{gcm-bounds}}.  For AEAD_CHACHA20_POLY1305, the integrity
-    //# limit is 2^36 invalid packets; see {{ccm-bounds}}.
+    //# For AEAD_AES_128_GCM and AEAD_AES_256_GCM, the integrity limit is 2<sup>52</sup>
+    //# invalid packets; see {{gcm-bounds}}. For AEAD_CHACHA20_POLY1305, the integrity
+    //# limit is 2<sup>36</sup> invalid packets; see {{AEBounds}}.
     fn integrity_limit(&self) -> u64 {
         if self.chacha { 1 << 36 } else { 1 << 52 }
     }

@@ -153,3 +153,43 @@ fn v1_only_server_answers_a_v2_client_with_version_negotiation() {
         Some(&ConnectionError::VersionMismatch)
     );
 }
+
+#[test]
+fn a_forged_version_2_initial_does_not_switch_the_client() {
+    let (mut pair, _) = pair(
+        VERSION_1,
+        &[VERSION_2, VERSION_1],
+        &[VERSION_2, VERSION_1],
+        false,
+    );
+    let now = pair.now;
+    let client_cid = pair.client().local_handshake_cid;
+    let mut forged = Vec::new();
+    let layout = crate::packet::write_long_header(
+        &mut forged,
+        crate::packet::LongType::Initial,
+        VERSION_2,
+        &client_cid,
+        &ConnectionId::new(&[7; 8]),
+        &[],
+        0,
+        2,
+    );
+    forged.resize(1200, 0x5a);
+    crate::packet::set_long_header_length(&mut forged, &layout, 1200 - layout.pn_offset);
+    pair.client.handle(
+        now,
+        client_addr(),
+        server_addr(),
+        None,
+        BytesMut::from(&forged[..]),
+    );
+    assert_eq!(
+        pair.client().version(),
+        VERSION_1,
+        "an unauthenticated header switched"
+    );
+    // The real server's answer still switches it.
+    pair.handshake();
+    assert_eq!(pair.client().version(), VERSION_2);
+}
