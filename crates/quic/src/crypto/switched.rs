@@ -64,11 +64,11 @@ fn expand_label(expander: &dyn HkdfExpander, label: &[u8], len: usize) -> Option
 }
 
 /// The secrets a TLS key log reported for one connection, by label.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SecretLog {
     secrets: Mutex<HashMap<String, Vec<u8>>>,
     /// The key log of the configuration, which also gets every secret.
-    inner: Option<Arc<dyn rustls::KeyLog>>,
+    inner: Arc<dyn rustls::KeyLog>,
 }
 
 impl SecretLog {
@@ -76,7 +76,7 @@ impl SecretLog {
     pub(crate) fn new(inner: Arc<dyn rustls::KeyLog>) -> Self {
         SecretLog {
             secrets: Mutex::default(),
-            inner: Some(inner),
+            inner,
         }
     }
 
@@ -92,10 +92,8 @@ impl rustls::KeyLog for SecretLog {
         if let Ok(mut secrets) = self.secrets.lock() {
             secrets.insert(label.to_owned(), secret.to_vec());
         }
-        if let Some(inner) = &self.inner
-            && inner.will_log(label)
-        {
-            inner.log(label, client_random, secret);
+        if self.inner.will_log(label) {
+            self.inner.log(label, client_random, secret);
         }
     }
 
