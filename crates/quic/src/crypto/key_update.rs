@@ -48,7 +48,7 @@ pub enum UpdateSecrets {
     /// rustls' secrets, for the QUIC version TLS was created for.
     Tls(Secrets),
     /// A client's own, after the server switched to another QUIC version during the
-    /// handshake (see [`super::switched`]).
+    /// handshake ([`SwitchedSecrets`]).
     Switched(SwitchedSecrets),
 }
 
