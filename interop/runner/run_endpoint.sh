@@ -42,8 +42,8 @@ case "$TESTCASE" in
   # QUIC v2 (RFC 9369) by compatible version negotiation (RFC 9368): the client starts in
   # v1 and offers v2, the server prefers v2 and switches.
   v2)
-    client_opts+=(--quic-version v1,v2)
-    server_opts+=(--quic-version v2,v1)
+    client_opts+=(--quic-version "v1,v2")
+    server_opts+=(--quic-version "v2,v1")
     ;;
   # The multipath proposal (interop/MULTIPATH-CASES.md): the client offers multipath; a
   # second path comes from the client's second address (SECOND_LOCAL here, the runner
