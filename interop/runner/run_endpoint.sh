@@ -42,6 +42,12 @@ case "$TESTCASE" in
     server_opts+=(--cipher chacha20)
     ;;
   keyupdate) client_opts+=(--key-update 10) ;;
+  # QUIC v2 (RFC 9369) by compatible version negotiation (RFC 9368): the client starts in
+  # v1 and offers v2, the server prefers v2 and switches.
+  v2)
+    client_opts+=(--quic-version "v1,v2")
+    server_opts+=(--quic-version "v2,v1")
+    ;;
   # The multipath proposal (interop/MULTIPATH-CASES.md): the client offers multipath; a
   # second path comes from the client's second address (SECOND_LOCAL here, the runner
   # network's second client interface in a multipath-capable runner).

@@ -379,6 +379,7 @@ async fn polypath_run(
         no_ecn: false,
         cipher: crate::setup::Cipher::All,
         key_update: None,
+        quic_version: None,
     };
     let multipath = locals.len() > 1;
     // Manual path manager: the same transport suits both ends.

@@ -441,6 +441,9 @@ async fn connect(
         args.transport.cipher.suites(),
     )?);
     config.transport = args.transport.transport(multipath, &bound, End::Client)?;
+    let versions = args.transport.quic_versions(End::Client);
+    config.version = versions[0];
+    config.available_versions = versions;
     let connecting = endpoint.connect_from(bound[0], config, server, server_name);
     match tokio::time::timeout(args.handshake_timeout, connecting).await {
         Ok(Ok(conn)) => Ok((endpoint, conn, server)),

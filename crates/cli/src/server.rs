@@ -176,6 +176,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
     config.max_incoming = max_connections;
     config.retry = args.retry;
     config.retry_above = args.retry_above;
+    config.versions = args.transport.quic_versions(End::Server);
     let endpoint = Endpoint::server(args.listen, args.transport.endpoint()?, config)
         .map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();

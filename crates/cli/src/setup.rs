@@ -88,6 +88,34 @@ pub struct TransportArgs {
     /// the AEAD limits require.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub key_update: Option<u64>,
+    /// QUIC versions, comma-separated, most preferred first: `v1`, `v2` (RFC 9369). The
+    /// client sends its first Initial in the first one and offers them all
+    /// (version_information, RFC 9368); the server accepts these and answers a client that
+    /// offers one it prefers in that version (compatible version negotiation). Default:
+    /// `v1` for the client (no version_information, as a v1-only endpoint), `v1,v2` for
+    /// the server (both accepted, no switch).
+    #[arg(long, value_name = "LIST", value_parser = parse_quic_versions)]
+    pub quic_version: Option<QuicVersions>,
+}
+
+/// The `--quic-version` list: QUIC version numbers, most preferred first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicVersions(pub Vec<u32>);
+
+/// Parses `--quic-version`: `v1`, `v2` or a comma-separated list of them.
+fn parse_quic_versions(text: &str) -> Result<QuicVersions, String> {
+    let mut versions = Vec::new();
+    for name in text.split(',') {
+        let version = match name.trim() {
+            "v1" | "1" => polypath_quic::VERSION_1,
+            "v2" | "2" => polypath_quic::VERSION_2,
+            other => return Err(format!("unknown QUIC version {other:?}: v1 or v2")),
+        };
+        if !versions.contains(&version) {
+            versions.push(version);
+        }
+    }
+    Ok(QuicVersions(versions))
 }
 
 /// `--cipher`.
@@ -247,6 +275,18 @@ pub enum End {
 }
 
 impl TransportArgs {
+    /// The `--quic-version` list, or `end`'s default.
+    pub fn quic_versions(&self, end: End) -> Vec<u32> {
+        use polypath_quic::{VERSION_1, VERSION_2};
+        self.quic_version
+            .clone()
+            .map(|v| v.0)
+            .unwrap_or_else(|| match end {
+                End::Client => vec![VERSION_1],
+                End::Server => vec![VERSION_1, VERSION_2],
+            })
+    }
+
     /// The sending application's pacing (`--rate`, `--message-size`), if any.
     pub fn app_rate(&self) -> Option<AppRate> {
         self.rate

@@ -66,6 +66,8 @@ pub enum Outcome {
     Fail(String),
     /// The script exited with 127.
     Unsupported,
+    /// The peer stack cannot play the case (noq has no QUIC v2); why.
+    PeerUnsupported(String),
 }
 
 impl Outcome {
@@ -75,6 +77,7 @@ impl Outcome {
             Outcome::Ok(_) => "ok",
             Outcome::Fail(_) => "fail",
             Outcome::Unsupported => "unsupported(127)",
+            Outcome::PeerUnsupported(_) => "unsupported(peer)",
         }
     }
 }
@@ -147,24 +150,25 @@ pub fn table(rows: &[Row]) -> String {
             .push(row);
     }
     let mut out = format!(
-        "{:<21} {:<18} {:<18}\n",
-        "case", "polypath->noq", "noq->polypath"
+        "{:<21} {:<18} {:<18} {:<18}\n",
+        "case", "polypath->noq", "noq->polypath", "polypath->polypath"
     );
     let mut details = String::new();
     for (case, case_rows) in by_case.values() {
-        let cell = |client: Stack| {
+        let cell = |client: Stack, server: Stack| {
             case_rows
                 .iter()
-                .find(|r| r.client == client)
+                .find(|r| r.client == client && r.server == server)
                 .map_or("-", |r| r.outcome.label())
         };
         out.push_str(&format!(
-            "{case:<21} {:<18} {:<18}\n",
-            cell(Stack::Polypath),
-            cell(Stack::Noq)
+            "{case:<21} {:<18} {:<18} {:<18}\n",
+            cell(Stack::Polypath, Stack::Noq),
+            cell(Stack::Noq, Stack::Polypath),
+            cell(Stack::Polypath, Stack::Polypath)
         ));
         for r in case_rows {
-            if let Outcome::Ok(d) | Outcome::Fail(d) = &r.outcome {
+            if let Outcome::Ok(d) | Outcome::Fail(d) | Outcome::PeerUnsupported(d) = &r.outcome {
                 details.push_str(&format!(
                     "  {case} ({} client, {} server): {d}\n",
                     r.client, r.server
@@ -174,10 +178,11 @@ pub fn table(rows: &[Row]) -> String {
     }
     let count = |label: &str| rows.iter().filter(|r| r.outcome.label() == label).count();
     out.push_str(&format!(
-        "{} ok, {} fail, {} unsupported(127)\n{details}",
+        "{} ok, {} fail, {} unsupported(127), {} unsupported(peer)\n{details}",
         count("ok"),
         count("fail"),
-        count("unsupported(127)")
+        count("unsupported(127)"),
+        count("unsupported(peer)")
     ));
     out
 }
@@ -186,12 +191,35 @@ pub fn table(rows: &[Row]) -> String {
 pub async fn run_harness(options: &HarnessOptions) -> Vec<Row> {
     let mut rows = Vec::new();
     for case in &options.cases {
-        for (client, server) in crate::DIRECTIONS {
+        // QUIC v2 needs a peer that speaks it: polypath plays both sides.
+        let directions: &[(Stack, Stack)] = if case == "v2" {
+            &[
+                (Stack::Polypath, Stack::Noq),
+                (Stack::Noq, Stack::Polypath),
+                (Stack::Polypath, Stack::Polypath),
+            ]
+        } else {
+            &crate::DIRECTIONS
+        };
+        for &(client, server) in directions {
             let dir = options.work_dir.join(format!("{case}-{client}-{server}"));
-            let outcome = match run_case(options, case, client, &dir).await {
+            let result = if case == "v2" && (client == Stack::Noq || server == Stack::Noq) {
+                Err(Outcome::PeerUnsupported(
+                    "noq 1.4 speaks QUIC version 1 only".into(),
+                ))
+            } else if client == server {
+                polypath_pair(options, case, &dir)
+                    .await
+                    .map_err(Outcome::Fail)
+            } else {
+                run_case(options, case, client, &dir)
+                    .await
+                    .map_err(Outcome::Fail)
+            };
+            let outcome = match result {
                 Ok(Some(detail)) => Outcome::Ok(detail),
                 Ok(None) => Outcome::Unsupported,
-                Err(e) => Outcome::Fail(e),
+                Err(outcome) => outcome,
             };
             if !matches!(outcome, Outcome::Fail(_)) {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -634,6 +662,121 @@ async fn polypath_client(
         _ => {}
     }
     Ok(Some(checks.join("; ")))
+}
+
+/// The polypath client against the polypath server, both through the script (the v2 case:
+/// noq has no QUIC v2). Checked from both sides' qlogs as the runner checks its pcap: the
+/// client's first Initial in version 1, everything the server sent in version 2, and the
+/// client's Handshake packets in version 2.
+async fn polypath_pair(
+    options: &HarnessOptions,
+    case: &str,
+    dir: &Path,
+) -> Result<Option<String>, CaseError> {
+    let _ = std::fs::remove_dir_all(dir);
+    let site = Site::create(dir.join("site"), &case_files(case))?;
+    write_certs(&dir.join("certs"))?;
+    let server_dir = dir.join("server");
+    let mut cmd = script_command(options, case, "server", dir);
+    cmd.env("LISTEN", "127.0.0.1:0")
+        .env("QLOGDIR", server_dir.join("qlog"))
+        .env("SSLKEYLOGFILE", server_dir.join("keys.log"));
+    let mut server = Script::spawn(cmd)?;
+    let first = server.line(options.timeout).await;
+    let Some(addr) = first
+        .as_deref()
+        .and_then(|l| l.strip_prefix("listening on "))
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+    else {
+        let status = server.wait(Duration::from_secs(5)).await;
+        let (_, stderr) = server.output();
+        return match status {
+            Ok(127) => Ok(None),
+            other => Err(format!(
+                "the server did not start ({other:?}): {}",
+                last_lines(&stderr)
+            )),
+        };
+    };
+    let requests: Vec<String> = site
+        .paths()
+        .iter()
+        .map(|p| format!("https://{addr}{p}"))
+        .collect();
+    let mut cmd = script_command(options, case, "client", dir);
+    cmd.env("REQUESTS", requests.join(" "));
+    let mut client = Script::spawn(cmd)?;
+    let status = client.wait(options.timeout).await;
+    let (_, client_err) = client.output();
+    // The server's connection ends with the client's; its qlog is then complete.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(server);
+    let status = status?;
+    if status == 127 {
+        return Ok(None);
+    }
+    if status != 0 {
+        return Err(format!(
+            "the client exited with {status}: {}",
+            last_lines(&client_err)
+        ));
+    }
+    let bytes = site.check_downloads(&dir.join("downloads"))?;
+    let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
+    check_keylog(dir, &mut checks)?;
+    let client_qlogs = check_qlog(dir)?;
+    let server_qlogs = check_qlog(&server_dir)?;
+    if client_qlogs.len() != 1 || server_qlogs.len() != 1 {
+        return Err(format!(
+            "{} client and {} server connections, expected 1 each",
+            client_qlogs.len(),
+            server_qlogs.len()
+        ));
+    }
+    checks.push(check_v2(&client_qlogs[0], &server_qlogs[0])?);
+    Ok(Some(checks.join("; ")))
+}
+
+/// The runner's v2 checks, from the client's and the server's qlog: (versions seen).
+fn check_v2(client: &[Value], server: &[Value]) -> Result<String, CaseError> {
+    const V1: &str = "00000001";
+    const V2: &str = "6b3343cf";
+    let versions = |records: &[Value], event: &'static str, packet_type: &str| -> Vec<String> {
+        QlogView::new(records)
+            .events(event)
+            .filter(|r| r["data"]["header"]["packet_type"] == packet_type)
+            .filter_map(|r| r["data"]["header"]["version"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let client_initials = versions(client, "packet_sent", "initial");
+    if client_initials.first().map(String::as_str) != Some(V1) {
+        return Err(format!(
+            "the client's first Initial is not version 1: {client_initials:?}"
+        ));
+    }
+    let server_sent: Vec<String> = ["initial", "handshake"]
+        .iter()
+        .flat_map(|t| versions(server, "packet_sent", t))
+        .collect();
+    if server_sent.is_empty() || server_sent.iter().any(|v| v != V2) {
+        return Err(format!("the server sent long headers in {server_sent:?}"));
+    }
+    let client_handshake = versions(client, "packet_sent", "handshake");
+    if client_handshake.is_empty() || client_handshake.iter().any(|v| v != V2) {
+        return Err(format!(
+            "the client's Handshake packets are in {client_handshake:?}"
+        ));
+    }
+    Ok(format!(
+        "client Initials {:?} -> v2; server's {} long header packets and the client's {} \
+         Handshake packets in v2",
+        client_initials
+            .iter()
+            .map(|v| if v == V1 { "v1" } else { "v2" })
+            .collect::<Vec<_>>(),
+        server_sent.len(),
+        client_handshake.len()
+    ))
 }
 
 /// noq client against the polypath server (the script).

@@ -257,6 +257,13 @@ pub struct ServerConfig {
     /// handshake (`None`: never). Initials carrying a valid Retry token are accepted
     /// whatever the load.
     pub retry_above: Option<usize>,
+    /// The QUIC versions accepted, most preferred first (a subset of
+    /// [`crate::SUPPORTED_VERSIONS`]). Initials of other versions are answered
+    /// with Version Negotiation. A client Initial whose version_information offers a
+    /// compatible version the server prefers is answered in that version (compatible
+    /// version negotiation, RFC 9368). With more than version 1 listed, the server sends
+    /// version_information. Default: version 1 only.
+    pub versions: Vec<u32>,
 }
 
 impl ServerConfig {
@@ -268,6 +275,7 @@ impl ServerConfig {
             retry: false,
             max_incoming: 1 << 16,
             retry_above: None,
+            versions: vec![crate::packet::VERSION_1],
         }
     }
 }
@@ -279,8 +287,13 @@ pub struct ClientConfig {
     pub transport: Arc<TransportConfig>,
     /// TLS settings (trust roots, ALPN), see [`crate::crypto`] for helpers.
     pub tls: Arc<rustls::ClientConfig>,
-    /// QUIC version to offer.
+    /// QUIC version of the first Initial (the chosen version of RFC 9368).
     pub version: u32,
+    /// Every version the client speaks, most preferred first, sent in the
+    /// version_information transport parameter; the server may switch the connection to
+    /// one of them that is compatible with `version` (RFC 9368). Empty: `version` only,
+    /// and a version 1 client then sends no version_information (as a v1-only endpoint).
+    pub available_versions: Vec<u32>,
 }
 
 impl ClientConfig {
@@ -290,6 +303,7 @@ impl ClientConfig {
             transport: Arc::new(TransportConfig::default()),
             tls,
             version: crate::packet::VERSION_1,
+            available_versions: Vec::new(),
         }
     }
 }

@@ -51,38 +51,44 @@ struct InitialPacket {
     len: usize,
 }
 
-/// Whether the first packet of `data`, an Initial described by `first`, decrypts with the
-/// server's Initial keys, checked on a copy so nothing is kept. The keys derive from the
-/// packet's Destination Connection ID: the client's random one, or after a Retry the Retry's
-/// Source Connection ID (RFC 9001 section 5.2).
-fn initial_decrypts(data: &[u8], first: &InitialPacket) -> bool {
-    let Some(packet) = data.get(..first.len) else {
-        return false;
-    };
-    let Some(keys) = crate::crypto::initial_keys(first.version, &first.dcid, Side::Server) else {
-        return false;
-    };
+/// The payload of the first packet of `data`, an Initial described by `first`, if it
+/// decrypts with the server's Initial keys. The keys derive from the packet's Destination
+/// Connection ID: the client's random one, or after a Retry the Retry's Source Connection
+/// ID (RFC 9001 section 5.2).
+fn open_initial(data: &[u8], first: &InitialPacket) -> Option<Vec<u8>> {
+    let keys = crate::crypto::initial_keys(first.version, &first.dcid, Side::Server)?;
+    open_first_packet(&keys, data.get(..first.len)?, first.pn_offset)
+}
+
+/// The payload of `packet`, the first one received in its packet number space, if it
+/// decrypts with `keys`; decrypted on a copy so that nothing is changed or kept.
+pub(crate) fn open_first_packet(
+    keys: &crate::crypto::Keys,
+    packet: &[u8],
+    pn_offset: usize,
+) -> Option<Vec<u8>> {
     let mut packet = packet.to_vec();
-    let Ok(unprotected) =
-        packet::remove_header_protection(&mut packet, first.pn_offset, keys.remote.header.as_ref())
-    else {
-        return false;
-    };
-    // The first packet of a connection: no packet number was received before it.
+    let unprotected =
+        packet::remove_header_protection(&mut packet, pn_offset, keys.remote.header.as_ref())
+            .ok()?;
+    // No packet number was received before it.
     let pn = packet::decode_packet_number(
         None,
         u64::from(unprotected.truncated_pn),
         unprotected.pn_nbits(),
     );
-    let header_len = first.pn_offset + unprotected.pn_len;
-    crate::crypto::open_packet(
+    let header_len = pn_offset + unprotected.pn_len;
+    let payload_len = crate::crypto::open_packet(
         keys.remote.packet.as_ref(),
         None,
         pn,
         &mut packet,
         header_len,
     )
-    .is_ok()
+    .ok()?;
+    packet
+        .get(header_len..header_len + payload_len)
+        .map(<[u8]>::to_vec)
 }
 
 /// How long Retry tokens stay valid.
@@ -254,6 +260,8 @@ impl Endpoint {
             side: Side::Client,
             config: config.transport.clone(),
             version: config.version,
+            initial_version: config.version,
+            available_versions: config.available_versions.clone(),
             now,
             local,
             remote,
@@ -382,6 +390,10 @@ impl Endpoint {
             version,
             ..
         } = *first;
+        if !server.versions.contains(&version) {
+            self.send_version_negotiation(local, remote, &dcid, &client_scid, data.len());
+            return None;
+        }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-14.1
         //# A server MUST discard an Initial packet that is carried in a UDP
         //# datagram with a payload that is smaller than the smallest allowed
@@ -405,10 +417,10 @@ impl Endpoint {
         //# Initial packets apply the packet protection process, but use a secret derived
         //# from the Destination Connection ID field from the client's first Initial
         //# packet.
-        if !initial_decrypts(&data, first) {
+        let Some(payload) = open_initial(&data, first) else {
             tracing::trace!(%remote, "dropping an Initial that does not decrypt");
             return None;
-        }
+        };
         let epoch = *self.epoch.get_or_insert(now);
         let since_epoch = now.saturating_duration_since(epoch);
         //= https://www.rfc-editor.org/rfc/rfc9000#section-8.1.2
@@ -438,13 +450,22 @@ impl Endpoint {
             //# packet.
             _ => (dcid, None),
         };
+        //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
+        //# If the server's
+        //# policy is to use a different version that is compatible with the client's chosen
+        //# version, it performs compatible version negotiation
+        let offer = crate::version_negotiation::client_offer(&payload);
+        let negotiated =
+            crate::version_negotiation::negotiate(&server.versions, version, offer.as_ref());
         let local_cid = self.new_local_cid();
         let handle = self.next_handle();
         let qlog = self.qlog_for(now, Side::Server, &original_dcid);
         let params = ConnectionParams {
             side: Side::Server,
             config: server.transport.clone(),
-            version,
+            version: negotiated,
+            initial_version: version,
+            available_versions: server.versions.clone(),
             now,
             local,
             remote,
@@ -749,7 +770,10 @@ impl Endpoint {
         //
         //= https://www.rfc-editor.org/rfc/rfc9000#section-5.2.2
         //# Servers MUST drop incoming packets under all other circumstances.
-        if self.server.is_none() || len < 1200 {
+        let Some(server) = self.server.clone() else {
+            return;
+        };
+        if len < 1200 {
             return;
         }
         let mut buf = Vec::new();
@@ -763,7 +787,7 @@ impl Endpoint {
             first,
             scid,
             dcid,
-            packet::SUPPORTED_VERSIONS,
+            &server.versions,
             Some(grease),
         );
         self.queue_stateless(local, remote, buf);

@@ -65,6 +65,9 @@ error_codes! {
     AEAD_LIMIT_REACHED = 0x0f,
     /// An endpoint has determined that the network path is incapable of supporting QUIC.
     NO_VIABLE_PATH = 0x10,
+    /// RFC 9368 section 4: the peer's version_information shows a version downgrade or
+    /// does not match the versions in use.
+    VERSION_NEGOTIATION_ERROR = 0x11,
     /// draft-ietf-quic-multipath-21 section 4.2.1, for PATH_ABANDON: the path is abandoned at
     /// the request of the application.
     APPLICATION_ABANDON_PATH = 0x3e,
@@ -168,6 +171,7 @@ shorthand! {
     crypto_buffer_exceeded => CRYPTO_BUFFER_EXCEEDED,
     key_update => KEY_UPDATE_ERROR,
     aead_limit => AEAD_LIMIT_REACHED,
+    version_negotiation => VERSION_NEGOTIATION_ERROR,
 }
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ pub mod streams;
 pub mod testing;
 pub mod transport_parameters;
 pub mod varint;
+pub mod version_negotiation;
 
 pub use polypath_link;
 
@@ -71,5 +72,6 @@ pub use connection::{
 };
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
 pub use error::{TransportError, TransportErrorCode};
+pub use packet::{SUPPORTED_VERSIONS, VERSION_1, VERSION_2};
 pub use shared::{ConnectionId, Dir, PathId, ResetToken, Side, StreamId};
 pub use varint::VarInt;

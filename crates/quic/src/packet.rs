@@ -33,8 +33,22 @@ use std::ops::Range;
 //# This version of the specification is identified by the number 0x00000001.
 pub const VERSION_1: u32 = 0x0000_0001;
 
-/// The versions this implementation speaks, in order of preference.
-pub const SUPPORTED_VERSIONS: &[u32] = &[VERSION_1];
+/// QUIC version 2 (RFC 9369).
+//= https://www.rfc-editor.org/rfc/rfc9369#section-3.1
+//# The Version field of long headers is 0x6b3343cf.
+pub const VERSION_2: u32 = 0x6b33_43cf;
+
+/// The versions this implementation speaks. Which of them an endpoint offers or accepts,
+/// and in which order of preference, is configuration ([`crate::ClientConfig`],
+/// [`crate::ServerConfig`]).
+pub const SUPPORTED_VERSIONS: &[u32] = &[VERSION_1, VERSION_2];
+
+/// Whether a connection can switch from `from` to `to` during its handshake (compatible
+/// version negotiation, RFC 9368 section 2.3): version 1 and version 2 differ only in
+/// constants (RFC 9369 section 3), so the first flight of either converts into the other.
+pub fn is_compatible(from: u32, to: u32) -> bool {
+    is_supported_version(from) && is_supported_version(to)
+}
 
 /// Whether `version` is one this implementation speaks.
 pub fn is_supported_version(version: u32) -> bool {
@@ -92,40 +106,66 @@ const LONG_RESERVED_BITS: u8 = 0x0c;
 const SHORT_RESERVED_BITS: u8 = 0x18;
 const PN_LEN_BITS: u8 = 0x03;
 
-/// The long header packet types of QUIC version 1.
+/// The long header packet types. Their codes depend on the version: version 2 rotates
+/// them.
 //= https://www.rfc-editor.org/rfc/rfc9000#section-17.2
 //# The next two bits (those with a mask of 0x30) of byte 0 contain a packet type.
 #[derive(Debug, Copy, Clone, Eq, PartialEq, Hash)]
 pub enum LongType {
-    /// Initial (0x00).
+    /// Initial (0x00 in version 1, 0x01 in version 2).
     Initial,
-    /// 0-RTT (0x01).
+    /// 0-RTT (0x01 in version 1, 0x02 in version 2).
     ZeroRtt,
-    /// Handshake (0x02).
+    /// Handshake (0x02 in version 1, 0x03 in version 2).
     Handshake,
-    /// Retry (0x03).
+    /// Retry (0x03 in version 1, 0x00 in version 2).
     Retry,
 }
 
 impl LongType {
-    /// The two type bits (already shifted into place: 0x00, 0x10, 0x20 or 0x30).
-    pub fn bits(self) -> u8 {
-        match self {
-            LongType::Initial => 0x00,
-            LongType::ZeroRtt => 0x10,
-            LongType::Handshake => 0x20,
-            LongType::Retry => 0x30,
+    /// The four types in the order of their version 1 codes.
+    const BY_V1_CODE: [LongType; 4] = [
+        LongType::Initial,
+        LongType::ZeroRtt,
+        LongType::Handshake,
+        LongType::Retry,
+    ];
+
+    /// The two-bit code of this type in `version`.
+    //= https://www.rfc-editor.org/rfc/rfc9369#section-3.2
+    //# Initial: 0b01
+    //# 0-RTT: 0b10
+    //# Handshake: 0b11
+    //# Retry: 0b00
+    fn code(self, version: u32) -> u8 {
+        let v1 = match self {
+            LongType::Initial => 0,
+            LongType::ZeroRtt => 1,
+            LongType::Handshake => 2,
+            LongType::Retry => 3,
+        };
+        if version == VERSION_2 {
+            (v1 + 1) & 3
+        } else {
+            v1
         }
     }
 
-    /// The type encoded in a long header's first byte.
-    pub fn from_first_byte(first: u8) -> Self {
-        match first & 0x30 {
-            0x00 => LongType::Initial,
-            0x10 => LongType::ZeroRtt,
-            0x20 => LongType::Handshake,
-            _ => LongType::Retry,
-        }
+    /// The two type bits for `version` (already shifted into place: 0x00, 0x10, 0x20 or
+    /// 0x30).
+    pub fn bits(self, version: u32) -> u8 {
+        self.code(version) << 4
+    }
+
+    /// The type encoded in the first byte of a long header of `version`.
+    pub fn from_first_byte(first: u8, version: u32) -> Self {
+        let code = (first & 0x30) >> 4;
+        let v1 = if version == VERSION_2 {
+            (code + 3) & 3
+        } else {
+            code
+        };
+        Self::BY_V1_CODE[usize::from(v1)]
     }
 }
 
@@ -420,7 +460,7 @@ fn decode_long(datagram: &[u8], first: u8) -> Result<PacketHeader, PacketDecodeE
     }
     let dcid = read_cid(&mut buf, "destination connection ID longer than 20")?;
     let scid = read_cid(&mut buf, "source connection ID longer than 20")?;
-    let ty = LongType::from_first_byte(first);
+    let ty = LongType::from_first_byte(first, version);
     let offset_of = |rest: &[u8]| datagram.len() - rest.len();
 
     if ty == LongType::Retry {
@@ -802,7 +842,7 @@ pub fn write_long_header(
     let start = buf.len();
     //= https://www.rfc-editor.org/rfc/rfc9000#section-17.2
     //# The value included prior to protection MUST be set to 0.
-    buf.put_u8(LONG_HEADER_FORM | FIXED_BIT | ty.bits() | (pn_len as u8 - 1));
+    buf.put_u8(LONG_HEADER_FORM | FIXED_BIT | ty.bits(version) | (pn_len as u8 - 1));
     buf.put_u32(version);
     buf.put_u8(dcid.len() as u8);
     buf.put_slice(dcid);
@@ -917,7 +957,7 @@ pub fn write_retry(
     token: &[u8],
 ) -> usize {
     let start = buf.len();
-    buf.put_u8(LONG_HEADER_FORM | FIXED_BIT | LongType::Retry.bits() | (unused & 0x0f));
+    buf.put_u8(LONG_HEADER_FORM | FIXED_BIT | LongType::Retry.bits(version) | (unused & 0x0f));
     buf.put_u32(version);
     buf.put_u8(dcid.len() as u8);
     buf.put_slice(dcid);
@@ -961,12 +1001,37 @@ mod tests {
     }
 
     #[test]
+    fn long_types_rotate_in_version_2() {
+        let all = [
+            LongType::Initial,
+            LongType::ZeroRtt,
+            LongType::Handshake,
+            LongType::Retry,
+        ];
+        let v1: Vec<u8> = all.iter().map(|t| t.bits(VERSION_1)).collect();
+        let v2: Vec<u8> = all.iter().map(|t| t.bits(VERSION_2)).collect();
+        assert_eq!(v1, [0x00, 0x10, 0x20, 0x30]);
+        assert_eq!(v2, [0x10, 0x20, 0x30, 0x00]);
+        for version in [VERSION_1, VERSION_2] {
+            for t in all {
+                assert_eq!(
+                    LongType::from_first_byte(0xc0 | t.bits(version), version),
+                    t
+                );
+            }
+        }
+        // A v1 Initial's first byte read as version 2 is a Retry.
+        assert_eq!(LongType::from_first_byte(0xc0, VERSION_2), LongType::Retry);
+    }
+
+    #[test]
     fn reserved_versions() {
         assert!(is_reserved_version(0x1a2a3a4a));
         assert!(is_reserved_version(0x0a0a0a0a));
         assert!(!is_reserved_version(VERSION_1));
         assert!(is_reserved_version(grease_version(0x12345678)));
         assert!(is_supported_version(1));
+        assert!(is_supported_version(VERSION_2));
         assert!(!is_supported_version(0xff00_001d));
     }
 
@@ -1245,7 +1310,7 @@ mod tests {
             hdr.header,
             Header::VersionNegotiation {
                 scid: ConnectionId::new(&[4; 20]),
-                versions: vec![VERSION_1, 0x5a5a_5a5a],
+                versions: vec![VERSION_1, VERSION_2, 0x5a5a_5a5a],
             }
         );
         assert_eq!(hdr.packet_len, out.len());

@@ -31,6 +31,8 @@ mod id {
     pub const ACTIVE_CONNECTION_ID_LIMIT: u64 = 0x0e;
     pub const INITIAL_SOURCE_CONNECTION_ID: u64 = 0x0f;
     pub const RETRY_SOURCE_CONNECTION_ID: u64 = 0x10;
+    /// RFC 9368 section 3.
+    pub const VERSION_INFORMATION: u64 = 0x11;
     /// RFC 9221 section 3.
     pub const MAX_DATAGRAM_FRAME_SIZE: u64 = 0x20;
     /// draft-ietf-quic-multipath-21 section 2.1.
@@ -189,6 +191,24 @@ pub struct TransportParameters {
     /// initial_max_path_id (draft-ietf-quic-multipath-21); `Some` means the endpoint
     /// supports multipath.
     pub initial_max_path_id: Option<PathId>,
+    /// version_information (RFC 9368): sent by endpoints that speak more than one version.
+    pub version_information: Option<VersionInformation>,
+}
+
+/// The version_information transport parameter (RFC 9368 section 3).
+//= https://www.rfc-editor.org/rfc/rfc9368#section-3
+//# Version Information {
+//#   Chosen Version (32),
+//#   Available Versions (32) ...,
+//# }
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionInformation {
+    /// The version of the packets that carry the handshake: the client's Initial, or
+    /// the version the server negotiated.
+    pub chosen: u32,
+    /// The versions the sender supports, in its order of preference (the client's also
+    /// contains the chosen version).
+    pub available: Vec<u32>,
 }
 
 impl Default for TransportParameters {
@@ -213,6 +233,7 @@ impl Default for TransportParameters {
             retry_source_connection_id: None,
             max_datagram_frame_size: None,
             initial_max_path_id: None,
+            version_information: None,
         }
     }
 }
@@ -320,6 +341,13 @@ impl TransportParameters {
         }
         if let Some(cid) = &self.retry_source_connection_id {
             put_param(out, id::RETRY_SOURCE_CONNECTION_ID, cid);
+        }
+        if let Some(info) = &self.version_information {
+            let value: Vec<u8> = std::iter::once(info.chosen)
+                .chain(info.available.iter().copied())
+                .flat_map(u32::to_be_bytes)
+                .collect();
+            put_param(out, id::VERSION_INFORMATION, &value);
         }
 
         if let Some(size) = self.max_datagram_frame_size {
@@ -492,6 +520,9 @@ impl TransportParameters {
             id::INITIAL_SOURCE_CONNECTION_ID => self.initial_source_connection_id = Some(cid()?),
             id::RETRY_SOURCE_CONNECTION_ID => self.retry_source_connection_id = Some(cid()?),
             id::MAX_DATAGRAM_FRAME_SIZE => self.max_datagram_frame_size = Some(int()?),
+            id::VERSION_INFORMATION => {
+                self.version_information = Some(decode_version_information(value)?)
+            }
             id::INITIAL_MAX_PATH_ID => {
                 //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.1
                 //# If an initial_max_path_id transport parameter value higher than 2<sup>32</sup>-1
@@ -523,6 +554,33 @@ fn decode_int(id: u64, mut value: &[u8]) -> Result<u64, TransportError> {
             "parameter {id:#x} is not a single variable-length integer"
         ))),
     }
+}
+
+/// The version_information parameter.
+fn decode_version_information(value: &[u8]) -> Result<VersionInformation, TransportError> {
+    //= https://www.rfc-editor.org/rfc/rfc9368#section-4
+    //# If the Version Information transport parameter received by an endpoint
+    //# is not a multiple of 4 bytes or is less than 4 bytes, then the endpoint
+    //# MUST close the connection with an error of type TRANSPORT_PARAMETER_ERROR.
+    if value.is_empty() || !value.len().is_multiple_of(4) {
+        return Err(TransportError::transport_parameter(
+            "version_information is not a non-empty list of 4-byte versions",
+        ));
+    }
+    let mut versions = value
+        .chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    let chosen = versions.next().unwrap_or(0);
+    let available: Vec<u32> = versions.collect();
+    //= https://www.rfc-editor.org/rfc/rfc9368#section-4
+    //# If an endpoint receives a Chosen Version equal to zero, or any Available Version
+    //# equal to zero, it MUST treat it as a parsing failure.
+    if chosen == 0 || available.contains(&0) {
+        return Err(TransportError::transport_parameter(
+            "version_information lists version 0",
+        ));
+    }
+    Ok(VersionInformation { chosen, available })
 }
 
 /// A connection ID parameter of at most 20 bytes.
@@ -587,7 +645,36 @@ mod tests {
             retry_source_connection_id: Some(ConnectionId::new(&[])),
             max_datagram_frame_size: Some(65535),
             initial_max_path_id: Some(PathId(u32::MAX)),
+            version_information: Some(VersionInformation {
+                chosen: crate::packet::VERSION_2,
+                available: vec![crate::packet::VERSION_2, crate::packet::VERSION_1],
+            }),
         }
+    }
+
+    #[test]
+    fn version_information_must_be_whole_nonzero_versions() {
+        for bad in [
+            &[][..],
+            &[0, 0, 0, 1, 0][..],
+            &[0, 0, 0, 0][..],
+            &[0, 0, 0, 1, 0, 0, 0, 0][..],
+        ] {
+            let err = TransportParameters::decode(Side::Client, &param(0x11, bad)).unwrap_err();
+            assert_eq!(
+                err.code,
+                TransportErrorCode::TRANSPORT_PARAMETER_ERROR,
+                "{bad:?}"
+            );
+        }
+        let p = TransportParameters::decode(Side::Client, &param(0x11, &[0, 0, 0, 1])).unwrap();
+        assert_eq!(
+            p.version_information,
+            Some(VersionInformation {
+                chosen: 1,
+                available: vec![]
+            })
+        );
     }
 
     #[test]

@@ -158,6 +158,13 @@ impl Connection {
                 "initial_source_connection_id missing or mismatched",
             ));
         }
+        crate::version_negotiation::check_peer(
+            self.side,
+            self.initial_version,
+            self.version,
+            self.local_version_info.as_ref(),
+            params.version_information.as_ref(),
+        )?;
         if self.side.is_client() {
             if params.original_destination_connection_id != Some(self.original_dcid) {
                 return Err(TransportError::transport_parameter(

@@ -271,7 +271,16 @@ struct Multipath {
 pub struct Connection {
     side: Side,
     config: Arc<TransportConfig>,
+    /// The version of the handshake and later packets (after a switch, the negotiated one).
     version: u32,
+    /// The version of the client's first Initial (RFC 9368's client chosen version).
+    initial_version: u32,
+    /// The version_information this endpoint sent, if any; its available versions are the
+    /// versions a client accepts a switch to.
+    local_version_info: Option<crate::transport_parameters::VersionInformation>,
+    /// Server that switched versions: the Initial keys of the client's version, for the
+    /// client Initials sent before it learned of the switch.
+    original_initial_keys: Option<crate::crypto::Keys>,
     state: State,
     error: Option<ConnectionError>,
     close: Option<CloseFrame>,
@@ -374,7 +383,13 @@ impl std::fmt::Debug for Connection {
 pub(crate) struct ConnectionParams {
     pub side: Side,
     pub config: Arc<TransportConfig>,
+    /// The version to send in: the client's chosen version, the server's negotiated one.
     pub version: u32,
+    /// The version of the client's first Initial.
+    pub initial_version: u32,
+    /// The versions this endpoint speaks, most preferred first, for version_information
+    /// (empty: only `version`).
+    pub available_versions: Vec<u32>,
     pub now: Instant,
     pub local: SocketAddr,
     pub remote: SocketAddr,
@@ -425,7 +440,7 @@ impl Connection {
         streams.set_receive_window_limits(config.receive_window, config.stream_receive_window);
         streams.set_send_window(config.send_window);
         let local_reset = p.reset_key.token(&p.local_cid);
-        let params = handshake::local_transport_parameters(
+        let mut params = handshake::local_transport_parameters(
             &config,
             &limits,
             p.side,
@@ -434,14 +449,25 @@ impl Connection {
             p.retry_scid.as_ref(),
             local_reset,
         );
+        let local_version_info =
+            crate::version_negotiation::local_information(p.version, &p.available_versions);
+        params.version_information = local_version_info.clone();
         let mut encoded = Vec::new();
         params.encode(&mut encoded);
         let mut tls = match p.tls {
             TlsSessionBuilder::Client {
                 config,
                 server_name,
-            } => TlsSession::client(config, &server_name, encoded),
-            TlsSessionBuilder::Server { config } => TlsSession::server(config, encoded),
+            } => {
+                let may_switch = p
+                    .available_versions
+                    .iter()
+                    .any(|&v| v != p.version && crate::packet::is_compatible(p.version, v));
+                TlsSession::client_for_version(config, &server_name, encoded, p.version, may_switch)
+            }
+            TlsSessionBuilder::Server { config } => {
+                TlsSession::server_for_version(config, encoded, p.version)
+            }
         }
         .map_err(|e| TransportError::internal(format!("TLS setup: {e}")))?;
         tls.set_packet_protection(p.packet_protection);
@@ -452,6 +478,9 @@ impl Connection {
             .ok_or_else(|| {
                 TransportError::internal(format!("unsupported version {:#x}", p.version))
             })?;
+        let original_initial_keys = (p.initial_version != p.version)
+            .then(|| crate::crypto::initial_keys(p.initial_version, &initial_secret_cid, p.side))
+            .flatten();
 
         let cc_factory = config
             .congestion_controller
@@ -492,6 +521,9 @@ impl Connection {
         let mut conn = Connection {
             side: p.side,
             version: p.version,
+            initial_version: p.initial_version,
+            local_version_info,
+            original_initial_keys,
             state: State::Handshake,
             error: None,
             close: None,
@@ -555,6 +587,7 @@ impl Connection {
             "connection_started",
             json!({ "local": qlog_tuple(p.local), "remote": qlog_tuple(p.remote) }),
         );
+        conn.qlog_version_information(p.now, None);
         conn.qlog_parameters(p.now, "local", &params);
         conn.drive_tls(p.now)?;
         Ok(conn)
@@ -567,6 +600,12 @@ impl Connection {
     /// Which side of the connection this is.
     pub fn side(&self) -> Side {
         self.side
+    }
+
+    /// The QUIC version the connection uses (after compatible version negotiation, the
+    /// negotiated one).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// True until the handshake completes.
@@ -1038,6 +1077,39 @@ impl Connection {
             "pto_count": path.pto_count,
         });
         self.qlog_event(now, "recovery_metrics_updated", data);
+    }
+
+    /// Logs `version_information` (the qlog QUIC event schema): this side's versions, and
+    /// the version in use. `switched_from` is the client's version before a switch.
+    fn qlog_version_information(&mut self, now: Instant, switched_from: Option<u32>) {
+        if self.qlog.is_none() {
+            return;
+        }
+        let hex = |v: &u32| format!("{v:08x}");
+        let ours: Vec<String> = self.local_version_info.as_ref().map_or_else(
+            || vec![hex(&self.version)],
+            |i| i.available.iter().map(hex).collect(),
+        );
+        let key = if self.side.is_client() {
+            "client_versions"
+        } else {
+            "server_versions"
+        };
+        let mut data = json!({ key: ours, "chosen_version": hex(&self.version) });
+        if let Some(from) = switched_from {
+            data["switched_from"] = json!(hex(&from));
+        }
+        self.qlog_event(now, "version_information", data);
+    }
+
+    /// The qlog `header` of a packet of `space`; long headers (Initial, Handshake) also
+    /// name their `version`.
+    fn qlog_header(&self, space: AckSpace, pn: u64, version: u32) -> serde_json::Value {
+        let mut header = json!({ "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 });
+        if matches!(space, AckSpace::Initial | AckSpace::Handshake) {
+            header["version"] = json!(format!("{version:08x}"));
+        }
+        header
     }
 
     fn qlog_parameters(&mut self, now: Instant, owner: &str, p: &TransportParameters) {

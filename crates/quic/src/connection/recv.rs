@@ -112,7 +112,9 @@ impl Connection {
                 pn_offset,
                 ..
             } => {
-                if *version != self.version {
+                if *version != self.version
+                    && !self.accept_other_version(now, *ty, *version, &packet, *pn_offset)
+                {
                     self.stats.packets_dropped += 1;
                     return Ok(());
                 }
@@ -152,13 +154,19 @@ impl Connection {
             }
         };
         let path_id = space.path();
+        // A server that switched versions opens the client's Initials of the original
+        // version with that version's keys.
+        let original_keys = match &header.header {
+            Header::Long { version, .. } if *version != self.version => {
+                self.original_initial_keys.as_ref()
+            }
+            _ => None,
+        };
 
         // Remove header protection.
         let hp: Option<&dyn rustls::quic::HeaderProtectionKey> = match space {
-            AckSpace::Initial => self
-                .initial
-                .as_ref()
-                .and_then(|h| h.keys.as_ref())
+            AckSpace::Initial => original_keys
+                .or_else(|| self.initial.as_ref().and_then(|h| h.keys.as_ref()))
                 .map(|k| k.remote.header.as_ref()),
             AckSpace::Handshake => self
                 .handshake
@@ -198,7 +206,12 @@ impl Connection {
                 } else {
                     self.handshake.as_ref()
                 };
-                match hs.and_then(|h| h.keys.as_ref()) {
+                let keys = match space {
+                    AckSpace::Initial => original_keys,
+                    _ => None,
+                }
+                .or_else(|| hs.and_then(|h| h.keys.as_ref()));
+                match keys {
                     Some(keys) => crate::crypto::open_packet(
                         keys.remote.packet.as_ref(),
                         None,
@@ -331,7 +344,11 @@ impl Connection {
         self.current_packet_dcid = header.dcid;
         let _header = packet.split_to(header_len);
         packet.truncate(payload_len);
-        let summary = self.handle_frames(now, kind, space, pn, packet.freeze())?;
+        let version = match &header.header {
+            Header::Long { version, .. } => *version,
+            _ => self.version,
+        };
+        let summary = self.handle_frames(now, kind, space, pn, version, packet.freeze())?;
 
         let max_ack_delay = self.config.max_ack_delay;
         let threshold = self.config.ack_eliciting_threshold;
@@ -558,6 +575,57 @@ impl Connection {
         }
     }
 
+    /// Whether a long header `packet` of `version`, not the connection's, is processed: a
+    /// client follows a server that switched to a compatible version it offered, once the
+    /// server's first Initial decrypts in that version; a server that switched still
+    /// takes the client's Initials in the original version.
+    //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
+    //# The client
+    //# MUST then switch to the negotiated version
+    fn accept_other_version(
+        &mut self,
+        now: Instant,
+        ty: LongType,
+        version: u32,
+        packet: &[u8],
+        pn_offset: usize,
+    ) -> bool {
+        if ty != LongType::Initial {
+            return false;
+        }
+        if self.side.is_server() {
+            return version == self.initial_version && self.original_initial_keys.is_some();
+        }
+        let offered = self
+            .local_version_info
+            .as_ref()
+            .is_some_and(|info| info.available.contains(&version));
+        if self.got_server_initial
+            || !offered
+            || !crate::packet::is_compatible(self.version, version)
+        {
+            return false;
+        }
+        let secret_cid = self.retry_scid.unwrap_or(self.original_dcid);
+        let Some(keys) = crate::crypto::initial_keys(version, &secret_cid, self.side) else {
+            return false;
+        };
+        // Only a packet that authenticates switches: a forged header cannot.
+        if crate::endpoint::open_first_packet(&keys, packet, pn_offset).is_none()
+            || !self.tls.switch_version(version)
+        {
+            return false;
+        }
+        let Some(initial) = self.initial.as_mut() else {
+            return false;
+        };
+        initial.keys = Some(keys);
+        let from = self.version;
+        self.version = version;
+        self.qlog_version_information(now, Some(from));
+        true
+    }
+
     fn on_version_negotiation(&mut self, now: Instant, versions: &[u32]) {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-6.2
         //# A client MUST discard any Version Negotiation packet if it has
@@ -655,6 +723,7 @@ impl Connection {
             PacketKind::OneRtt,
             AckSpace::Path(PathId::ZERO),
             pn,
+            self.version,
             Bytes::copy_from_slice(payload),
         ) {
             self.close_on_error(now, e);
@@ -668,6 +737,7 @@ impl Connection {
         kind: PacketKind,
         space: AckSpace,
         pn: u64,
+        version: u32,
         payload: Bytes,
     ) -> Result<FrameSummary, TransportError> {
         //= https://www.rfc-editor.org/rfc/rfc9000#section-12.4
@@ -710,7 +780,7 @@ impl Connection {
         }
         if let Some(frames) = qlog_frames {
             let data = json!({
-                "header": { "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 },
+                "header": self.qlog_header(space, pn, version),
                 "frames": frames,
             });
             self.qlog_event(now, "packet_received", data);

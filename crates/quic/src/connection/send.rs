@@ -926,7 +926,7 @@ impl Connection {
     ) {
         if let Some(frames) = frames {
             let data = json!({
-                "header": { "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 },
+                "header": self.qlog_header(space, pn, self.version),
                 "raw": { "length": size },
                 "frames": frames,
             });

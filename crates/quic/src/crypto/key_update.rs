@@ -13,6 +13,7 @@
 use super::CryptoError;
 use super::protect::{open_packet, seal_packet};
 use super::simulated::PacketProtection;
+use super::switched::SwitchedSecrets;
 use crate::shared::PathId;
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, PacketKeySet, Secrets};
 use std::collections::BTreeMap;
@@ -42,6 +43,33 @@ pub struct Opened {
     pub keys: KeyPhaseMatch,
 }
 
+/// Where the keys of the following 1-RTT generations come from.
+pub enum UpdateSecrets {
+    /// rustls' secrets, for the QUIC version TLS was created for.
+    Tls(Secrets),
+    /// A client's own, after the server switched to another QUIC version during the
+    /// handshake ([`SwitchedSecrets`]).
+    Switched(SwitchedSecrets),
+}
+
+impl From<Secrets> for UpdateSecrets {
+    fn from(secrets: Secrets) -> Self {
+        UpdateSecrets::Tls(secrets)
+    }
+}
+
+impl UpdateSecrets {
+    /// The packet keys of the next generation, moving the secrets on by one update.
+    fn next_packet_keys(&mut self) -> PacketKeySet {
+        match self {
+            UpdateSecrets::Tls(secrets) => secrets.next_packet_keys(),
+            UpdateSecrets::Switched(secrets) => secrets
+                .next_packet_keys()
+                .expect("key update of a suite whose first keys were derived"),
+        }
+    }
+}
+
 /// The receive key of the previous key phase.
 struct PreviousKey {
     key: Box<dyn PacketKey>,
@@ -68,7 +96,7 @@ pub struct OneRttKeys {
     remote: Box<dyn PacketKey>,
     next: PacketKeySet,
     /// Secrets of the generation after `next`.
-    secrets: Secrets,
+    secrets: UpdateSecrets,
     /// How every generation's keys protect packets.
     protection: PacketProtection,
     key_phase: bool,
@@ -111,9 +139,13 @@ impl OneRttKeys {
 
     /// As [`OneRttKeys::new`], with every key generation protecting packets as
     /// `protection` says.
-    pub fn with_protection(keys: Keys, next: Secrets, protection: PacketProtection) -> Self {
+    pub fn with_protection(
+        keys: Keys,
+        next: impl Into<UpdateSecrets>,
+        protection: PacketProtection,
+    ) -> Self {
         let keys = protection.keys(keys);
-        let mut secrets = next;
+        let mut secrets = next.into();
         //= https://www.rfc-editor.org/rfc/rfc9001#section-6.3
         //# Endpoints are generally expected to have current and next receive packet
         //# protection keys available.

@@ -25,6 +25,7 @@ mod key_update;
 mod protect;
 mod retry;
 mod simulated;
+mod switched;
 mod tls;
 mod token;
 
@@ -37,12 +38,14 @@ pub use config::{
     load_certificate_chain, load_private_key, self_signed_certificate,
     self_signed_certificate_from_seed, server_config, server_config_with,
 };
-pub use key_update::{KeyPhaseMatch, OneRttKeys, Opened};
+pub use key_update::{KeyPhaseMatch, OneRttKeys, Opened, UpdateSecrets};
 pub use protect::{
-    QUIC_VERSION_1, initial_keys, open_packet, protect_header, seal_packet, unprotect_header,
+    QUIC_VERSION_1, initial_keys, open_packet, protect_header, seal_packet, tls_version,
+    unprotect_header,
 };
 pub use retry::{RETRY_INTEGRITY_TAG_LEN, retry_integrity_tag, verify_retry_integrity};
 pub use simulated::PacketProtection;
+pub use switched::SwitchedSecrets;
 pub use tls::{KeyChange, Level, TlsSession};
 pub use token::{ResetKey, RetryToken, TokenError, TokenKey};
 

@@ -9,8 +9,21 @@ use super::CryptoError;
 use crate::shared::{ConnectionId, PathId, Side};
 use rustls::quic::{HeaderProtectionKey, Keys, PacketKey, Version};
 
-/// The QUIC version 1 number (RFC 9000).
-pub const QUIC_VERSION_1: u32 = 0x0000_0001;
+pub use crate::packet::VERSION_1 as QUIC_VERSION_1;
+
+/// The rustls key schedule variant of a QUIC version: version 2 has its own Initial salt
+/// and HKDF labels ("quicv2 key", ...). `None` for versions this stack does not speak.
+//= https://www.rfc-editor.org/rfc/rfc9369#section-3.3.1
+//# The salt used to derive Initial keys in Section 5.2 of [QUIC-TLS] changes to:
+//#
+//# initial_salt = 0x0dede3def700a6db819381be6e269dcbf9bd2ed9
+pub fn tls_version(version: u32) -> Option<Version> {
+    match version {
+        crate::packet::VERSION_1 => Some(Version::V1),
+        crate::packet::VERSION_2 => Some(Version::V2),
+        _ => None,
+    }
+}
 
 /// Number of bytes header protection assumes for the packet number when it samples.
 const SAMPLE_OFFSET: usize = 4;
@@ -18,7 +31,7 @@ const SAMPLE_OFFSET: usize = 4;
 /// Derives the Initial packet protection keys for `side` from the Destination Connection ID
 /// of the client's first Initial packet (or the Retry's Source Connection ID after a Retry).
 ///
-/// Returns `None` for versions other than [`QUIC_VERSION_1`].
+/// Returns `None` for versions other than 1 and 2.
 //= https://www.rfc-editor.org/rfc/rfc9001#section-5.2
 //# This secret is determined by using HKDF-Extract (see {{Section 2.2 of HKDF}})
 //# with a salt of 0x38762cf7f55934b34d179ae6a4c80cadccbb7f0a and
@@ -29,9 +42,7 @@ const SAMPLE_OFFSET: usize = 4;
 //# Destination Connection ID field of the first Initial packet sent by
 //# the client; see {{initial-secrets}}.
 pub fn initial_keys(version: u32, client_dcid: &ConnectionId, side: Side) -> Option<Keys> {
-    if version != QUIC_VERSION_1 {
-        return None;
-    }
+    let version = tls_version(version)?;
     let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
         .tls13()?
         .quic_suite()?;
@@ -39,7 +50,7 @@ pub fn initial_keys(version: u32, client_dcid: &ConnectionId, side: Side) -> Opt
         Side::Client => rustls::Side::Client,
         Side::Server => rustls::Side::Server,
     };
-    Some(suite.keys(client_dcid, side, Version::V1))
+    Some(suite.keys(client_dcid, side, version))
 }
 
 /// Encrypts the payload of `packet` in place and writes the AEAD tag into its last
@@ -313,6 +324,86 @@ mod tests {
         );
     }
 
+    /// RFC 9369 Appendix A.2: the same client Initial as RFC 9001 A.2, in version 2 (its
+    /// Initial type bits 0b01, its salt and "quicv2" labels). The RFC prints the whole
+    /// 1200-byte packet; its header, sample, first and last bytes are compared here.
+    #[test]
+    fn rfc9369_a2_client_initial() {
+        let dcid = ConnectionId::new(&unhex(DCID));
+        let keys = initial_keys(crate::packet::VERSION_2, &dcid, Side::Client).unwrap();
+        //= https://www.rfc-editor.org/rfc/rfc9369#appendix-A.2
+        //# d36b3343cf088394c8f03e5157080000449e00000002
+        let header = unhex("d36b3343cf088394c8f03e5157080000449e00000002");
+        let mut packet = header.clone();
+        packet.extend_from_slice(&unhex(CLIENT_CRYPTO_FRAME));
+        packet.resize(header.len() + 1162, 0);
+        packet.resize(packet.len() + keys.local.packet.tag_len(), 0);
+        seal_packet(&*keys.local.packet, None, 2, &mut packet, header.len()).unwrap();
+        //= https://www.rfc-editor.org/rfc/rfc9369#appendix-A.2
+        //# sample = ffe67b6abcdb4298b485dd04de806071
+        assert_eq!(
+            &packet[CLIENT_PN_OFFSET + 4..CLIENT_PN_OFFSET + 20],
+            &unhex("ffe67b6abcdb4298b485dd04de806071")[..]
+        );
+        protect_header(&*keys.local.header, &mut packet, CLIENT_PN_OFFSET).unwrap();
+        //= https://www.rfc-editor.org/rfc/rfc9369#appendix-A.2
+        //# header = d76b3343cf088394c8f03e5157080000449ea0c95e82
+        assert_eq!(
+            &packet[..32],
+            &unhex("d76b3343cf088394c8f03e5157080000449ea0c95e82ffe67b6abcdb4298b485")[..]
+        );
+        assert_eq!(
+            &packet[packet.len() - 48..],
+            &unhex(
+                "9a37ddec600545473cfb5a05e08d0b209973b2172b4d21fb69745a262ccde96b
+                 a18b2faa745b6fe189cf772a9f84cbfc"
+            )[..]
+        );
+        // And the server opens it.
+        let server = initial_keys(crate::packet::VERSION_2, &dcid, Side::Server).unwrap();
+        let pn_len =
+            unprotect_header(&*server.remote.header, &mut packet, CLIENT_PN_OFFSET).unwrap();
+        assert_eq!(pn_len, 4);
+        assert_eq!(
+            open_packet(&*server.remote.packet, None, 2, &mut packet, 22).unwrap(),
+            1162
+        );
+    }
+
+    /// RFC 9369 Appendix A.3: the server Initial in version 2.
+    #[test]
+    fn rfc9369_a3_server_initial_byte_exact() {
+        let dcid = ConnectionId::new(&unhex(DCID));
+        let keys = initial_keys(crate::packet::VERSION_2, &dcid, Side::Server).unwrap();
+        let header = unhex("d16b3343cf0008f067a5502a4262b50040750001");
+        let mut packet = header.clone();
+        packet.extend_from_slice(&unhex(
+            "02000000000600405a020000560303ee fce7f7b37ba1d1632e96677825ddf739
+             88cfc79825df566dc5430b9a045a1200 130100002e00330024001d00209d3c94
+             0d89690b84d08a60993c144eca684d10 81287c834d5311bcf32bb9da1a002b00
+             020304",
+        ));
+        packet.resize(packet.len() + 16, 0);
+        seal_packet(&*keys.local.packet, None, 1, &mut packet, header.len()).unwrap();
+        protect_header(&*keys.local.header, &mut packet, header.len() - 2).unwrap();
+        //= https://www.rfc-editor.org/rfc/rfc9369#appendix-A.3
+        //# dc6b3343cf0008f067a5502a4262b500 4075d92faaf16f05d8a4398c47089698
+        //# baeea26b91eb761d9b89237bbf872630 17915358230035f7fd3945d88965cf17
+        //# f9af6e16886c61bfc703106fbaf3cb4c fa52382dd16a393e42757507698075b2
+        //# c984c707f0a0812d8cd5a6881eaf21ce da98f4bd23f6fe1a3e2c43edd9ce7ca8
+        //# 4bed8521e2e140
+        assert_eq!(
+            packet,
+            unhex(
+                "dc6b3343cf0008f067a5502a4262b500 4075d92faaf16f05d8a4398c47089698
+                 baeea26b91eb761d9b89237bbf872630 17915358230035f7fd3945d88965cf17
+                 f9af6e16886c61bfc703106fbaf3cb4c fa52382dd16a393e42757507698075b2
+                 c984c707f0a0812d8cd5a6881eaf21ce da98f4bd23f6fe1a3e2c43edd9ce7ca8
+                 4bed8521e2e140"
+            )
+        );
+    }
+
     fn chacha_algorithm() -> &'static dyn rustls::quic::Algorithm {
         rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256
             .tls13()
@@ -498,9 +589,10 @@ mod tests {
     }
 
     #[test]
-    fn only_version_1_is_supported() {
+    fn only_versions_1_and_2_are_supported() {
         let dcid = ConnectionId::new(&[1; 8]);
-        assert!(initial_keys(0x6b33_43cf, &dcid, Side::Client).is_none());
+        assert!(initial_keys(0x6b33_43cf, &dcid, Side::Client).is_some());
+        assert!(initial_keys(0xff00_001d, &dcid, Side::Client).is_none());
         assert!(initial_keys(0, &dcid, Side::Client).is_none());
     }
 }

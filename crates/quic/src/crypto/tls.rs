@@ -3,6 +3,7 @@
 use super::config::ConfigError;
 use super::key_update::OneRttKeys;
 use super::simulated::PacketProtection;
+use super::switched::{SecretLog, Stage, SwitchedSchedule};
 use crate::error::{TransportError, TransportErrorCode};
 use crate::shared::Side;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -49,7 +50,7 @@ impl std::fmt::Debug for KeyChange {
     }
 }
 
-/// The TLS side of one QUIC version 1 connection.
+/// The TLS side of one QUIC connection (version 1 or 2).
 ///
 /// Usage: after creating the session and after every [`TlsSession::read_handshake`], call
 /// [`TlsSession::write_handshake`] in a loop until it returns `None` with nothing appended.
@@ -73,6 +74,21 @@ pub struct TlsSession {
     framing: MessageFraming,
     /// How the Handshake and 1-RTT keys handed out protect packets.
     protection: PacketProtection,
+    /// The QUIC version TLS was created for (it selects the key derivation labels).
+    version: u32,
+    /// Client that may be switched to another version: the secrets TLS logged.
+    secret_log: Option<Arc<SecretLog>>,
+    /// Client: the version the server switched the connection to, if not `version`.
+    switched_to: Option<u32>,
+}
+
+/// The rustls key schedule of QUIC `version`, or an error for versions not spoken here.
+fn quic_tls_version(version: u32) -> Result<Version, ConfigError> {
+    super::tls_version(version).ok_or_else(|| {
+        ConfigError::Tls(rustls::Error::General(format!(
+            "unsupported QUIC version {version:#010x}"
+        )))
+    })
 }
 
 /// A chunk of TLS output: bytes at one level, then possibly new keys.
@@ -132,8 +148,16 @@ impl std::fmt::Debug for TlsSession {
 }
 
 impl TlsSession {
-    fn new(conn: quic::Connection, side: Side, requested_server_name: Option<String>) -> Self {
+    fn new(
+        conn: quic::Connection,
+        side: Side,
+        requested_server_name: Option<String>,
+        version: u32,
+    ) -> Self {
         TlsSession {
+            version,
+            secret_log: None,
+            switched_to: None,
             conn,
             side,
             requested_server_name,
@@ -151,30 +175,101 @@ impl TlsSession {
         self.protection = protection;
     }
 
-    /// Starts a client handshake with `server_name` (a DNS name or an IP address), sending
-    /// the encoded `transport_parameters` in the quic_transport_parameters extension.
+    /// Starts a QUIC version 1 client handshake with `server_name` (a DNS name or an IP
+    /// address), sending the encoded `transport_parameters` in the
+    /// quic_transport_parameters extension.
     pub fn client(
         config: Arc<ClientConfig>,
         server_name: &str,
         transport_parameters: Vec<u8>,
     ) -> Result<Self, ConfigError> {
+        Self::client_for_version(
+            config,
+            server_name,
+            transport_parameters,
+            crate::packet::VERSION_1,
+            false,
+        )
+    }
+
+    /// As [`TlsSession::client`], for a connection that starts in `version`. With
+    /// `may_switch`, the server may switch it to another compatible version during the
+    /// handshake ([`TlsSession::switch_version`]); the session then keeps the TLS secrets
+    /// to derive that version's keys.
+    pub fn client_for_version(
+        config: Arc<ClientConfig>,
+        server_name: &str,
+        transport_parameters: Vec<u8>,
+        version: u32,
+        may_switch: bool,
+    ) -> Result<Self, ConfigError> {
         let name = ServerName::try_from(server_name.to_owned())
             .map_err(|_| ConfigError::InvalidServerName(server_name.to_owned()))?;
-        let conn = quic::ClientConnection::new(config, Version::V1, name, transport_parameters)?;
-        Ok(Self::new(
+        let tls_version = quic_tls_version(version)?;
+        let (config, secret_log) = if may_switch {
+            let log = Arc::new(SecretLog::new(config.key_log.clone()));
+            let mut own = (*config).clone();
+            own.key_log = log.clone();
+            (Arc::new(own), Some(log))
+        } else {
+            (config, None)
+        };
+        let conn = quic::ClientConnection::new(config, tls_version, name, transport_parameters)?;
+        let mut session = Self::new(
             conn.into(),
             Side::Client,
             Some(server_name.to_owned()),
-        ))
+            version,
+        );
+        session.secret_log = secret_log;
+        Ok(session)
     }
 
-    /// Prepares a server handshake that will send the encoded `transport_parameters`.
+    /// Prepares a QUIC version 1 server handshake that will send the encoded
+    /// `transport_parameters`.
     pub fn server(
         config: Arc<ServerConfig>,
         transport_parameters: Vec<u8>,
     ) -> Result<Self, ConfigError> {
-        let conn = quic::ServerConnection::new(config, Version::V1, transport_parameters)?;
-        Ok(Self::new(conn.into(), Side::Server, None))
+        Self::server_for_version(config, transport_parameters, crate::packet::VERSION_1)
+    }
+
+    /// As [`TlsSession::server`], for a connection in `version` (the server chooses the
+    /// version before it creates the session).
+    pub fn server_for_version(
+        config: Arc<ServerConfig>,
+        transport_parameters: Vec<u8>,
+        version: u32,
+    ) -> Result<Self, ConfigError> {
+        let tls_version = quic_tls_version(version)?;
+        let conn = quic::ServerConnection::new(config, tls_version, transport_parameters)?;
+        Ok(Self::new(conn.into(), Side::Server, None, version))
+    }
+
+    /// Client: the server switched the connection to `version` (compatible version
+    /// negotiation). The Handshake and 1-RTT keys handed out from now on are that
+    /// version's. False, and nothing changes, if the session was not created to allow a
+    /// switch or its Handshake keys were already handed out.
+    pub fn switch_version(&mut self, version: u32) -> bool {
+        if self.secret_log.is_none()
+            || self.handshake_keys_produced
+            || super::tls_version(version).is_none()
+        {
+            return false;
+        }
+        self.switched_to = (version != self.version).then_some(version);
+        true
+    }
+
+    /// The key schedule of a switched client, once the cipher suite is known.
+    fn switched_schedule(&self) -> Option<SwitchedSchedule> {
+        let version = self.switched_to?;
+        let log = self.secret_log.clone()?;
+        let rustls::SupportedCipherSuite::Tls13(suite) = self.conn.negotiated_cipher_suite()?
+        else {
+            return None;
+        };
+        Some(SwitchedSchedule::new(suite, version, log))
     }
 
     /// Which side of the connection this session is.
@@ -295,7 +390,30 @@ impl TlsSession {
         self.drain_tls();
         let pending = self.pending.pop_front()?;
         buf.extend_from_slice(&pending.bytes);
-        Some(match pending.change? {
+        let change = pending.change?;
+        if let Some(schedule) = self.switched_schedule() {
+            // The version rustls was created for is not the connection's: its keys are
+            // replaced by the negotiated version's, from the same secrets.
+            let stage = match change {
+                quic::KeyChange::Handshake { .. } => Stage::Handshake,
+                quic::KeyChange::OneRtt { .. } => Stage::OneRtt,
+            };
+            let (keys, secrets) = schedule
+                .client_keys(stage)
+                .expect("TLS logs its secrets before it hands out their keys");
+            return Some(match stage {
+                Stage::Handshake => KeyChange::Handshake(self.protection.keys(keys)),
+                Stage::OneRtt => {
+                    let next = super::UpdateSecrets::Switched(secrets);
+                    KeyChange::OneRtt(Box::new(OneRttKeys::with_protection(
+                        keys,
+                        next,
+                        self.protection,
+                    )))
+                }
+            });
+        }
+        Some(match change {
             quic::KeyChange::Handshake { keys } => KeyChange::Handshake(self.protection.keys(keys)),
             quic::KeyChange::OneRtt { keys, next } => KeyChange::OneRtt(Box::new(
                 OneRttKeys::with_protection(keys, next, self.protection),

@@ -108,7 +108,7 @@ fn simulated_protection_updates_keys_and_keeps_datagram_sizes() {
     assert!(clear(&runs[1]));
 }
 
-fn key_updates_mid_transfer(pair: &mut Pair) {
+pub(super) fn key_updates_mid_transfer(pair: &mut Pair) {
     pair.handshake();
     // Exchange some data so a packet of the current key phase is acknowledged, then wait
     // the three PTOs draft-ietf-quic-multipath-21 section 2.5 recommends.
