@@ -33,6 +33,8 @@ SPECS = {
     "rfc9001": "rfc9001-quic-tls.md",
     "rfc9002": "rfc9002-quic-recovery.md",
     "rfc9221": "rfc9221-quic-datagram.md",
+    "rfc9368": "rfc9368-quic-version-negotiation.md",
+    "rfc9369": "rfc9369-quic-v2.md",
     "draft-ietf-quic-multipath": "draft-ietf-quic-multipath.md",
     "draft-ietf-quic-qlog-main-schema": "draft-ietf-quic-qlog-main-schema.md",
     "draft-ietf-quic-qlog-quic-events": "draft-ietf-quic-qlog-quic-events.md",

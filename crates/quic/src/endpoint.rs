@@ -451,9 +451,8 @@ impl Endpoint {
             _ => (dcid, None),
         };
         //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
-        //# If the server's
-        //# policy is to use a different version that is compatible with the client's chosen
-        //# version, it performs compatible version negotiation
+        //# When the server can parse the client's first flight using the client's Chosen
+        //# Version, it can extract the client's Version Information structure
         let offer = crate::version_negotiation::client_offer(&payload);
         let negotiated =
             crate::version_negotiation::negotiate(&server.versions, version, offer.as_ref());

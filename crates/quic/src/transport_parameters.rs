@@ -559,9 +559,10 @@ fn decode_int(id: u64, mut value: &[u8]) -> Result<u64, TransportError> {
 /// The version_information parameter.
 fn decode_version_information(value: &[u8]) -> Result<VersionInformation, TransportError> {
     //= https://www.rfc-editor.org/rfc/rfc9368#section-4
-    //# If the Version Information transport parameter received by an endpoint
-    //# is not a multiple of 4 bytes or is less than 4 bytes, then the endpoint
-    //# MUST close the connection with an error of type TRANSPORT_PARAMETER_ERROR.
+    //# If that leads to a parsing failure (for example, if it is too short or if
+    //# its length is not divisible by four), then the endpoint MUST close the
+    //# connection; if the connection was using QUIC version 1, that connection closure
+    //# MUST use a transport error of type TRANSPORT_PARAMETER_ERROR.
     if value.is_empty() || !value.len().is_multiple_of(4) {
         return Err(TransportError::transport_parameter(
             "version_information is not a non-empty list of 4-byte versions",

@@ -48,8 +48,9 @@ pub fn negotiate(
         return client_version;
     };
     //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
-    //# The server
-    //# MUST select a version that is compatible with the client's chosen version
+    //# In order to perform compatible version negotiation, the server MUST select one
+    //# of these versions that it (1) supports and (2) knows the client's Chosen
+    //# Version is compatible with.
     server_versions
         .iter()
         .copied()

@@ -579,9 +579,9 @@ impl Connection {
     /// client follows a server that switched to a compatible version it offered, once the
     /// server's first Initial decrypts in that version; a server that switched still
     /// takes the client's Initials in the original version.
-    //= https://www.rfc-editor.org/rfc/rfc9368#section-2.3
-    //# The client
-    //# MUST then switch to the negotiated version
+    //= https://www.rfc-editor.org/rfc/rfc9369#section-4.1
+    //# The client learns the negotiated version by observing the first long header
+    //# Version field that differs from the original version.
     fn accept_other_version(
         &mut self,
         now: Instant,

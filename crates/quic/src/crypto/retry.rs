@@ -19,11 +19,10 @@ const RETRY_NONCE_V1: [u8; 12] = [
 ];
 
 //= https://www.rfc-editor.org/rfc/rfc9369#section-3.3.3
-//# The key and nonce used for the Retry Integrity Tag (Section 5.8 of [QUIC-TLS])
+//# The key and nonce used for the Retry Integrity Tag ({{Section 5.8 of QUIC-TLS}})
 //# change to:
 //#
-//# secret_key = 0x8fb4b01b56ac48e260fbcbcead7ccc92
-//#
+//# key = 0x8fb4b01b56ac48e260fbcbcead7ccc92
 //# nonce = 0xd86969bc2d7c6d9990efb04a
 const RETRY_KEY_V2: [u8; 16] = [
     0x8f, 0xb4, 0xb0, 0x1b, 0x56, 0xac, 0x48, 0xe2, 0x60, 0xfb, 0xcb, 0xce, 0xad, 0x7c, 0xcc, 0x92,

@@ -29,11 +29,10 @@ struct Labels {
 
 /// The labels of `version` (1 or 2).
 //= https://www.rfc-editor.org/rfc/rfc9369#section-3.3.2
-//# The labels used in [QUIC-TLS] to derive packet protection keys (Section 5.1),
-//# header protection keys (Section 5.4), Retry Integrity Tag keys (Section 5.8), and
-//# key updates (Section 6.1) change from "quic key" to "quicv2 key", from "quic iv"
-//# to "quicv2 iv", from "quic hp" to "quicv2 hp", and from "quic ku" to "quicv2
-//# ku", to meet the guidance for new versions in Section 9.6 of that document.
+//# change from
+//# "quic key" to "quicv2 key", from "quic iv" to "quicv2 iv", from "quic hp" to
+//# "quicv2 hp", and from "quic ku" to "quicv2 ku" to meet the guidance for new
+//# versions
 fn labels(version: u32) -> Labels {
     if version == VERSION_2 {
         Labels {
