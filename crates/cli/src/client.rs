@@ -91,6 +91,12 @@ pub struct ClientArgs {
     /// case).
     #[arg(long, value_name = "ID@SIZE", value_parser = parse_abandon)]
     abandon_path: Option<(u32, u64)>,
+    /// Migrate the first path to local address ADDR (bound beside the --local ones, port 0
+    /// for any) once it has received SIZE bytes, e.g. `192.168.2.10:0@5MB`: an active
+    /// migration of single-path QUIC (RFC 9000 section 9.2), the baseline that multipath
+    /// handovers are compared against. The server must not have disabled migration.
+    #[arg(long, value_name = "ADDR@SIZE", value_parser = parse_migrate)]
+    migrate_to: Option<(SocketAddr, u64)>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -110,13 +116,28 @@ fn parse_abandon(text: &str) -> Result<(u32, u64), String> {
     Ok((id, parse_size(size)?))
 }
 
-/// Abandons the `--abandon-path` path once it has received its bytes (checked every
-/// 5 ms); stops with the returned guard.
-fn schedule_abandon(conn: &Connection, plan: Option<(u32, u64)>) -> Option<AbortOnDrop> {
-    let (id, bytes) = plan?;
+/// Parses `--migrate-to ADDR@SIZE`.
+fn parse_migrate(text: &str) -> Result<(SocketAddr, u64), String> {
+    let (addr, size) = text
+        .rsplit_once('@')
+        .ok_or_else(|| format!("{text:?}: expected ADDR@SIZE, e.g. 192.168.2.10:0@5MB"))?;
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("{text:?}: {addr:?} is not an address with a port"))?;
+    Ok((addr, parse_size(size)?))
+}
+
+/// Runs `act` once path `id` has received `bytes` (checked every 5 ms); stops with the
+/// returned guard.
+fn when_path_received(
+    conn: &Connection,
+    id: u32,
+    bytes: u64,
+    act: impl FnOnce(&Connection) + Send + 'static,
+) -> AbortOnDrop {
     let conn = conn.clone();
     let id = polypath_quic::PathId(id);
-    Some(AbortOnDrop(tokio::spawn(async move {
+    AbortOnDrop(tokio::spawn(async move {
         loop {
             let received = conn
                 .paths()
@@ -128,11 +149,44 @@ fn schedule_abandon(conn: &Connection, plan: Option<(u32, u64)>) -> Option<Abort
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        match conn.abandon_path(id, 0) {
-            Ok(()) => tracing::info!(id = id.0, "path abandoned (--abandon-path)"),
-            Err(e) => eprintln!("warning: --abandon-path {}: {e}", id.0),
-        }
-    })))
+        act(&conn);
+    }))
+}
+
+/// The `--abandon-path` and `--migrate-to` actions, each once its path has received its
+/// bytes; they stop when the returned guards are dropped.
+fn schedule_path_actions(
+    args: &ClientArgs,
+    conn: &Connection,
+    endpoint: &Endpoint,
+) -> Vec<AbortOnDrop> {
+    let mut guards = Vec::new();
+    if let Some((id, bytes)) = args.abandon_path {
+        guards.push(when_path_received(conn, id, bytes, move |conn| match conn
+            .abandon_path(polypath_quic::PathId(id), 0)
+        {
+            Ok(()) => tracing::info!(id, "path abandoned (--abandon-path)"),
+            Err(e) => eprintln!("warning: --abandon-path {id}: {e}"),
+        }));
+    }
+    if let (Some((_, bytes)), Some(&to)) = (args.migrate_to, endpoint.local_addrs().last()) {
+        guards.push(when_path_received(conn, 0, bytes, move |conn| {
+            match conn.migrate(polypath_quic::PathId::ZERO, to) {
+                Ok(()) => tracing::info!(%to, "path 0 migrated (--migrate-to)"),
+                Err(e) => eprintln!("warning: --migrate-to {to}: {e}"),
+            }
+        }));
+    }
+    guards
+}
+
+/// The endpoint's addresses that paths start from: all but the `--migrate-to` socket.
+fn path_locals(args: &ClientArgs, endpoint: &Endpoint) -> Vec<SocketAddr> {
+    let mut bound = endpoint.local_addrs();
+    if args.migrate_to.is_some() {
+        bound.pop();
+    }
+    bound
 }
 
 /// A task aborted when this guard is dropped.
@@ -299,16 +353,16 @@ async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
         let policy = args.transport.path_manager_policy()?;
         open_paths(
             &conn,
-            &endpoint.local_addrs()[1..],
+            &path_locals(args, &endpoint)[1..],
             &args.remotes,
             policy.traits.opens_paths,
             policy.traits.extra_paths,
         )
         .await?;
     }
-    let abandon = schedule_abandon(&conn, args.abandon_path);
+    let actions = schedule_path_actions(args, &conn, &endpoint);
     let outcome = polypath_cli::hq::fetch(&conn, &paths, &args.downloads).await;
-    drop(abandon);
+    drop(actions);
     let seconds = started.elapsed().as_secs_f64();
     let summary = outcome.map(|files| {
         let bytes = files.iter().map(|f| f.bytes).sum();
@@ -358,7 +412,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     let feed = LinkEvents::start(&args.feed).await?;
     let started = Instant::now();
     let (endpoint, conn, server) = connect_any(args, AppProtocol::Transfer, multipath).await?;
-    let bound = endpoint.local_addrs();
+    let bound = path_locals(args, &endpoint);
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
     if args.locals.len() > 1 {
@@ -383,9 +437,9 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     // Weight changes count from here, once the initial paths are open: a change due at once
     // applies to every path, not to whichever had opened when its task first ran.
     let weight_changes = args.transport.schedule_weight_changes(&conn);
-    let abandon = schedule_abandon(&conn, args.abandon_path);
+    let actions = schedule_path_actions(args, &conn, &endpoint);
     let outcome = run_transfer(&conn, args, direction, size).await;
-    drop(abandon);
+    drop(actions);
     let client_paths = client_paths(&conn, started);
     let summary = outcome.map(|(seconds, digest, report)| Summary {
         direction,
@@ -432,9 +486,13 @@ async fn connect(
     } else {
         args.locals.clone()
     };
+    let locals: Vec<SocketAddr> = locals
+        .into_iter()
+        .chain(args.migrate_to.map(|(to, _)| to))
+        .collect();
     let endpoint =
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
-    let bound = endpoint.local_addrs();
+    let bound = path_locals(args, &endpoint);
     let mut config = ClientConfig::new(client_tls(
         &args.verify,
         protocol,

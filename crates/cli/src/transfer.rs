@@ -213,6 +213,13 @@ pub struct ConnectionReport {
     /// Of those, the new addresses validated (PATH_RESPONSE received).
     #[serde(default)]
     pub peer_addresses_validated: u64,
+    /// Active migrations of the client to a new local address (`--migrate-to`), and of
+    /// those, the ones whose new path validated.
+    #[serde(default)]
+    pub migrations: u64,
+    /// See `migrations`.
+    #[serde(default)]
+    pub migrations_validated: u64,
 }
 
 /// One path in a [`ConnectionReport`].
@@ -333,6 +340,8 @@ impl ConnectionReport {
             key_updates: stats.key_updates,
             peer_address_changes: stats.peer_address_changes,
             peer_addresses_validated: stats.peer_addresses_validated,
+            migrations: stats.migrations,
+            migrations_validated: stats.migrations_validated,
         }
     }
 }

@@ -195,6 +195,46 @@ fn multipath_is_offered_with_a_single_local_address_on_request() {
     }
 }
 
+/// `--migrate-to`: a download whose client moves to 127.0.0.2 after 2 MB; the server
+/// follows and validates the new address, the client validates its new path, and the
+/// download completes verified.
+#[test]
+fn client_migrates_to_a_new_local_address_mid_download() {
+    let dir = scratch("migrate");
+    let server = Server::start(&dir, &[]);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--size",
+            "20MB",
+            "--download",
+            "--local",
+            "127.0.0.1:0",
+            "--migrate-to",
+            "127.0.0.2:0@2MB",
+        ],
+    );
+    check_summary(&summary, 20_000_000);
+    let report = server.finish();
+    assert_eq!(report["verified"], true, "{report}");
+    let server_side = &report["connection"];
+    assert_eq!(server_side["peer_address_changes"], 1, "{report}");
+    assert_eq!(server_side["peer_addresses_validated"], 1, "{report}");
+    let remote = server_side["paths"][0]["remote"].as_str().unwrap();
+    assert!(
+        remote.starts_with("127.0.0.2:"),
+        "the server sends to {remote}"
+    );
+    let paths = summary["client_paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1, "{summary}");
+    let local = paths[0]["local"].as_str().unwrap();
+    assert!(
+        local.starts_with("127.0.0.2:"),
+        "the client's path left from {local}"
+    );
+}
+
 /// hq-interop through the command line: `server --www` and `client --url`; the files land
 /// in --downloads byte for byte; the server offers both protocols, and a transfer-protocol
 /// client still works against it.
