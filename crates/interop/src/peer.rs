@@ -940,7 +940,9 @@ impl Conn {
     }
 }
 
-async fn next_noq_event(events: &Mutex<noq::PathEvents>) -> Result<noq::PathEvent, CaseError> {
+pub(crate) async fn next_noq_event(
+    events: &Mutex<noq::PathEvents>,
+) -> Result<noq::PathEvent, CaseError> {
     let item = poll_fn(|cx| {
         let mut events = match events.lock() {
             Ok(g) => g,

@@ -472,6 +472,32 @@ struct NoqServerLog {
     frames: Vec<(noq::FrameStats, noq::FrameStats)>,
     /// Per path of each connection: (path ID, UDP bytes received).
     path_rx: Vec<Vec<(u32, u64)>>,
+    /// Paths whose local status the server set to backup because the client did.
+    mirrored_backup: u64,
+}
+
+/// Makes a noq connection honour its peer's path status. noq schedules by a path's local
+/// status only and reports the peer's PATH_STATUS_AVAILABLE / PATH_STATUS_BACKUP as an
+/// event, leaving it "up to the application to update the local status" (noq's
+/// `PathEvent::RemoteStatus`); the harness's noq server is that application. Counts in
+/// `backups` the paths it set to backup.
+fn mirror_peer_status(
+    conn: &noq::Connection,
+    backups: Arc<std::sync::atomic::AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    let conn = conn.clone();
+    let events = std::sync::Mutex::new(conn.path_events());
+    tokio::spawn(async move {
+        while let Ok(event) = crate::peer::next_noq_event(&events).await {
+            if let noq::PathEvent::RemoteStatus { id, status, .. } = event
+                && let Some(path) = conn.path(id)
+                && path.set_status(status).is_ok()
+                && status == noq::PathStatus::Backup
+            {
+                backups.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
 }
 
 fn noq_transport(setup: PeerSetup) -> Arc<noq::TransportConfig> {
@@ -529,6 +555,10 @@ async fn polypath_client(
                 }
                 let Ok(conn) = incoming.await else { continue };
                 log.handshakes += 1;
+                let backups = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                let mirror = setup
+                    .multipath
+                    .then(|| mirror_peer_status(&conn, backups.clone()));
                 if let Some(peer) = conn
                     .path(noq::PathId::ZERO)
                     .and_then(|p| p.remote_address().ok())
@@ -538,6 +568,10 @@ async fn polypath_client(
                 if let Ok(served) = hq::noq_serve(&conn, &www).await {
                     log.served.push(served);
                 }
+                if let Some(task) = mirror {
+                    task.abort();
+                }
+                log.mirrored_backup += backups.load(Ordering::Relaxed);
                 log.last_peers.push(
                     conn.path(noq::PathId::ZERO)
                         .and_then(|p| p.remote_address().ok()),
@@ -651,8 +685,12 @@ async fn polypath_client(
                 .first()
                 .map(|(tx, rx)| {
                     format!(
-                        "noq sent PATH_ABANDON {} received PATH_ABANDON {} PATH_STATUS_BACKUP {}",
-                        tx.path_abandon, rx.path_abandon, rx.path_status_backup
+                        "noq sent PATH_ABANDON {} received PATH_ABANDON {} PATH_STATUS_BACKUP {} \
+                         (its application set {} path(s) to backup in turn)",
+                        tx.path_abandon,
+                        rx.path_abandon,
+                        rx.path_status_backup,
+                        log.mirrored_backup
                     )
                 })
                 .unwrap_or_default();
