@@ -39,6 +39,9 @@ case "$TESTCASE" in
     server_opts+=(--cipher chacha20)
     ;;
   keyupdate) client_opts+=(--key-update 10) ;;
+  # Two connections, the second resuming the first's session (the server sends a session
+  # ticket on every hq-interop connection).
+  resumption) client_opts+=(--resume) ;;
   # The multipath proposal (interop/MULTIPATH-CASES.md): the client offers multipath; a
   # second path comes from the client's second address (SECOND_LOCAL here, the runner
   # network's second client interface in a multipath-capable runner).

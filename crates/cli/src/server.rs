@@ -170,6 +170,16 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         write_certificate(path, cert)?;
     }
     let feed = LinkEvents::start(&args.feed).await?.map(Arc::new);
+    // An hq-interop server sends one session ticket per connection (kept in this process's
+    // memory), so that a client may resume the session on its next connection (the
+    // interop runner's resumption case).
+    let tls = if protocols.contains(&AppProtocol::Hq) {
+        let mut tls = Arc::unwrap_or_clone(tls);
+        polypath_quic::crypto::enable_session_tickets(&mut tls);
+        Arc::new(tls)
+    } else {
+        tls
+    };
     let mut config = ServerConfig::new(tls);
     config.transport = args.transport.transport(true, &[], End::Server)?;
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);

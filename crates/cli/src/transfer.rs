@@ -206,6 +206,9 @@ pub struct ConnectionReport {
     /// 1-RTT key updates the connection went through (started or followed).
     #[serde(default)]
     pub key_updates: u64,
+    /// Whether the handshake resumed an earlier TLS session (a session ticket).
+    #[serde(default)]
+    pub resumed: bool,
 }
 
 /// One path in a [`ConnectionReport`].
@@ -324,6 +327,7 @@ impl ConnectionReport {
                 .map(|s| format!("{s:?}"))
                 .unwrap_or_default(),
             key_updates: stats.key_updates,
+            resumed: conn.is_resumed(),
         }
     }
 }

@@ -224,6 +224,8 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
         // Long enough for a key update (polypath may start one three PTOs after the
         // previous keys were acknowledged).
         "keyupdate" => sized(&[30_000_000]),
+        // The first file on the first connection, the others on the resumed one.
+        "resumption" => sized(&[5000, 10_000, 20_000]),
         "multipath-transfer" | "multipath-abandon" | "multipath-backup" => sized(&[20_000_000]),
         _ => sized(&[1000]),
     }
@@ -237,6 +239,8 @@ struct PeerSetup {
     chacha20: bool,
     key_update: bool,
     multipath: bool,
+    /// Two connections, the second resuming the first's TLS session.
+    resumption: bool,
 }
 
 fn peer_setup(case: &str) -> PeerSetup {
@@ -246,6 +250,7 @@ fn peer_setup(case: &str) -> PeerSetup {
         chacha20: case == "chacha20",
         key_update: case == "keyupdate",
         multipath: case.starts_with("multipath-"),
+        resumption: case == "resumption",
     }
 }
 
@@ -456,7 +461,7 @@ async fn polypath_client(
     } else {
         CipherSuites::All
     };
-    let tls = server_config_with(
+    let mut tls = server_config_with(
         certs.chain.clone(),
         certs.key.clone_key(),
         vec![hq::ALPN.to_vec()],
@@ -464,6 +469,11 @@ async fn polypath_client(
         suites,
     )
     .map_err(|e| e.to_string())?;
+    if setup.resumption {
+        let mut with_tickets = Arc::unwrap_or_clone(tls);
+        polypath_quic::crypto::enable_session_tickets(&mut with_tickets);
+        tls = Arc::new(with_tickets);
+    }
     let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
         .tls13()
         .and_then(|s| s.quic_suite())
@@ -546,14 +556,14 @@ async fn polypath_client(
         .map_err(|e| format!("the client's summary is not JSON ({e}): {stdout}"))?;
     let bytes = site.check_downloads(&dir.join("downloads"))?;
     let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
-    let expected_handshakes = 1;
+    let expected_handshakes = if setup.resumption { 2 } else { 1 };
     if log.handshakes != expected_handshakes {
         return Err(format!(
             "{} handshakes, expected {expected_handshakes}",
             log.handshakes
         ));
     }
-    checks.push("1 handshake".into());
+    checks.push(format!("{expected_handshakes} handshake(s)"));
     check_keylog(dir, &mut checks)?;
     let qlogs = check_qlog(dir)?;
     checks.push(format!("{} qlog file(s) parse", qlogs.len()));
@@ -577,6 +587,11 @@ async fn polypath_client(
             ));
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
+        "resumption" => {
+            let first = &summary["earlier_connections"][0];
+            check_resumed(first, connection, &mut checks)?;
+            checks.push(check_no_certificate(&qlogs, "client", certs)?);
+        }
         "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
         "ecn" => check_ecn(connection, "client", &mut checks)?,
         "ipv6" => {
@@ -661,13 +676,33 @@ async fn noq_client(
     let mut config = noq::ClientConfig::new(Arc::new(noq_client_crypto(&client_tls)?));
     config.transport_config(noq_transport(setup));
     let downloads = dir.join("downloads");
+    let mut paths = site.paths();
+    // resumption: the first file on a first connection, which gets the session ticket
+    // (kept in the client configuration's session store) and is closed before the second
+    // connection resumes the session for the other files.
+    let first_paths = if setup.resumption {
+        paths.drain(..1).collect()
+    } else {
+        Vec::new()
+    };
     let fetched = async {
+        if !first_paths.is_empty() {
+            let conn = endpoint
+                .connect_with(config.clone(), addr, "localhost")
+                .map_err(|e| format!("noq connect: {e}"))?
+                .await
+                .map_err(|e| format!("noq handshake (first connection): {e}"))?;
+            hq::noq_fetch(&conn, &first_paths, &downloads)
+                .await
+                .map_err(|e| format!("first connection: {e}"))?;
+            conn.close(0u32.into(), b"done");
+            conn.closed().await;
+        }
         let conn = endpoint
             .connect_with(config, addr, "localhost")
             .map_err(|e| format!("noq connect: {e}"))?
             .await
             .map_err(|e| format!("noq handshake: {e}"))?;
-        let paths = site.paths();
         let key_updates = async {
             if !setup.key_update {
                 return std::future::pending().await;
@@ -733,8 +768,14 @@ async fn noq_client(
     let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
     // The server prints one JSON line per connection once it ends: at once if it saw the
     // client's CONNECTION_CLOSE, else after its idle timeout (30 s), which is noted.
+    let connections = if setup.resumption { 2 } else { 1 };
+    let mut reports = Vec::new();
     let waited = Instant::now();
-    let report = script.line(Duration::from_secs(45)).await;
+    let mut report = None;
+    for _ in 0..connections {
+        report = script.line(Duration::from_secs(45)).await;
+        reports.extend(report.clone());
+    }
     let report_wait = waited.elapsed();
     let (_, stderr) = script.output();
     let mp_log = fetched.map_err(|e| format!("{e}; server: {}", last_lines(&stderr)))?;
@@ -762,12 +803,15 @@ async fn noq_client(
                 .is_some_and(|h| h["trace"]["vantage_point"]["type"] == "server")
         })
         .count();
-    if servers != 1 {
+    if servers != connections {
         return Err(format!(
-            "{servers} server connections in the qlog, expected 1 handshake"
+            "{servers} server connections in the qlog, expected {connections} handshake(s)"
         ));
     }
-    checks.push("1 handshake (1 server qlog), the qlog of the killed server parses".into());
+    checks.push(format!(
+        "{connections} handshake(s) ({connections} server qlog), the qlog of the killed \
+         server parses"
+    ));
     let connection = &report["connection"];
     match case {
         "retry" => {
@@ -778,6 +822,14 @@ async fn noq_client(
             checks.push(format!("the noq client received {n} Retry"));
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
+        "resumption" => {
+            let first: Value = reports
+                .first()
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or_default();
+            check_resumed(&first["connection"], connection, &mut checks)?;
+            checks.push(check_no_certificate(&qlogs, "server", certs)?);
+        }
         "keyupdate" => check_key_updates(connection, "server", &mut checks)?,
         "ecn" => check_ecn(connection, "server", &mut checks)?,
         "ipv6" => {
@@ -933,6 +985,16 @@ impl<'a> QlogView<'a> {
             .and_then(|r| r["data"]["initial_max_path_id"].as_u64())
     }
 
+    /// CRYPTO bytes in the Handshake packets of `event` (`packet_sent`, `packet_received`).
+    fn handshake_crypto_bytes(&self, event: &'static str) -> u64 {
+        self.events(event)
+            .filter(|r| r["data"]["header"]["packet_type"] == "handshake")
+            .flat_map(|r| r["data"]["frames"].as_array().into_iter().flatten())
+            .filter(|f| f["frame_type"] == "crypto")
+            .filter_map(|f| f["length"].as_u64())
+            .sum()
+    }
+
     /// Stream bytes per path in `event` packets logged before `until` (ms).
     fn stream_bytes(&self, event: &'static str, until: f64) -> BTreeMap<u32, u64> {
         let mut out = BTreeMap::new();
@@ -1062,6 +1124,56 @@ fn check_qlog(dir: &Path) -> Result<Vec<Vec<Value>>, CaseError> {
         return Err("QLOGDIR holds no qlog file".into());
     }
     Ok(out)
+}
+
+/// resumption: the polypath side reports a full handshake on the first connection and a
+/// resumed one on the second.
+fn check_resumed(first: &Value, second: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {
+    if first["resumed"] != false || second["resumed"] != true {
+        return Err(format!(
+            "resumed: first connection {}, second {} (expected false, true)",
+            first["resumed"], second["resumed"]
+        ));
+    }
+    checks.push("the second connection resumed, the first did not".into());
+    Ok(())
+}
+
+/// resumption: of the two connections in the qlogs of `side` (the polypath end), one
+/// carried the certificate in its Handshake packets (the server's Handshake CRYPTO data
+/// at least as long as the certificate) and the other could not have (shorter than it):
+/// the runner's check that the second handshake has no Certificate message.
+fn check_no_certificate(
+    qlogs: &[Vec<Value>],
+    side: &str,
+    certs: &Certs,
+) -> Result<String, CaseError> {
+    // The server's CRYPTO data: sent by a polypath server, received by a polypath client.
+    let event = if side == "server" {
+        "packet_sent"
+    } else {
+        "packet_received"
+    };
+    let mut sizes: Vec<u64> = qlogs
+        .iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .map(|r| QlogView::new(r).handshake_crypto_bytes(event))
+        .collect();
+    sizes.sort_unstable();
+    let cert = certs.chain.iter().map(|c| c.len() as u64).sum::<u64>();
+    match sizes[..] {
+        [resumed, full] if resumed < cert && full >= cert => Ok(format!(
+            "server Handshake CRYPTO {full} B (full, certificate {cert} B) and {resumed} B \
+             (resumed: no certificate)"
+        )),
+        _ => Err(format!(
+            "server Handshake CRYPTO bytes per connection {sizes:?}: expected one at least the \
+             certificate's {cert} B and one below it"
+        )),
+    }
 }
 
 fn check_chacha(connection: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {

@@ -505,6 +505,12 @@ impl Connection {
         self.with(|(conn, _, _)| conn.cipher_suite()).ok().flatten()
     }
 
+    /// True if the handshake resumed an earlier TLS session (a session ticket, RFC 8446
+    /// section 2.2): no certificate was sent.
+    pub fn is_resumed(&self) -> bool {
+        self.with(|(conn, _, _)| conn.is_resumed()).unwrap_or(false)
+    }
+
     /// True if both sides negotiated Multipath QUIC.
     pub fn is_multipath(&self) -> bool {
         self.with(|(conn, _, _)| conn.is_multipath())
