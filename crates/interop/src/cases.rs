@@ -78,6 +78,11 @@ pub enum Case {
     /// and stream limits ([`crate::peer::SMALL_WINDOWS`]), so that MAX_STREAMS,
     /// MAX_STREAM_DATA and MAX_DATA must keep coming.
     Multiplexing,
+    /// Session resumption: after an upload on a first connection (which receives the
+    /// server's session ticket), the client connects again with the same TLS client
+    /// configuration; the polypath side reports the first handshake full and the second
+    /// resumed, and an upload passes on it.
+    Resumption,
 }
 
 /// Files of [`Case::Multiplexing`] (1 kB to 33 kB each, two past the stream window).
@@ -85,7 +90,7 @@ pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 23] = [
+    pub const ALL: [Case; 24] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -100,6 +105,7 @@ impl Case {
         Case::Ecn,
         Case::HqInterop,
         Case::Multiplexing,
+        Case::Resumption,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
         Case::MultipathPathStatus,
@@ -137,6 +143,7 @@ impl Case {
             Case::Ipv6 => "ipv6",
             Case::Ecn => "ecn",
             Case::Multiplexing => "multiplexing",
+            Case::Resumption => "resumption",
         }
     }
 
@@ -204,6 +211,7 @@ pub struct Context {
     pub hq_tls: Tls,
     /// TLS configurations whose client offers ChaCha20-Poly1305 only.
     pub chacha_tls: Tls,
+
     /// The data every transfer sends.
     pub data: Bytes,
     /// Case sizes.
@@ -217,6 +225,7 @@ impl Context {
             tls: Tls::new()?,
             hq_tls: Tls::with_alpn(crate::hq::ALPN)?,
             chacha_tls: Tls::with(ALPN, polypath_quic::crypto::CipherSuites::ChaCha20Only)?,
+
             data: pattern(sizes.transfer_bytes, 0x5eed),
             sizes,
         })
@@ -247,12 +256,19 @@ pub async fn run(
     client: Stack,
     server: Stack,
 ) -> Result<String, CaseError> {
+    // Resumption gets configurations of its own, fresh for each direction: their session
+    // stores (the client's tickets, the server's sessions) must start empty.
+    let fresh;
     let tls = match case {
         Case::HqInterop | Case::Multiplexing => &ctx.hq_tls,
         Case::ChaCha20 => &ctx.chacha_tls,
+        Case::Resumption => {
+            fresh = Tls::with_session_tickets()?;
+            &fresh
+        }
         _ => &ctx.tls,
     };
-    let pair = Pair::connect(client, server, tls, case.setup()).await?;
+    let mut pair = Pair::connect(client, server, tls, case.setup()).await?;
     let result = match case {
         Case::Handshake => handshake(&pair),
         Case::Retry => retry(&pair),
@@ -295,6 +311,7 @@ pub async fn run(
         Case::ChaCha20 => chacha20(ctx, &pair).await,
         Case::Ipv6 => ipv6(ctx, &pair).await,
         Case::Ecn => ecn(ctx, &pair).await,
+        Case::Resumption => resumption(ctx, &mut pair, tls, case.setup()).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -488,6 +505,39 @@ async fn ipv6(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
         c.map(|a| a.to_string()).unwrap_or_default(),
         s.map(|a| a.to_string()).unwrap_or_default(),
         t.summary()
+    ))
+}
+
+/// [`Case::Resumption`]: an upload, a second connection, an upload on it.
+async fn resumption(
+    ctx: &Context,
+    pair: &mut Pair,
+    tls: &Tls,
+    setup: Setup,
+) -> Result<String, CaseError> {
+    let first = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let polypath = |pair: &Pair| {
+        if pair.client.stack() == Stack::Polypath {
+            pair.client.is_resumed()
+        } else {
+            pair.server.is_resumed()
+        }
+    };
+    let before = polypath(pair);
+    pair.reconnect(tls, setup).await?;
+    let after = polypath(pair);
+    if before != Some(false) || after != Some(true) {
+        return Err(format!(
+            "polypath reports resumed {before:?} on the first connection and {after:?} on the \
+             second (expected false, true)"
+        ));
+    }
+    let second = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    Ok(format!(
+        "first connection full handshake, second resumed ({:.1} ms); uploads: {}; {}",
+        pair.handshake_time.as_secs_f64() * 1e3,
+        first.summary(),
+        second.summary()
     ))
 }
 
