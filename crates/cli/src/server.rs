@@ -75,7 +75,9 @@ pub struct ServerArgs {
     retry_above: Option<usize>,
     /// Serve the files of this directory over HTTP/0.9 (ALPN hq-interop): one `GET /path`
     /// per client stream, answered with the file and FIN; paths leaving the directory are
-    /// refused.
+    /// refused. Every hq-interop connection gets one TLS session ticket (kept in this
+    /// process's memory), so a client can resume on its next connection (`client
+    /// --resume`); tickets allow no 0-RTT.
     #[arg(long, value_name = "DIR")]
     www: Option<PathBuf>,
     /// An application protocol to offer (ALPN), repeatable, in preference order:
