@@ -55,6 +55,13 @@ pub struct ClientArgs {
     /// memory only.
     #[arg(long, requires = "urls")]
     resume: bool,
+    /// hq-interop: as --resume, and the second connection sends its requests in 0-RTT
+    /// packets (early data) when the server's ticket allows it (`polypath server
+    /// --zero-rtt`); a server that rejects them gets them again after the handshake. Early
+    /// data can be replayed by an attacker (RFC 9001 section 9.2): only idempotent
+    /// requests (HTTP/0.9 GETs) go in it.
+    #[arg(long, requires = "urls")]
+    zero_rtt: bool,
     /// Local address to send from, repeatable: one path per address, Multipath QUIC when
     /// more than one; the first carries the handshake. Default: any address, free port.
     #[arg(long = "local", value_name = "ADDR")]
@@ -274,11 +281,13 @@ fn connect_to(args: &ClientArgs) -> Result<String, String> {
 }
 
 /// Resolves the server and connects to the first of its addresses that answers, with the
-/// TLS configuration `tls` (whose session store keeps tickets between connections).
+/// TLS configuration `tls` (whose session store keeps tickets between connections); with
+/// `early`, returns before the handshake completes if the connection can send early data.
 async fn connect_any(
     args: &ClientArgs,
     tls: &Arc<rustls::ClientConfig>,
     multipath: bool,
+    early: bool,
 ) -> Result<(Endpoint, Connection, SocketAddr), String> {
     let (candidates, server_name) = resolve_server(
         &connect_to(args)?,
@@ -289,7 +298,7 @@ async fn connect_any(
     // A name may resolve to several addresses: try them in turn, as TCP clients do.
     let mut failures = Vec::new();
     for server in candidates {
-        match connect(args, server, &server_name, multipath, tls.clone()).await {
+        match connect(args, server, &server_name, multipath, tls.clone(), early).await {
             Ok(c) => return Ok(c),
             Err(e) => failures.push(format!("connecting to {server}: {e}")),
         }
@@ -306,18 +315,24 @@ async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
         .iter()
         .map(|u| polypath_cli::hq::split_url(u).map(|(_, path)| path))
         .collect::<Result<Vec<_>, _>>()?;
-    if args.resume && paths.len() < 2 {
-        return Err("--resume needs two --url at least (one per connection)".into());
+    let two_connections = args.resume || args.zero_rtt;
+    if two_connections && paths.len() < 2 {
+        return Err("--resume and --zero-rtt need two --url at least (one per connection)".into());
     }
     // One TLS configuration for every connection: its session store carries the ticket
     // from the first connection to the second.
-    let tls = client_tls(
+    let mut tls = client_tls(
         &args.verify,
         AppProtocol::Hq,
         args.transport.cipher.suites(),
     )?;
+    if args.zero_rtt {
+        let mut early = Arc::unwrap_or_clone(tls);
+        polypath_quic::crypto::enable_early_data(&mut early);
+        tls = Arc::new(early);
+    }
     let started = Instant::now();
-    let groups: Vec<&[String]> = if args.resume {
+    let groups: Vec<&[String]> = if two_connections {
         let (first, rest) = paths.split_at(1);
         vec![first, rest]
     } else {
@@ -326,8 +341,10 @@ async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
     let mut files = Vec::new();
     let mut reports = Vec::new();
     let mut last = None;
-    for group in groups {
-        let (fetched, conn) = hq_connection(args, &tls, group).await?;
+    for (index, group) in groups.into_iter().enumerate() {
+        // The first connection gets the ticket; only a later one can send early data.
+        let early = args.zero_rtt && index > 0;
+        let (fetched, conn) = hq_connection(args, &tls, group, early).await?;
         files.extend(fetched);
         reports.push(ConnectionReport::of(&conn, "client"));
         last = Some(conn);
@@ -352,13 +369,15 @@ async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
 
 /// One hq-interop connection: connects, opens the extra paths, downloads `paths`, closes
 /// and waits for the close to complete. Returns the files and the (closed) connection.
+/// With `early`, the requests go out in 0-RTT packets if the session allows it.
 async fn hq_connection(
     args: &ClientArgs,
     tls: &Arc<rustls::ClientConfig>,
     paths: &[String],
+    early: bool,
 ) -> Result<(Vec<polypath_cli::hq::Fetched>, Connection), String> {
     let multipath = args.multipath || args.locals.len() > 1;
-    let (endpoint, conn, _server) = connect_any(args, tls, multipath).await?;
+    let (endpoint, conn, _server) = connect_any(args, tls, multipath, early).await?;
     if args.locals.len() > 1 {
         let policy = args.transport.path_manager_policy()?;
         open_paths(
@@ -371,8 +390,16 @@ async fn hq_connection(
         .await?;
     }
     let abandon = schedule_abandon(&conn, args.abandon_path);
-    let outcome = polypath_cli::hq::fetch(&conn, paths, &args.downloads).await;
+    let outcome = if conn.is_sending_early_data() {
+        polypath_cli::hq::fetch_early(&conn, paths, &args.downloads).await
+    } else {
+        polypath_cli::hq::fetch(&conn, paths, &args.downloads).await
+    };
     drop(abandon);
+    // Early requests were answered after the handshake; this only surfaces its failure.
+    if early && let Err(e) = conn.handshake().await {
+        return Err(format!("handshake: {e}"));
+    }
     conn.close(0, b"done");
     let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
     outcome.map(|files| (files, conn))
@@ -408,7 +435,7 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
         AppProtocol::Transfer,
         args.transport.cipher.suites(),
     )?;
-    let (endpoint, conn, server) = connect_any(args, &tls, multipath).await?;
+    let (endpoint, conn, server) = connect_any(args, &tls, multipath, false).await?;
     let bound = endpoint.local_addrs();
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
@@ -472,6 +499,7 @@ async fn connect(
     server_name: &str,
     multipath: bool,
     tls: Arc<rustls::ClientConfig>,
+    early: bool,
 ) -> Result<(Endpoint, Connection, SocketAddr), String> {
     let locals = if args.locals.is_empty() {
         let any: IpAddr = if server.is_ipv4() {
@@ -488,7 +516,17 @@ async fn connect(
     let bound = endpoint.local_addrs();
     let mut config = ClientConfig::new(tls);
     config.transport = args.transport.transport(multipath, &bound, End::Client)?;
-    let connecting = endpoint.connect_from(bound[0], config, server, server_name);
+    let connecting = async {
+        if early {
+            endpoint
+                .connect_early_from(bound[0], config, server, server_name)
+                .await
+        } else {
+            endpoint
+                .connect_from(bound[0], config, server, server_name)
+                .await
+        }
+    };
     match tokio::time::timeout(args.handshake_timeout, connecting).await {
         Ok(Ok(conn)) => Ok((endpoint, conn, server)),
         Ok(Err(e)) => Err(e.to_string()),

@@ -209,6 +209,12 @@ pub struct ConnectionReport {
     /// Whether the handshake resumed an earlier TLS session (a session ticket).
     #[serde(default)]
     pub resumed: bool,
+    /// 0-RTT packets sent (client) or opened (server).
+    #[serde(default)]
+    pub zero_rtt_packets: u64,
+    /// Whether the server accepted early data (0-RTT).
+    #[serde(default)]
+    pub early_data_accepted: bool,
 }
 
 /// One path in a [`ConnectionReport`].
@@ -328,6 +334,8 @@ impl ConnectionReport {
                 .unwrap_or_default(),
             key_updates: stats.key_updates,
             resumed: conn.is_resumed(),
+            zero_rtt_packets: conn.zero_rtt_packets(),
+            early_data_accepted: conn.is_early_data_accepted(),
         }
     }
 }

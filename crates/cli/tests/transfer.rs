@@ -286,6 +286,43 @@ fn hq_interop_downloads_files_from_a_served_directory() {
     );
     assert_eq!(first["connection"]["resumed"], false, "{first}");
     assert_eq!(second["connection"]["resumed"], true, "{second}");
+    assert_eq!(second["connection"]["zero_rtt_packets"], 0, "{second}");
+    drop(server);
+
+    // --zero-rtt on both sides: the second connection's request leaves in 0-RTT packets,
+    // which the server opens and accepts.
+    let mut server = Server::serving(&dir, &["--www", www.to_str().unwrap(), "--zero-rtt"]);
+    let early = dir.join("early");
+    let base = format!("https://{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--zero-rtt",
+            "--url",
+            &format!("{base}/sub/small"),
+            "--url",
+            &format!("{base}/big"),
+            "--downloads",
+            early.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(std::fs::read(early.join("big")).unwrap(), big);
+    let connection = &summary["connection"];
+    assert_eq!(connection["early_data_accepted"], true, "{summary}");
+    assert!(
+        connection["zero_rtt_packets"].as_u64() > Some(0),
+        "{summary}"
+    );
+    let (_, second) = (server.report(), server.report());
+    assert_eq!(
+        second["connection"]["early_data_accepted"], true,
+        "{second}"
+    );
+    assert!(
+        second["connection"]["zero_rtt_packets"].as_u64() > Some(0),
+        "{second}"
+    );
 }
 
 /// The interop runner's handshake variants from the command line, over IPv6 loopback: a

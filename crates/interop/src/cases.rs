@@ -83,6 +83,11 @@ pub enum Case {
     /// configuration; the polypath side reports the first handshake full and the second
     /// resumed, and an upload passes on it.
     Resumption,
+    /// 0-RTT: after an upload on a first connection (whose ticket allows early data), the
+    /// client connects again and writes a request on a stream in 0-RTT, before its
+    /// handshake completes; the server reads it intact, the client learns the early data
+    /// was accepted, and the polypath side counts 0-RTT packets (sent or opened).
+    ZeroRtt,
 }
 
 /// Files of [`Case::Multiplexing`] (1 kB to 33 kB each, two past the stream window).
@@ -90,7 +95,7 @@ pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 24] = [
+    pub const ALL: [Case; 25] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -106,6 +111,7 @@ impl Case {
         Case::HqInterop,
         Case::Multiplexing,
         Case::Resumption,
+        Case::ZeroRtt,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
         Case::MultipathPathStatus,
@@ -144,6 +150,7 @@ impl Case {
             Case::Ecn => "ecn",
             Case::Multiplexing => "multiplexing",
             Case::Resumption => "resumption",
+            Case::ZeroRtt => "zero-rtt",
         }
     }
 
@@ -266,6 +273,10 @@ pub async fn run(
             fresh = Tls::with_session_tickets()?;
             &fresh
         }
+        Case::ZeroRtt => {
+            fresh = Tls::with_zero_rtt()?;
+            &fresh
+        }
         _ => &ctx.tls,
     };
     let mut pair = Pair::connect(client, server, tls, case.setup()).await?;
@@ -312,6 +323,7 @@ pub async fn run(
         Case::Ipv6 => ipv6(ctx, &pair).await,
         Case::Ecn => ecn(ctx, &pair).await,
         Case::Resumption => resumption(ctx, &mut pair, tls, case.setup()).await,
+        Case::ZeroRtt => zero_rtt(ctx, &mut pair, tls, case.setup()).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -538,6 +550,46 @@ async fn resumption(
         pair.handshake_time.as_secs_f64() * 1e3,
         first.summary(),
         second.summary()
+    ))
+}
+
+/// [`Case::ZeroRtt`]: an upload, then a request in early data on a second connection.
+async fn zero_rtt(
+    ctx: &Context,
+    pair: &mut Pair,
+    tls: &Tls,
+    setup: Setup,
+) -> Result<String, CaseError> {
+    transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let request = pattern(1000, 0x0e7);
+    let (received, accepted) = pair.reconnect_early(tls, setup, &request).await?;
+    if received != request[..] {
+        return Err(format!(
+            "the server read {} B, not the {} B request",
+            received.len(),
+            request.len()
+        ));
+    }
+    if !accepted {
+        return Err("the server rejected the early data".into());
+    }
+    let (polypath, role) = if pair.client.stack() == Stack::Polypath {
+        (&pair.client, "sent")
+    } else {
+        (&pair.server, "opened")
+    };
+    let packets = polypath.zero_rtt_packets().unwrap_or(0);
+    if packets == 0 || polypath.is_resumed() != Some(true) {
+        return Err(format!(
+            "polypath {role} {packets} 0-RTT packets, resumed {:?}",
+            polypath.is_resumed()
+        ));
+    }
+    Ok(format!(
+        "{} B request in early data, accepted; polypath {role} {packets} 0-RTT packet(s); \
+         second handshake {:.1} ms",
+        request.len(),
+        pair.handshake_time.as_secs_f64() * 1e3
     ))
 }
 

@@ -69,6 +69,19 @@ impl Tls {
         Ok(Tls { client, server })
     }
 
+    /// [`Tls::new`] with a server whose session tickets allow 0-RTT and a client that sends
+    /// early data when it resumes with one.
+    pub fn with_zero_rtt() -> Result<Self, CaseError> {
+        let mut tls = Tls::new()?;
+        let mut server = Arc::unwrap_or_clone(tls.server);
+        polypath_quic::crypto::enable_zero_rtt(&mut server);
+        tls.server = Arc::new(server);
+        let mut client = Arc::unwrap_or_clone(tls.client);
+        polypath_quic::crypto::enable_early_data(&mut client);
+        tls.client = Arc::new(client);
+        Ok(tls)
+    }
+
     /// [`Tls::new`] with a server that sends a session ticket on every connection
     /// ([`polypath_quic::crypto::enable_session_tickets`]).
     pub fn with_session_tickets() -> Result<Self, CaseError> {
@@ -283,6 +296,88 @@ impl Pair {
         self.server = server?.0;
         self.handshake_time = started.elapsed();
         Ok(())
+    }
+
+    /// Like [`Pair::reconnect`], the client writing `request` on a bidirectional stream
+    /// (and finishing it) in early data, before its handshake completes. Returns what the
+    /// server read on that stream and whether the server accepted the early data (as the
+    /// client learned at the end of the handshake).
+    pub async fn reconnect_early(
+        &mut self,
+        tls: &Tls,
+        setup: Setup,
+        request: &[u8],
+    ) -> Result<(Vec<u8>, bool), CaseError> {
+        self.client.close(0, b"reconnecting");
+        let started = Instant::now();
+        let server_addr = self.server_addr;
+        let client = async {
+            let result: Result<(Conn, bool), CaseError> = match &self.client_endpoint {
+                Endpoint::Polypath(e) => {
+                    let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
+                    config.transport = polypath_transport(setup);
+                    let local = e
+                        .local_addrs()
+                        .first()
+                        .copied()
+                        .ok_or("polypath client endpoint has no address")?;
+                    let conn = e
+                        .connect_early_from(local, config, server_addr, SERVER_NAME)
+                        .await
+                        .map_err(|e| format!("polypath client connect: {e}"))?;
+                    if !conn.is_sending_early_data() {
+                        return Err("the polypath client cannot send early data".to_string());
+                    }
+                    let (mut send, _recv) = conn
+                        .open_bi()
+                        .await
+                        .map_err(|e| format!("polypath open_bi in 0-RTT: {e}"))?;
+                    send.write_all(request)
+                        .await
+                        .map_err(|e| format!("polypath write in 0-RTT: {e}"))?;
+                    send.finish()
+                        .map_err(|e| format!("polypath finish in 0-RTT: {e}"))?;
+                    conn.handshake()
+                        .await
+                        .map_err(|e| format!("polypath client handshake: {e}"))?;
+                    let accepted = conn.is_early_data_accepted();
+                    Ok((Conn::polypath(conn), accepted))
+                }
+                Endpoint::Noq(e) => {
+                    let crypto = noq_client_crypto(&tls.client)?;
+                    let mut config = noq::ClientConfig::new(Arc::new(crypto));
+                    config.transport_config(noq_transport(setup));
+                    let (conn, accepted) = e
+                        .connect_with(config, server_addr, SERVER_NAME)
+                        .map_err(|e| format!("noq client connect: {e}"))?
+                        .into_0rtt()
+                        .map_err(|_| "the noq client cannot send early data")?;
+                    let (mut send, _recv) = conn
+                        .open_bi()
+                        .await
+                        .map_err(|e| format!("noq open_bi in 0-RTT: {e}"))?;
+                    send.write_all(request)
+                        .await
+                        .map_err(|e| format!("noq write in 0-RTT: {e}"))?;
+                    send.finish()
+                        .map_err(|e| format!("noq finish in 0-RTT: {e}"))?;
+                    let accepted = accepted.await;
+                    Ok((Conn::noq(conn), accepted))
+                }
+            };
+            result
+        };
+        let (client, server) = tokio::join!(client, accept(&self.server_endpoint, false));
+        let (client, accepted) = client?;
+        self.client = client;
+        self.server = server?.0;
+        self.handshake_time = started.elapsed();
+        let (_send, mut recv) = self.server.accept_bi().await?;
+        let mut received = Vec::new();
+        while let Some(chunk) = recv.read_chunk().await? {
+            received.extend_from_slice(&chunk);
+        }
+        Ok((received, accepted))
     }
 
     /// Closes both endpoints and waits briefly for them to drain.
@@ -626,6 +721,14 @@ impl Conn {
     pub fn is_resumed(&self) -> Option<bool> {
         match self {
             Conn::Polypath(c) => Some(c.is_resumed()),
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// 0-RTT packets polypath sent (a client) or opened (a server); `None` for noq.
+    pub fn zero_rtt_packets(&self) -> Option<u64> {
+        match self {
+            Conn::Polypath(c) => Some(c.zero_rtt_packets()),
             Conn::Noq { .. } => None,
         }
     }

@@ -225,7 +225,7 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
         // previous keys were acknowledged).
         "keyupdate" => sized(&[30_000_000]),
         // The first file on the first connection, the others on the resumed one.
-        "resumption" => sized(&[5000, 10_000, 20_000]),
+        "resumption" | "zerortt" => sized(&[5000, 10_000, 20_000]),
         "multipath-transfer" | "multipath-abandon" | "multipath-backup" => sized(&[20_000_000]),
         _ => sized(&[1000]),
     }
@@ -241,6 +241,8 @@ struct PeerSetup {
     multipath: bool,
     /// Two connections, the second resuming the first's TLS session.
     resumption: bool,
+    /// With `resumption`: the second connection sends its requests in 0-RTT.
+    zero_rtt: bool,
 }
 
 fn peer_setup(case: &str) -> PeerSetup {
@@ -250,7 +252,8 @@ fn peer_setup(case: &str) -> PeerSetup {
         chacha20: case == "chacha20",
         key_update: case == "keyupdate",
         multipath: case.starts_with("multipath-"),
-        resumption: case == "resumption",
+        resumption: case == "resumption" || case == "zerortt",
+        zero_rtt: case == "zerortt",
     }
 }
 
@@ -471,7 +474,11 @@ async fn polypath_client(
     .map_err(|e| e.to_string())?;
     if setup.resumption {
         let mut with_tickets = Arc::unwrap_or_clone(tls);
-        polypath_quic::crypto::enable_session_tickets(&mut with_tickets);
+        if setup.zero_rtt {
+            polypath_quic::crypto::enable_zero_rtt(&mut with_tickets);
+        } else {
+            polypath_quic::crypto::enable_session_tickets(&mut with_tickets);
+        }
         tls = Arc::new(with_tickets);
     }
     let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
@@ -592,6 +599,11 @@ async fn polypath_client(
             check_resumed(first, connection, &mut checks)?;
             checks.push(check_no_certificate(&qlogs, "client", certs)?);
         }
+        "zerortt" => {
+            let first = &summary["earlier_connections"][0];
+            check_resumed(first, connection, &mut checks)?;
+            checks.push(check_zero_rtt(connection, &qlogs, "client", "packet_sent")?);
+        }
         "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
         "ecn" => check_ecn(connection, "client", &mut checks)?,
         "ipv6" => {
@@ -652,13 +664,18 @@ async fn noq_client(
     } else {
         CipherSuites::All
     };
-    let client_tls = client_config_with(
+    let mut client_tls = client_config_with(
         vec![hq::ALPN.to_vec()],
         ServerVerification::Pinned(certs.chain[0].clone()),
         false,
         suites,
     )
     .map_err(|e| e.to_string())?;
+    if setup.zero_rtt {
+        let mut early = Arc::unwrap_or_clone(client_tls);
+        polypath_quic::crypto::enable_early_data(&mut early);
+        client_tls = Arc::new(early);
+    }
     let mut locals = vec![SocketAddr::new(loopback(setup), 0)];
     if setup.multipath {
         locals.push(SocketAddr::new(crate::peer::SECOND_LOCAL, 0));
@@ -698,11 +715,22 @@ async fn noq_client(
             conn.close(0u32.into(), b"done");
             conn.closed().await;
         }
-        let conn = endpoint
+        let connecting = endpoint
             .connect_with(config, addr, "localhost")
-            .map_err(|e| format!("noq connect: {e}"))?
-            .await
-            .map_err(|e| format!("noq handshake: {e}"))?;
+            .map_err(|e| format!("noq connect: {e}"))?;
+        // zerortt: the requests leave in 0-RTT packets; whether the server accepted them
+        // is known once the handshake completes.
+        let (conn, zero_rtt) = if setup.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => (conn, Some(accepted)),
+                Err(_) => return Err("the noq client could not send 0-RTT (no ticket?)".into()),
+            }
+        } else {
+            let conn = connecting
+                .await
+                .map_err(|e| format!("noq handshake: {e}"))?;
+            (conn, None)
+        };
         let key_updates = async {
             if !setup.key_update {
                 return std::future::pending().await;
@@ -718,7 +746,13 @@ async fn noq_client(
         // The downloads decide the end; the abandonment may never come (if the server
         // never uses the path, which the checks then report).
         let downloads_and_abandon = async {
-            let fetch = hq::noq_fetch(&conn, &paths, &downloads);
+            let fetch = async {
+                if setup.zero_rtt {
+                    hq::noq_fetch_early(&conn, &paths, &downloads).await
+                } else {
+                    hq::noq_fetch(&conn, &paths, &downloads).await
+                }
+            };
             tokio::pin!(fetch, abandon);
             let mut abandon_done = false;
             loop {
@@ -741,7 +775,14 @@ async fn noq_client(
             stats.frame_rx.stream,
             stats.frame_tx.max_stream_data
         );
+        let accepted = match zero_rtt {
+            Some(accepted) => Some(accepted.await),
+            None => None,
+        };
         conn.close(0u32.into(), b"done");
+        if accepted == Some(false) {
+            return Err("the polypath server rejected the noq client's 0-RTT".into());
+        }
         result
             .map(|files| {
                 let stalls: u32 = files.iter().map(|f| f.stalls).sum();
@@ -822,13 +863,22 @@ async fn noq_client(
             checks.push(format!("the noq client received {n} Retry"));
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
-        "resumption" => {
+        "resumption" | "zerortt" => {
             let first: Value = reports
                 .first()
                 .and_then(|l| serde_json::from_str(l).ok())
                 .unwrap_or_default();
             check_resumed(&first["connection"], connection, &mut checks)?;
-            checks.push(check_no_certificate(&qlogs, "server", certs)?);
+            if case == "zerortt" {
+                checks.push(check_zero_rtt(
+                    connection,
+                    &qlogs,
+                    "server",
+                    "packet_received",
+                )?);
+            } else {
+                checks.push(check_no_certificate(&qlogs, "server", certs)?);
+            }
         }
         "keyupdate" => check_key_updates(connection, "server", &mut checks)?,
         "ecn" => check_ecn(connection, "server", &mut checks)?,
@@ -987,10 +1037,15 @@ impl<'a> QlogView<'a> {
 
     /// CRYPTO bytes in the Handshake packets of `event` (`packet_sent`, `packet_received`).
     fn handshake_crypto_bytes(&self, event: &'static str) -> u64 {
+        self.frame_bytes(event, "handshake", "crypto")
+    }
+
+    /// Bytes of the `frame_type` frames in the `packet_type` packets of `event`.
+    fn frame_bytes(&self, event: &'static str, packet_type: &str, frame_type: &str) -> u64 {
         self.events(event)
-            .filter(|r| r["data"]["header"]["packet_type"] == "handshake")
+            .filter(|r| r["data"]["header"]["packet_type"] == packet_type)
             .flat_map(|r| r["data"]["frames"].as_array().into_iter().flatten())
-            .filter(|f| f["frame_type"] == "crypto")
+            .filter(|f| f["frame_type"] == frame_type)
             .filter_map(|f| f["length"].as_u64())
             .sum()
     }
@@ -1174,6 +1229,41 @@ fn check_no_certificate(
              certificate's {cert} B and one below it"
         )),
     }
+}
+
+/// zerortt: the polypath side (`side`) reports early data accepted on its second
+/// connection, with 0-RTT packets, and its qlog shows them (`event`: `packet_sent` by a
+/// client, `packet_received` by a server) with STREAM frames in them.
+fn check_zero_rtt(
+    connection: &Value,
+    qlogs: &[Vec<Value>],
+    side: &str,
+    event: &'static str,
+) -> Result<String, CaseError> {
+    let packets = connection["zero_rtt_packets"].as_u64().unwrap_or(0);
+    if connection["early_data_accepted"] != true || packets == 0 {
+        return Err(format!(
+            "early data accepted {}, {packets} 0-RTT packets (expected accepted, some)",
+            connection["early_data_accepted"]
+        ));
+    }
+    let stream_bytes: u64 = qlogs
+        .iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .map(|r| QlogView::new(r).frame_bytes(event, "0RTT", "stream"))
+        .sum();
+    if stream_bytes == 0 {
+        return Err(format!(
+            "no STREAM data in 0-RTT packets in the {side}'s qlog"
+        ));
+    }
+    Ok(format!(
+        "early data accepted: {packets} 0-RTT packets, {stream_bytes} B of STREAM data in \
+         them in the {side}'s qlog"
+    ))
 }
 
 fn check_chacha(connection: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {

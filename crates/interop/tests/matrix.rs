@@ -106,7 +106,6 @@ async fn runner_contract_holds_against_noq_both_ways() {
     println!("{}", table(&rows));
     assert_eq!(rows.len(), CASES.len() * 2);
     let unsupported = [
-        "zerortt",
         "http3",
         "v2",
         "rebind-port",

@@ -886,7 +886,7 @@ impl Connection {
             // Application data only: a 0-RTT packet has no acknowledgments (nothing of the
             // application data space has arrived), no CRYPTO, and no connection-level
             // frames of the handshake to come.
-            //= https://www.rfc-editor.org/rfc/rfc9000#section-12.4
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-12.5
             //# Note that it is not possible to send the following frames in 0-RTT packets for
             //# various reasons: ACK, CRYPTO, HANDSHAKE_DONE, NEW_TOKEN, PATH_RESPONSE, and
             //# RETIRE_CONNECTION_ID.
