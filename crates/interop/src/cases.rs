@@ -562,36 +562,53 @@ async fn zero_rtt(
 ) -> Result<String, CaseError> {
     transfer(ctx, pair, Direction::Upload, |_| {}).await?;
     let request = pattern(1000, 0x0e7);
-    let (received, accepted) = pair.reconnect_early(tls, setup, &request).await?;
-    if received != request[..] {
-        return Err(format!(
-            "the server read {} B, not the {} B request",
-            received.len(),
-            request.len()
-        ));
+    // On loopback the handshake takes a fraction of a millisecond: a client delayed for
+    // longer between starting the connection and writing (a busy machine) sends the
+    // request after the handshake, in 1-RTT packets. Such an attempt is repeated (each
+    // with the ticket of the one before) and counted in the report.
+    let mut late = 0;
+    loop {
+        let (received, accepted) = pair.reconnect_early(tls, setup, &request).await?;
+        if received != request[..] {
+            return Err(format!(
+                "the server read {} B, not the {} B request",
+                received.len(),
+                request.len()
+            ));
+        }
+        if !accepted {
+            return Err("the server rejected the early data".into());
+        }
+        let (polypath, role) = if pair.client.stack() == Stack::Polypath {
+            (&pair.client, "sent")
+        } else {
+            (&pair.server, "opened")
+        };
+        if polypath.is_resumed() != Some(true) {
+            return Err("polypath reports no resumption".into());
+        }
+        let packets = polypath.zero_rtt_packets().unwrap_or(0);
+        if packets > 0 {
+            return Ok(format!(
+                "{} B request in early data, accepted; polypath {role} {packets} 0-RTT \
+                 packet(s); second handshake {:.1} ms; {late} earlier attempt(s) wrote \
+                 after the handshake",
+                request.len(),
+                pair.handshake_time.as_secs_f64() * 1e3
+            ));
+        }
+        late += 1;
+        if late == ZERO_RTT_ATTEMPTS {
+            return Err(format!(
+                "polypath {role} no 0-RTT packet in {late} attempts (the request arrived \
+                 intact, in 1-RTT)"
+            ));
+        }
     }
-    if !accepted {
-        return Err("the server rejected the early data".into());
-    }
-    let (polypath, role) = if pair.client.stack() == Stack::Polypath {
-        (&pair.client, "sent")
-    } else {
-        (&pair.server, "opened")
-    };
-    let packets = polypath.zero_rtt_packets().unwrap_or(0);
-    if packets == 0 || polypath.is_resumed() != Some(true) {
-        return Err(format!(
-            "polypath {role} {packets} 0-RTT packets, resumed {:?}",
-            polypath.is_resumed()
-        ));
-    }
-    Ok(format!(
-        "{} B request in early data, accepted; polypath {role} {packets} 0-RTT packet(s); \
-         second handshake {:.1} ms",
-        request.len(),
-        pair.handshake_time.as_secs_f64() * 1e3
-    ))
 }
+
+/// Connections [`Case::ZeroRtt`] tries for one whose request leaves in 0-RTT.
+const ZERO_RTT_ATTEMPTS: u32 = 3;
 
 fn handshake(pair: &Pair) -> Result<String, CaseError> {
     let client = pair.client.alpn();
