@@ -3,7 +3,8 @@
 //! directories, port and binary overridden by environment variables, against a noq peer
 //! written here, in both directions, and checks each case the way the runner does
 //! (downloaded files identical to the served ones, one handshake, a Retry seen, a key
-//! update seen, ChaCha20 agreed, IPv6 addresses, ...). A case the script does not support
+//! update seen, ChaCha20 agreed, IPv6 addresses, a second handshake resumed without a
+//! certificate, 0-RTT packets with stream data, ...). A case the script does not support
 //! ends with status 127 and is reported as unsupported.
 //!
 //! The runner judges from a pcap of the network and the endpoints' logs; here the
@@ -603,6 +604,7 @@ async fn polypath_client(
             let first = &summary["earlier_connections"][0];
             check_resumed(first, connection, &mut checks)?;
             checks.push(check_zero_rtt(connection, &qlogs, "client", "packet_sent")?);
+            checks.push(check_early_secret(dir)?);
         }
         "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
         "ecn" => check_ecn(connection, "client", &mut checks)?,
@@ -876,6 +878,7 @@ async fn noq_client(
                     "server",
                     "packet_received",
                 )?);
+                checks.push(check_early_secret(dir)?);
             } else {
                 checks.push(check_no_certificate(&qlogs, "server", certs)?);
             }
@@ -1264,6 +1267,20 @@ fn check_zero_rtt(
         "early data accepted: {packets} 0-RTT packets, {stream_bytes} B of STREAM data in \
          them in the {side}'s qlog"
     ))
+}
+
+/// zerortt: SSLKEYLOGFILE holds the 0-RTT secret (what the runner decrypts the 0-RTT
+/// packets of its pcap with).
+fn check_early_secret(dir: &Path) -> Result<String, CaseError> {
+    let keys = std::fs::read_to_string(dir.join("keys.log")).unwrap_or_default();
+    if keys
+        .lines()
+        .any(|l| l.starts_with("CLIENT_EARLY_TRAFFIC_SECRET"))
+    {
+        Ok("SSLKEYLOGFILE has CLIENT_EARLY_TRAFFIC_SECRET".into())
+    } else {
+        Err("SSLKEYLOGFILE holds no CLIENT_EARLY_TRAFFIC_SECRET".into())
+    }
 }
 
 fn check_chacha(connection: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {
