@@ -48,6 +48,14 @@ case "$TESTCASE" in
     client_opts+=(--quic-version "v1,v2")
     server_opts+=(--quic-version "v2,v1")
     ;;
+  # Two connections, the second resuming the first's session (the server sends a session
+  # ticket on every hq-interop connection).
+  resumption) client_opts+=(--resume) ;;
+  # The same, the second connection's requests in 0-RTT; the server's tickets allow it.
+  zerortt)
+    client_opts+=(--zero-rtt)
+    server_opts+=(--zero-rtt)
+    ;;
   # The multipath proposal (interop/MULTIPATH-CASES.md): the client offers multipath; a
   # second path comes from the client's second address (SECOND_LOCAL here, the runner
   # network's second client interface in a multipath-capable runner).

@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
@@ -47,6 +48,20 @@ pub struct ClientArgs {
     /// hq-interop: where downloaded files are saved.
     #[arg(long, value_name = "DIR", default_value = ".")]
     downloads: PathBuf,
+    /// hq-interop: split the --url list over two connections, one after the other: the
+    /// first downloads the first URL and receives the server's session ticket, the second
+    /// resumes that TLS session (no certificate, RFC 8446 section 2.2) and downloads the
+    /// rest (the QUIC Interop Runner's `resumption` case). Tickets live in this process's
+    /// memory only.
+    #[arg(long, requires = "urls")]
+    resume: bool,
+    /// hq-interop: as --resume, and the second connection sends its requests in 0-RTT
+    /// packets (early data) when the server's ticket allows it (`polypath server
+    /// --zero-rtt`); a server that rejects them gets them again after the handshake. Early
+    /// data can be replayed by an attacker (RFC 9001 section 9.2): only idempotent
+    /// requests (HTTP/0.9 GETs) go in it.
+    #[arg(long, requires = "urls")]
+    zero_rtt: bool,
     /// Local address to send from, repeatable: one path per address, Multipath QUIC when
     /// more than one; the first carries the handshake. Default: any address, free port.
     #[arg(long = "local", value_name = "ADDR")]
@@ -263,8 +278,11 @@ struct HqSummary {
     goodput_mbps: f64,
     handshake_ms: f64,
     multipath: bool,
-    /// The client's view of its connection.
+    /// The client's view of its (last) connection.
     connection: ConnectionReport,
+    /// With --resume: the connections before the last one (the one that got the ticket).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    earlier_connections: Vec<ConnectionReport>,
 }
 
 /// Runs one transfer (or the hq-interop downloads) and prints its summary.
@@ -316,11 +334,14 @@ fn connect_to(args: &ClientArgs) -> Result<String, String> {
     }
 }
 
-/// Resolves the server and connects to the first of its addresses that answers.
+/// Resolves the server and connects to the first of its addresses that answers, with the
+/// TLS configuration `tls` (whose session store keeps tickets between connections); with
+/// `early`, returns before the handshake completes if the connection can send early data.
 async fn connect_any(
     args: &ClientArgs,
-    protocol: AppProtocol,
+    tls: &Arc<rustls::ClientConfig>,
     multipath: bool,
+    early: bool,
 ) -> Result<(Endpoint, Connection, SocketAddr), String> {
     let (candidates, server_name) = resolve_server(
         &connect_to(args)?,
@@ -331,7 +352,7 @@ async fn connect_any(
     // A name may resolve to several addresses: try them in turn, as TCP clients do.
     let mut failures = Vec::new();
     for server in candidates {
-        match connect(args, server, &server_name, multipath, protocol).await {
+        match connect(args, server, &server_name, multipath, tls.clone(), early).await {
             Ok(c) => return Ok(c),
             Err(e) => failures.push(format!("connecting to {server}: {e}")),
         }
@@ -339,16 +360,78 @@ async fn connect_any(
     Err(failures.join("; "))
 }
 
-/// hq-interop: downloads every --url over parallel streams into --downloads.
+/// hq-interop: downloads every --url over parallel streams into --downloads; with
+/// --resume, the first URL on a first connection and the rest on a second one that resumes
+/// the first one's TLS session.
 async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
     let paths = args
         .urls
         .iter()
         .map(|u| polypath_cli::hq::split_url(u).map(|(_, path)| path))
         .collect::<Result<Vec<_>, _>>()?;
-    let multipath = args.multipath || args.locals.len() > 1;
+    let two_connections = args.resume || args.zero_rtt;
+    if two_connections && paths.len() < 2 {
+        return Err("--resume and --zero-rtt need two --url at least (one per connection)".into());
+    }
+    // One TLS configuration for every connection: its session store carries the ticket
+    // from the first connection to the second.
+    let mut tls = client_tls(
+        &args.verify,
+        AppProtocol::Hq,
+        args.transport.cipher.suites(),
+    )?;
+    if args.zero_rtt {
+        let mut early = Arc::unwrap_or_clone(tls);
+        polypath_quic::crypto::enable_early_data(&mut early);
+        tls = Arc::new(early);
+    }
     let started = Instant::now();
-    let (endpoint, conn, _server) = connect_any(args, AppProtocol::Hq, multipath).await?;
+    let groups: Vec<&[String]> = if two_connections {
+        let (first, rest) = paths.split_at(1);
+        vec![first, rest]
+    } else {
+        vec![&paths]
+    };
+    let mut files = Vec::new();
+    let mut reports = Vec::new();
+    let mut last = None;
+    for (index, group) in groups.into_iter().enumerate() {
+        // The first connection gets the ticket; only a later one can send early data.
+        let early = args.zero_rtt && index > 0;
+        let (fetched, conn) = hq_connection(args, &tls, group, early).await?;
+        files.extend(fetched);
+        reports.push(ConnectionReport::of(&conn, "client"));
+        last = Some(conn);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let (Some(conn), Some(connection)) = (last, reports.pop()) else {
+        return Err("no connection was made".into());
+    };
+    let bytes = files.iter().map(|f| f.bytes).sum();
+    Ok(HqSummary {
+        protocol: AppProtocol::Hq,
+        files,
+        bytes,
+        seconds,
+        goodput_mbps: goodput_mbps(bytes, seconds),
+        handshake_ms: connection.handshake_ms,
+        multipath: conn.is_multipath(),
+        connection,
+        earlier_connections: reports,
+    })
+}
+
+/// One hq-interop connection: connects, opens the extra paths, downloads `paths`, closes
+/// and waits for the close to complete. Returns the files and the (closed) connection.
+/// With `early`, the requests go out in 0-RTT packets if the session allows it.
+async fn hq_connection(
+    args: &ClientArgs,
+    tls: &Arc<rustls::ClientConfig>,
+    paths: &[String],
+    early: bool,
+) -> Result<(Vec<polypath_cli::hq::Fetched>, Connection), String> {
+    let multipath = args.multipath || args.locals.len() > 1;
+    let (endpoint, conn, _server) = connect_any(args, tls, multipath, early).await?;
     if args.locals.len() > 1 {
         let policy = args.transport.path_manager_policy()?;
         open_paths(
@@ -361,29 +444,19 @@ async fn hq_downloads(args: &ClientArgs) -> Result<HqSummary, String> {
         .await?;
     }
     let actions = schedule_path_actions(args, &conn, &endpoint);
-    let outcome = polypath_cli::hq::fetch(&conn, &paths, &args.downloads).await;
+    let outcome = if conn.is_sending_early_data() {
+        polypath_cli::hq::fetch_early(&conn, paths, &args.downloads).await
+    } else {
+        polypath_cli::hq::fetch(&conn, paths, &args.downloads).await
+    };
     drop(actions);
-    let seconds = started.elapsed().as_secs_f64();
-    let summary = outcome.map(|files| {
-        let bytes = files.iter().map(|f| f.bytes).sum();
-        HqSummary {
-            protocol: AppProtocol::Hq,
-            files,
-            bytes,
-            seconds,
-            goodput_mbps: goodput_mbps(bytes, seconds),
-            handshake_ms: conn
-                .stats()
-                .handshake_duration
-                .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-            multipath: conn.is_multipath(),
-            connection: ConnectionReport::of(&conn, "client"),
-        }
-    });
+    // Early requests were answered after the handshake; this only surfaces its failure.
+    if early && let Err(e) = conn.handshake().await {
+        return Err(format!("handshake: {e}"));
+    }
     conn.close(0, b"done");
-    drop(conn);
     let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
-    summary
+    outcome.map(|files| (files, conn))
 }
 
 async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
@@ -411,7 +484,12 @@ async fn transfer(args: &ClientArgs) -> Result<Summary, String> {
     let multipath = args.multipath || args.locals.len() > 1;
     let feed = LinkEvents::start(&args.feed).await?;
     let started = Instant::now();
-    let (endpoint, conn, server) = connect_any(args, AppProtocol::Transfer, multipath).await?;
+    let tls = client_tls(
+        &args.verify,
+        AppProtocol::Transfer,
+        args.transport.cipher.suites(),
+    )?;
+    let (endpoint, conn, server) = connect_any(args, &tls, multipath, false).await?;
     let bound = path_locals(args, &endpoint);
     let attached = feed.as_ref().map(|f| f.attach(&conn));
     tracing::info!(%server, "client connected");
@@ -474,7 +552,8 @@ async fn connect(
     server: SocketAddr,
     server_name: &str,
     multipath: bool,
-    protocol: AppProtocol,
+    tls: Arc<rustls::ClientConfig>,
+    early: bool,
 ) -> Result<(Endpoint, Connection, SocketAddr), String> {
     let locals = if args.locals.is_empty() {
         let any: IpAddr = if server.is_ipv4() {
@@ -493,16 +572,22 @@ async fn connect(
     let endpoint =
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
     let bound = path_locals(args, &endpoint);
-    let mut config = ClientConfig::new(client_tls(
-        &args.verify,
-        protocol,
-        args.transport.cipher.suites(),
-    )?);
+    let mut config = ClientConfig::new(tls);
     config.transport = args.transport.transport(multipath, &bound, End::Client)?;
     let versions = args.transport.quic_versions(End::Client);
     config.version = versions[0];
     config.available_versions = versions;
-    let connecting = endpoint.connect_from(bound[0], config, server, server_name);
+    let connecting = async {
+        if early {
+            endpoint
+                .connect_early_from(bound[0], config, server, server_name)
+                .await
+        } else {
+            endpoint
+                .connect_from(bound[0], config, server, server_name)
+                .await
+        }
+    };
     match tokio::time::timeout(args.handshake_timeout, connecting).await {
         Ok(Ok(conn)) => Ok((endpoint, conn, server)),
         Ok(Err(e)) => Err(e.to_string()),

@@ -73,9 +73,20 @@ pub struct ServerArgs {
     /// connect without the extra round trip.
     #[arg(long, value_name = "N", conflicts_with = "retry")]
     retry_above: Option<usize>,
+    /// hq-interop: send session tickets that allow 0-RTT and accept the early data of a
+    /// client resuming with one (its requests are read before the handshake completes;
+    /// answers go after it). Anti-replay: a ticket is good for one resumption (the session
+    /// is taken out of this process's memory when used), so a replayed first flight gets a
+    /// full handshake and its early data rejected; an attacker racing the client with a
+    /// copy can still have a request served twice, which HTTP/0.9 GETs of static files
+    /// allow (RFC 9001 section 9.2).
+    #[arg(long, requires = "www")]
+    zero_rtt: bool,
     /// Serve the files of this directory over HTTP/0.9 (ALPN hq-interop): one `GET /path`
     /// per client stream, answered with the file and FIN; paths leaving the directory are
-    /// refused.
+    /// refused. Every hq-interop connection gets one TLS session ticket (kept in this
+    /// process's memory), so a client can resume on its next connection (`client
+    /// --resume`); tickets allow no 0-RTT.
     #[arg(long, value_name = "DIR")]
     www: Option<PathBuf>,
     /// An application protocol to offer (ALPN), repeatable, in preference order:
@@ -170,6 +181,20 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         write_certificate(path, cert)?;
     }
     let feed = LinkEvents::start(&args.feed).await?.map(Arc::new);
+    // An hq-interop server sends one session ticket per connection (kept in this process's
+    // memory), so that a client may resume the session on its next connection (the
+    // interop runner's resumption case).
+    let tls = if protocols.contains(&AppProtocol::Hq) {
+        let mut tls = Arc::unwrap_or_clone(tls);
+        if args.zero_rtt {
+            polypath_quic::crypto::enable_zero_rtt(&mut tls);
+        } else {
+            polypath_quic::crypto::enable_session_tickets(&mut tls);
+        }
+        Arc::new(tls)
+    } else {
+        tls
+    };
     let mut config = ServerConfig::new(tls);
     config.transport = args.transport.transport(true, &[], End::Server)?;
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);

@@ -220,6 +220,15 @@ pub struct ConnectionReport {
     /// See `migrations`.
     #[serde(default)]
     pub migrations_validated: u64,
+    /// Whether the handshake resumed an earlier TLS session (a session ticket).
+    #[serde(default)]
+    pub resumed: bool,
+    /// 0-RTT packets sent (client) or opened (server).
+    #[serde(default)]
+    pub zero_rtt_packets: u64,
+    /// Whether the server accepted early data (0-RTT).
+    #[serde(default)]
+    pub early_data_accepted: bool,
 }
 
 /// One path in a [`ConnectionReport`].
@@ -342,6 +351,9 @@ impl ConnectionReport {
             peer_addresses_validated: stats.peer_addresses_validated,
             migrations: stats.migrations,
             migrations_validated: stats.migrations_validated,
+            resumed: conn.is_resumed(),
+            zero_rtt_packets: conn.zero_rtt_packets(),
+            early_data_accepted: conn.is_early_data_accepted(),
         }
     }
 }

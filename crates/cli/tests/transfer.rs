@@ -21,6 +21,15 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::spawn(dir, &["--once"], extra)
+    }
+
+    /// A server that keeps serving (no --once) until dropped.
+    fn serving(dir: &Path, extra: &[&str]) -> Server {
+        Server::spawn(dir, &[], extra)
+    }
+
+    fn spawn(dir: &Path, once: &[&str], extra: &[&str]) -> Server {
         let cert = dir.join("server-cert.pem");
         // 127.0.0.1 unless `extra` names the address.
         let listen: &[&str] = if extra.contains(&"--listen") {
@@ -31,7 +40,8 @@ impl Server {
         let mut child = Command::new(POLYPATH)
             .arg("server")
             .args(listen)
-            .args(["--once", "--cert-out"])
+            .args(once)
+            .arg("--cert-out")
             .arg(&cert)
             .args(extra)
             .stdout(Stdio::piped())
@@ -52,6 +62,13 @@ impl Server {
             cert,
             stdout,
         }
+    }
+
+    /// The server's next report line (one per connection, as each ends).
+    fn report(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("report {line:?}: {e}"))
     }
 
     /// The server's report line of the one client it served; waits for it to exit.
@@ -277,6 +294,75 @@ fn hq_interop_downloads_files_from_a_served_directory() {
     let summary = client(&server, server.addr, &["--size", "10kB"]);
     check_summary(&summary, 10_000);
     assert_eq!(server.finish()["protocol"], "polypath-transfer/1");
+
+    // --resume: the first URL on a first connection, the other on a second one that
+    // resumes the first's TLS session with the server's ticket.
+    let mut server = Server::serving(&dir, &["--www", www.to_str().unwrap()]);
+    let resumed = dir.join("resumed");
+    let base = format!("https://{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--resume",
+            "--url",
+            &format!("{base}/sub/small"),
+            "--url",
+            &format!("{base}/big"),
+            "--downloads",
+            resumed.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(std::fs::read(resumed.join("big")).unwrap(), big);
+    assert_eq!(
+        summary["earlier_connections"][0]["resumed"], false,
+        "{summary}"
+    );
+    assert_eq!(summary["connection"]["resumed"], true, "{summary}");
+    let (first, second) = (server.report(), server.report());
+    assert_eq!(
+        (first["files"].clone(), second["files"].clone()),
+        (1.into(), 1.into())
+    );
+    assert_eq!(first["connection"]["resumed"], false, "{first}");
+    assert_eq!(second["connection"]["resumed"], true, "{second}");
+    assert_eq!(second["connection"]["zero_rtt_packets"], 0, "{second}");
+    drop(server);
+
+    // --zero-rtt on both sides: the second connection's request leaves in 0-RTT packets,
+    // which the server opens and accepts.
+    let mut server = Server::serving(&dir, &["--www", www.to_str().unwrap(), "--zero-rtt"]);
+    let early = dir.join("early");
+    let base = format!("https://{}", server.addr);
+    let summary = client(
+        &server,
+        server.addr,
+        &[
+            "--zero-rtt",
+            "--url",
+            &format!("{base}/sub/small"),
+            "--url",
+            &format!("{base}/big"),
+            "--downloads",
+            early.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(std::fs::read(early.join("big")).unwrap(), big);
+    let connection = &summary["connection"];
+    assert_eq!(connection["early_data_accepted"], true, "{summary}");
+    assert!(
+        connection["zero_rtt_packets"].as_u64() > Some(0),
+        "{summary}"
+    );
+    let (_, second) = (server.report(), server.report());
+    assert_eq!(
+        second["connection"]["early_data_accepted"], true,
+        "{second}"
+    );
+    assert!(
+        second["connection"]["zero_rtt_packets"].as_u64() > Some(0),
+        "{second}"
+    );
 }
 
 /// The interop runner's handshake variants from the command line, over IPv6 loopback: a

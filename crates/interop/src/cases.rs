@@ -90,6 +90,16 @@ pub enum Case {
     /// to a new local address (127.0.0.2); the server follows and validates it, and the
     /// file arrives intact.
     Migration,
+    /// Session resumption: after an upload on a first connection (which receives the
+    /// server's session ticket), the client connects again with the same TLS client
+    /// configuration; the polypath side reports the first handshake full and the second
+    /// resumed, and an upload passes on it.
+    Resumption,
+    /// 0-RTT: after an upload on a first connection (whose ticket allows early data), the
+    /// client connects again and writes a request on a stream in 0-RTT, before its
+    /// handshake completes; the server reads it intact, the client learns the early data
+    /// was accepted, and the polypath side counts 0-RTT packets (sent or opened).
+    ZeroRtt,
 }
 
 /// Bytes forwarded (both directions) after which the NAT of [`Case::RebindPort`] and
@@ -101,7 +111,7 @@ pub const MULTIPLEX_FILES: usize = 200;
 
 impl Case {
     /// Every case, in the order the matrix runs them.
-    pub const ALL: [Case; 26] = [
+    pub const ALL: [Case; 28] = [
         Case::Handshake,
         Case::Retry,
         Case::Upload,
@@ -119,6 +129,8 @@ impl Case {
         Case::RebindPort,
         Case::RebindAddr,
         Case::Migration,
+        Case::Resumption,
+        Case::ZeroRtt,
         Case::MultipathHandshake,
         Case::MultipathSecondPath,
         Case::MultipathPathStatus,
@@ -159,6 +171,8 @@ impl Case {
             Case::RebindPort => "rebind-port",
             Case::RebindAddr => "rebind-addr",
             Case::Migration => "migration",
+            Case::Resumption => "resumption",
+            Case::ZeroRtt => "zero-rtt",
         }
     }
 
@@ -236,6 +250,7 @@ pub struct Context {
     pub hq_tls: Tls,
     /// TLS configurations whose client offers ChaCha20-Poly1305 only.
     pub chacha_tls: Tls,
+
     /// The data every transfer sends.
     pub data: Bytes,
     /// Case sizes.
@@ -249,6 +264,7 @@ impl Context {
             tls: Tls::new()?,
             hq_tls: Tls::with_alpn(crate::hq::ALPN)?,
             chacha_tls: Tls::with(ALPN, polypath_quic::crypto::CipherSuites::ChaCha20Only)?,
+
             data: pattern(sizes.transfer_bytes, 0x5eed),
             sizes,
         })
@@ -279,12 +295,23 @@ pub async fn run(
     client: Stack,
     server: Stack,
 ) -> Result<String, CaseError> {
+    // Resumption gets configurations of its own, fresh for each direction: their session
+    // stores (the client's tickets, the server's sessions) must start empty.
+    let fresh;
     let tls = match case {
         Case::HqInterop | Case::Multiplexing => &ctx.hq_tls,
         Case::ChaCha20 => &ctx.chacha_tls,
+        Case::Resumption => {
+            fresh = Tls::with_session_tickets()?;
+            &fresh
+        }
+        Case::ZeroRtt => {
+            fresh = Tls::with_zero_rtt()?;
+            &fresh
+        }
         _ => &ctx.tls,
     };
-    let pair = Pair::connect(client, server, tls, case.setup()).await?;
+    let mut pair = Pair::connect(client, server, tls, case.setup()).await?;
     let result = match case {
         Case::Handshake => handshake(&pair),
         Case::Retry => retry(&pair),
@@ -329,6 +356,8 @@ pub async fn run(
         Case::Ecn => ecn(ctx, &pair).await,
         Case::RebindPort | Case::RebindAddr => rebinding(ctx, &pair).await,
         Case::Migration => migration(ctx, &pair).await,
+        Case::Resumption => resumption(ctx, &mut pair, tls, case.setup()).await,
+        Case::ZeroRtt => zero_rtt(ctx, &mut pair, tls, case.setup()).await,
         Case::HqInterop => {
             let files = [
                 ("/small".to_string(), 1000),
@@ -524,6 +553,96 @@ async fn ipv6(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
         t.summary()
     ))
 }
+
+/// [`Case::Resumption`]: an upload, a second connection, an upload on it.
+async fn resumption(
+    ctx: &Context,
+    pair: &mut Pair,
+    tls: &Tls,
+    setup: Setup,
+) -> Result<String, CaseError> {
+    let first = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let polypath = |pair: &Pair| {
+        if pair.client.stack() == Stack::Polypath {
+            pair.client.is_resumed()
+        } else {
+            pair.server.is_resumed()
+        }
+    };
+    let before = polypath(pair);
+    pair.reconnect(tls, &setup).await?;
+    let after = polypath(pair);
+    if before != Some(false) || after != Some(true) {
+        return Err(format!(
+            "polypath reports resumed {before:?} on the first connection and {after:?} on the \
+             second (expected false, true)"
+        ));
+    }
+    let second = transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    Ok(format!(
+        "first connection full handshake, second resumed ({:.1} ms); uploads: {}; {}",
+        pair.handshake_time.as_secs_f64() * 1e3,
+        first.summary(),
+        second.summary()
+    ))
+}
+
+/// [`Case::ZeroRtt`]: an upload, then a request in early data on a second connection.
+async fn zero_rtt(
+    ctx: &Context,
+    pair: &mut Pair,
+    tls: &Tls,
+    setup: Setup,
+) -> Result<String, CaseError> {
+    transfer(ctx, pair, Direction::Upload, |_| {}).await?;
+    let request = pattern(1000, 0x0e7);
+    // On loopback the handshake takes a fraction of a millisecond: a client delayed for
+    // longer between starting the connection and writing (a busy machine) sends the
+    // request after the handshake, in 1-RTT packets. Such an attempt is repeated (each
+    // with the ticket of the one before) and counted in the report.
+    let mut late = 0;
+    loop {
+        let (received, accepted) = pair.reconnect_early(tls, &setup, &request).await?;
+        if received != request[..] {
+            return Err(format!(
+                "the server read {} B, not the {} B request",
+                received.len(),
+                request.len()
+            ));
+        }
+        if !accepted {
+            return Err("the server rejected the early data".into());
+        }
+        let (polypath, role) = if pair.client.stack() == Stack::Polypath {
+            (&pair.client, "sent")
+        } else {
+            (&pair.server, "opened")
+        };
+        if polypath.is_resumed() != Some(true) {
+            return Err("polypath reports no resumption".into());
+        }
+        let packets = polypath.zero_rtt_packets().unwrap_or(0);
+        if packets > 0 {
+            return Ok(format!(
+                "{} B request in early data, accepted; polypath {role} {packets} 0-RTT \
+                 packet(s); second handshake {:.1} ms; {late} earlier attempt(s) wrote \
+                 after the handshake",
+                request.len(),
+                pair.handshake_time.as_secs_f64() * 1e3
+            ));
+        }
+        late += 1;
+        if late == ZERO_RTT_ATTEMPTS {
+            return Err(format!(
+                "polypath {role} no 0-RTT packet in {late} attempts (the request arrived \
+                 intact, in 1-RTT)"
+            ));
+        }
+    }
+}
+
+/// Connections [`Case::ZeroRtt`] tries for one whose request leaves in 0-RTT.
+const ZERO_RTT_ATTEMPTS: u32 = 3;
 
 fn handshake(pair: &Pair) -> Result<String, CaseError> {
     let client = pair.client.alpn();

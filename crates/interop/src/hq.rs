@@ -149,40 +149,84 @@ pub async fn noq_fetch(
     paths: &[String],
     out_dir: &Path,
 ) -> Result<Vec<Downloaded>, CaseError> {
+    noq_fetch_with(conn, paths, out_dir, false).await
+}
+
+/// [`noq_fetch`] on a connection in 0-RTT: every request is sent before any answer is
+/// read, in this task, so that the requests leave in 0-RTT packets (on loopback the
+/// handshake completes within a millisecond, before tasks spawned to send them might
+/// run). For a few paths, within the stream limit.
+pub async fn noq_fetch_early(
+    conn: &noq::Connection,
+    paths: &[String],
+    out_dir: &Path,
+) -> Result<Vec<Downloaded>, CaseError> {
+    noq_fetch_with(conn, paths, out_dir, true).await
+}
+
+/// Opens a stream and sends `GET path` on it.
+async fn noq_request(
+    conn: &noq::Connection,
+    path: &str,
+) -> Result<(noq::SendStream, noq::RecvStream), CaseError> {
+    let (mut send, recv) = conn
+        .open_bi()
+        .await
+        .map_err(|e| format!("{path}: open_bi: {e}"))?;
+    send.write_all(format!("GET {path}\r\n").as_bytes())
+        .await
+        .map_err(|e| format!("{path}: request: {e}"))?;
+    send.finish().map_err(|e| format!("{path}: finish: {e}"))?;
+    Ok((send, recv))
+}
+
+/// Reads the answer to `path` from `recv` and saves it at `target`.
+async fn noq_save(
+    path: String,
+    mut recv: noq::RecvStream,
+    target: PathBuf,
+) -> Result<Downloaded, CaseError> {
+    let (data, stalls) = read_all(&mut recv)
+        .await
+        .map_err(|e| format!("{path}: {e}"))?;
+    if let Some(parent) = target.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    let mut out = tokio::fs::File::create(&target)
+        .await
+        .map_err(|e| format!("{}: {e}", target.display()))?;
+    out.write_all(&data)
+        .await
+        .map_err(|e| format!("{}: {e}", target.display()))?;
+    Ok(Downloaded {
+        bytes: data.len() as u64,
+        sha256: Sha256::digest(&data).into(),
+        path,
+        stalls,
+    })
+}
+
+async fn noq_fetch_with(
+    conn: &noq::Connection,
+    paths: &[String],
+    out_dir: &Path,
+    requests_first: bool,
+) -> Result<Vec<Downloaded>, CaseError> {
     let mut tasks = JoinSet::new();
     for path in paths {
         let target = out_dir.join(relative_path(path)?);
         let (conn, path) = (conn.clone(), path.clone());
-        tasks.spawn(async move {
-            let (mut send, mut recv) = conn
-                .open_bi()
-                .await
-                .map_err(|e| format!("{path}: open_bi: {e}"))?;
-            send.write_all(format!("GET {path}\r\n").as_bytes())
-                .await
-                .map_err(|e| format!("{path}: request: {e}"))?;
-            send.finish().map_err(|e| format!("{path}: finish: {e}"))?;
-            let (data, stalls) = read_all(&mut recv)
-                .await
-                .map_err(|e| format!("{path}: {e}"))?;
-            if let Some(parent) = target.parent() {
-                tokio::fs::create_dir_all(parent)
-                    .await
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
-            }
-            let mut out = tokio::fs::File::create(&target)
-                .await
-                .map_err(|e| format!("{}: {e}", target.display()))?;
-            out.write_all(&data)
-                .await
-                .map_err(|e| format!("{}: {e}", target.display()))?;
-            Ok::<_, String>(Downloaded {
-                bytes: data.len() as u64,
-                sha256: Sha256::digest(&data).into(),
-                path,
-                stalls,
-            })
-        });
+        if requests_first {
+            let (_send, recv) = noq_request(&conn, &path).await?;
+            tasks.spawn(noq_save(path, recv, target));
+        } else {
+            tasks.spawn(async move {
+                let (_send, recv) = noq_request(&conn, &path).await?;
+                noq_save(path, recv, target).await
+            });
+        }
     }
     let mut done = Vec::new();
     let mut failed = Vec::new();

@@ -19,7 +19,7 @@ struct Args {
     json: bool,
     /// Run only these cases (repeatable). Known: handshake, retry, upload, download,
     /// streams, stream-reset, datagrams, key-update, close, chacha20, ipv6, hq-interop,
-    /// multiplexing,
+    /// multiplexing, resumption, zero-rtt,
     /// mp-handshake, mp-second-path,
     /// mp-path-status, mp-upload, mp-download, mp-abandon-initial, mp-server-abandon,
     /// mp-reopen, mp-key-update.

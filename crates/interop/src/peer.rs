@@ -69,6 +69,29 @@ impl Tls {
         .map_err(err)?;
         Ok(Tls { client, server })
     }
+
+    /// [`Tls::new`] with a server whose session tickets allow 0-RTT and a client that sends
+    /// early data when it resumes with one.
+    pub fn with_zero_rtt() -> Result<Self, CaseError> {
+        let mut tls = Tls::new()?;
+        let mut server = Arc::unwrap_or_clone(tls.server);
+        polypath_quic::crypto::enable_zero_rtt(&mut server);
+        tls.server = Arc::new(server);
+        let mut client = Arc::unwrap_or_clone(tls.client);
+        polypath_quic::crypto::enable_early_data(&mut client);
+        tls.client = Arc::new(client);
+        Ok(tls)
+    }
+
+    /// [`Tls::new`] with a server that sends a session ticket on every connection
+    /// ([`polypath_quic::crypto::enable_session_tickets`]).
+    pub fn with_session_tickets() -> Result<Self, CaseError> {
+        let mut tls = Tls::new()?;
+        let mut server = Arc::unwrap_or_clone(tls.server);
+        polypath_quic::crypto::enable_session_tickets(&mut server);
+        tls.server = Arc::new(server);
+        Ok(tls)
+    }
 }
 
 /// How the connection of a case is set up.
@@ -240,49 +263,33 @@ impl Pair {
         }
         let started = Instant::now();
         let accept = accept(&server_endpoint, setup.retry);
-        let (client_endpoint, client_conn, (server_conn, server_retries), second_local) =
-            match client {
-                Stack::Polypath => {
-                    let e = polypath_io::Endpoint::client(
-                        &locals,
-                        polypath_quic::EndpointConfig::random(),
-                    )
-                    .map_err(|e| format!("polypath client endpoint: {e}"))?;
-                    let second = e.local_addrs().get(1).copied();
-                    let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
-                    config.transport = polypath_transport(&setup);
-                    let (conn, server_conn) =
-                        tokio::join!(e.connect(config, server_addr, SERVER_NAME), accept);
-                    let conn = conn.map_err(|e| format!("polypath client connect: {e}"))?;
-                    (
-                        Endpoint::Polypath(e),
-                        Conn::polypath(conn),
-                        server_conn?,
-                        second,
-                    )
-                }
-                Stack::Noq => {
-                    let socket = MultiAddrSocket::bind(&locals)
-                        .map_err(|e| format!("noq client sockets: {e}"))?;
-                    let second = socket.local_addrs().get(1).copied();
-                    let e = noq::Endpoint::new_with_abstract_socket(
-                        noq::EndpointConfig::default(),
-                        None,
-                        Box::new(socket),
-                        Arc::new(noq::TokioRuntime),
-                    )
-                    .map_err(|e| format!("noq client endpoint: {e}"))?;
-                    let crypto = noq_client_crypto(&tls.client)?;
-                    let mut config = noq::ClientConfig::new(Arc::new(crypto));
-                    config.transport_config(noq_transport(&setup));
-                    let connecting = e
-                        .connect_with(config, server_addr, SERVER_NAME)
-                        .map_err(|e| format!("noq client connect: {e}"))?;
-                    let (conn, server_conn) = tokio::join!(connecting, accept);
-                    let conn = conn.map_err(|e| format!("noq client handshake: {e}"))?;
-                    (Endpoint::Noq(e), Conn::noq(conn), server_conn?, second)
-                }
-            };
+        let (client_endpoint, second_local) = match client {
+            Stack::Polypath => {
+                let e =
+                    polypath_io::Endpoint::client(&locals, polypath_quic::EndpointConfig::random())
+                        .map_err(|e| format!("polypath client endpoint: {e}"))?;
+                let second = e.local_addrs().get(1).copied();
+                (Endpoint::Polypath(e), second)
+            }
+            Stack::Noq => {
+                let socket = MultiAddrSocket::bind(&locals)
+                    .map_err(|e| format!("noq client sockets: {e}"))?;
+                let second = socket.local_addrs().get(1).copied();
+                let e = noq::Endpoint::new_with_abstract_socket(
+                    noq::EndpointConfig::default(),
+                    None,
+                    Box::new(socket),
+                    Arc::new(noq::TokioRuntime),
+                )
+                .map_err(|e| format!("noq client endpoint: {e}"))?;
+                (Endpoint::Noq(e), second)
+            }
+        };
+        let (client_conn, server_conn) = tokio::join!(
+            connect_client(&client_endpoint, tls, &setup, server_addr),
+            accept
+        );
+        let (client_conn, (server_conn, server_retries)) = (client_conn?, server_conn?);
         Ok(Pair {
             client: client_conn,
             server: server_conn,
@@ -321,6 +328,104 @@ impl Pair {
         }
     }
 
+    /// Closes the client's connection and connects again from the same client endpoint to
+    /// the same server (with `tls`, whose client session store keeps what the first
+    /// connection received, such as a session ticket); the new connections replace the old.
+    pub async fn reconnect(&mut self, tls: &Tls, setup: &Setup) -> Result<(), CaseError> {
+        self.client.close(0, b"reconnecting");
+        let started = Instant::now();
+        let (client, server) = tokio::join!(
+            connect_client(&self.client_endpoint, tls, setup, self.server_addr),
+            accept(&self.server_endpoint, false)
+        );
+        self.client = client?;
+        self.server = server?.0;
+        self.handshake_time = started.elapsed();
+        Ok(())
+    }
+
+    /// Like [`Pair::reconnect`], the client writing `request` on a bidirectional stream
+    /// (and finishing it) in early data, before its handshake completes. Returns what the
+    /// server read on that stream and whether the server accepted the early data (as the
+    /// client learned at the end of the handshake).
+    pub async fn reconnect_early(
+        &mut self,
+        tls: &Tls,
+        setup: &Setup,
+        request: &[u8],
+    ) -> Result<(Vec<u8>, bool), CaseError> {
+        self.client.close(0, b"reconnecting");
+        let started = Instant::now();
+        let server_addr = self.server_addr;
+        let client = async {
+            let result: Result<(Conn, bool), CaseError> = match &self.client_endpoint {
+                Endpoint::Polypath(e) => {
+                    let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
+                    config.transport = polypath_transport(setup);
+                    let local = e
+                        .local_addrs()
+                        .first()
+                        .copied()
+                        .ok_or("polypath client endpoint has no address")?;
+                    let conn = e
+                        .connect_early_from(local, config, server_addr, SERVER_NAME)
+                        .await
+                        .map_err(|e| format!("polypath client connect: {e}"))?;
+                    if !conn.is_sending_early_data() {
+                        return Err("the polypath client cannot send early data".to_string());
+                    }
+                    let (mut send, _recv) = conn
+                        .open_bi()
+                        .await
+                        .map_err(|e| format!("polypath open_bi in 0-RTT: {e}"))?;
+                    send.write_all(request)
+                        .await
+                        .map_err(|e| format!("polypath write in 0-RTT: {e}"))?;
+                    send.finish()
+                        .map_err(|e| format!("polypath finish in 0-RTT: {e}"))?;
+                    conn.handshake()
+                        .await
+                        .map_err(|e| format!("polypath client handshake: {e}"))?;
+                    let accepted = conn.is_early_data_accepted();
+                    Ok((Conn::polypath(conn), accepted))
+                }
+                Endpoint::Noq(e) => {
+                    let crypto = noq_client_crypto(&tls.client)?;
+                    let mut config = noq::ClientConfig::new(Arc::new(crypto));
+                    config.transport_config(noq_transport(setup));
+                    let (conn, accepted) = e
+                        .connect_with(config, server_addr, SERVER_NAME)
+                        .map_err(|e| format!("noq client connect: {e}"))?
+                        .into_0rtt()
+                        .map_err(|_| "the noq client cannot send early data")?;
+                    let (mut send, _recv) = conn
+                        .open_bi()
+                        .await
+                        .map_err(|e| format!("noq open_bi in 0-RTT: {e}"))?;
+                    send.write_all(request)
+                        .await
+                        .map_err(|e| format!("noq write in 0-RTT: {e}"))?;
+                    send.finish()
+                        .map_err(|e| format!("noq finish in 0-RTT: {e}"))?;
+                    let accepted = accepted.await;
+                    Ok((Conn::noq(conn), accepted))
+                }
+            };
+            result
+        };
+        let (client, server) = tokio::join!(client, accept(&self.server_endpoint, false));
+        let (client, accepted) = client?;
+        self.client = client;
+        self.server = server?.0;
+        self.handshake_time = started.elapsed();
+        let (_send, mut recv) = self.server.accept_bi().await?;
+        let mut received = Vec::new();
+        while let Some(chunk) = recv.read_chunk().await? {
+            received.extend_from_slice(&chunk);
+        }
+        Ok((received, accepted))
+    }
+
     /// Closes both endpoints and waits briefly for them to drain.
     pub async fn shutdown(self) {
         let Pair {
@@ -333,6 +438,35 @@ impl Pair {
         // Connection handles keep a polypath-io endpoint busy: drop them first.
         drop((client, server));
         tokio::join!(client_endpoint.shutdown(), server_endpoint.shutdown());
+    }
+}
+
+/// Connects a client of `endpoint`'s stack to `server_addr` and waits for its handshake.
+async fn connect_client(
+    endpoint: &Endpoint,
+    tls: &Tls,
+    setup: &Setup,
+    server_addr: SocketAddr,
+) -> Result<Conn, CaseError> {
+    match endpoint {
+        Endpoint::Polypath(e) => {
+            let mut config = polypath_quic::ClientConfig::new(tls.client.clone());
+            config.transport = polypath_transport(setup);
+            e.connect(config, server_addr, SERVER_NAME)
+                .await
+                .map(Conn::polypath)
+                .map_err(|e| format!("polypath client connect: {e}"))
+        }
+        Endpoint::Noq(e) => {
+            let crypto = noq_client_crypto(&tls.client)?;
+            let mut config = noq::ClientConfig::new(Arc::new(crypto));
+            config.transport_config(noq_transport(setup));
+            e.connect_with(config, server_addr, SERVER_NAME)
+                .map_err(|e| format!("noq client connect: {e}"))?
+                .await
+                .map(Conn::noq)
+                .map_err(|e| format!("noq client handshake: {e}"))
+        }
     }
 }
 
@@ -625,6 +759,22 @@ impl Conn {
     pub fn key_updates(&self) -> Option<u64> {
         match self {
             Conn::Polypath(c) => Some(c.stats().key_updates),
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// Whether the handshake resumed a TLS session (polypath tells; noq does not: `None`).
+    pub fn is_resumed(&self) -> Option<bool> {
+        match self {
+            Conn::Polypath(c) => Some(c.is_resumed()),
+            Conn::Noq { .. } => None,
+        }
+    }
+
+    /// 0-RTT packets polypath sent (a client) or opened (a server); `None` for noq.
+    pub fn zero_rtt_packets(&self) -> Option<u64> {
+        match self {
+            Conn::Polypath(c) => Some(c.zero_rtt_packets()),
             Conn::Noq { .. } => None,
         }
     }

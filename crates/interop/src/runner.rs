@@ -3,7 +3,8 @@
 //! directories, port and binary overridden by environment variables, against a noq peer
 //! written here, in both directions, and checks each case the way the runner does
 //! (downloaded files identical to the served ones, one handshake, a Retry seen, a key
-//! update seen, ChaCha20 agreed, IPv6 addresses, ...). A case the script does not support
+//! update seen, ChaCha20 agreed, IPv6 addresses, a second handshake resumed without a
+//! certificate, 0-RTT packets with stream data, ...). A case the script does not support
 //! ends with status 127 and is reported as unsupported.
 //!
 //! The runner judges from a pcap of the network and the endpoints' logs; here the
@@ -256,6 +257,8 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
         // Long enough for a key update (polypath may start one three PTOs after the
         // previous keys were acknowledged).
         "keyupdate" => sized(&[30_000_000]),
+        // The first file on the first connection, the others on the resumed one.
+        "resumption" | "zerortt" => sized(&[5000, 10_000, 20_000]),
         "multipath-transfer" | "multipath-abandon" | "multipath-backup" => sized(&[20_000_000]),
         _ => sized(&[1000]),
     }
@@ -271,6 +274,10 @@ struct PeerSetup {
     multipath: bool,
     /// The client reaches the server through a NAT that rebinds ([`crate::nat`]).
     rebind: Option<Rebinding>,
+    /// Two connections, the second resuming the first's TLS session.
+    resumption: bool,
+    /// With `resumption`: the second connection sends its requests in 0-RTT.
+    zero_rtt: bool,
 }
 
 fn peer_setup(case: &str) -> PeerSetup {
@@ -285,6 +292,8 @@ fn peer_setup(case: &str) -> PeerSetup {
             "rebind-addr" => Some(Rebinding::Address),
             _ => None,
         },
+        resumption: case == "resumption" || case == "zerortt",
+        zero_rtt: case == "zerortt",
     }
 }
 
@@ -523,7 +532,7 @@ async fn polypath_client(
     } else {
         CipherSuites::All
     };
-    let tls = server_config_with(
+    let mut tls = server_config_with(
         certs.chain.clone(),
         certs.key.clone_key(),
         vec![hq::ALPN.to_vec()],
@@ -531,6 +540,15 @@ async fn polypath_client(
         suites,
     )
     .map_err(|e| e.to_string())?;
+    if setup.resumption {
+        let mut with_tickets = Arc::unwrap_or_clone(tls);
+        if setup.zero_rtt {
+            polypath_quic::crypto::enable_zero_rtt(&mut with_tickets);
+        } else {
+            polypath_quic::crypto::enable_session_tickets(&mut with_tickets);
+        }
+        tls = Arc::new(with_tickets);
+    }
     let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
         .tls13()
         .and_then(|s| s.quic_suite())
@@ -628,14 +646,14 @@ async fn polypath_client(
         .map_err(|e| format!("the client's summary is not JSON ({e}): {stdout}"))?;
     let bytes = site.check_downloads(&dir.join("downloads"))?;
     let mut checks = vec![format!("{} files ({bytes} B) identical", site.files.len())];
-    let expected_handshakes = 1;
+    let expected_handshakes = if setup.resumption { 2 } else { 1 };
     if log.handshakes != expected_handshakes {
         return Err(format!(
             "{} handshakes, expected {expected_handshakes}",
             log.handshakes
         ));
     }
-    checks.push("1 handshake".into());
+    checks.push(format!("{expected_handshakes} handshake(s)"));
     check_keylog(dir, &mut checks)?;
     let qlogs = check_qlog(dir)?;
     checks.push(format!("{} qlog file(s) parse", qlogs.len()));
@@ -659,6 +677,17 @@ async fn polypath_client(
             ));
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
+        "resumption" => {
+            let first = &summary["earlier_connections"][0];
+            check_resumed(first, connection, &mut checks)?;
+            checks.push(check_no_certificate(&qlogs, "client", certs)?);
+        }
+        "zerortt" => {
+            let first = &summary["earlier_connections"][0];
+            check_resumed(first, connection, &mut checks)?;
+            checks.push(check_zero_rtt(connection, &qlogs, "client", "packet_sent")?);
+            checks.push(check_early_secret(dir)?);
+        }
         "keyupdate" => check_key_updates(connection, "client", &mut checks)?,
         "ecn" => check_ecn(connection, "client", &mut checks)?,
         "ipv6" => {
@@ -850,13 +879,18 @@ async fn noq_client(
     } else {
         CipherSuites::All
     };
-    let client_tls = client_config_with(
+    let mut client_tls = client_config_with(
         vec![hq::ALPN.to_vec()],
         ServerVerification::Pinned(certs.chain[0].clone()),
         false,
         suites,
     )
     .map_err(|e| e.to_string())?;
+    if setup.zero_rtt {
+        let mut early = Arc::unwrap_or_clone(client_tls);
+        polypath_quic::crypto::enable_early_data(&mut early);
+        client_tls = Arc::new(early);
+    }
     let mut locals = vec![SocketAddr::new(loopback(setup), 0)];
     if setup.multipath {
         locals.push(SocketAddr::new(crate::peer::SECOND_LOCAL, 0));
@@ -874,15 +908,46 @@ async fn noq_client(
     let mut config = noq::ClientConfig::new(Arc::new(noq_client_crypto(&client_tls)?));
     config.transport_config(noq_transport(setup));
     let downloads = dir.join("downloads");
+    let mut paths = site.paths();
+    // resumption: the first file on a first connection, which gets the session ticket
+    // (kept in the client configuration's session store) and is closed before the second
+    // connection resumes the session for the other files.
+    let first_paths = if setup.resumption {
+        paths.drain(..1).collect()
+    } else {
+        Vec::new()
+    };
     let nat = start_nat(setup, addr).await?;
     let target = nat.as_ref().map_or(addr, Nat::front);
     let fetched = async {
-        let conn = endpoint
+        if !first_paths.is_empty() {
+            let conn = endpoint
+                .connect_with(config.clone(), target, "localhost")
+                .map_err(|e| format!("noq connect: {e}"))?
+                .await
+                .map_err(|e| format!("noq handshake (first connection): {e}"))?;
+            hq::noq_fetch(&conn, &first_paths, &downloads)
+                .await
+                .map_err(|e| format!("first connection: {e}"))?;
+            conn.close(0u32.into(), b"done");
+            conn.closed().await;
+        }
+        let connecting = endpoint
             .connect_with(config, target, "localhost")
-            .map_err(|e| format!("noq connect: {e}"))?
-            .await
-            .map_err(|e| format!("noq handshake: {e}"))?;
-        let paths = site.paths();
+            .map_err(|e| format!("noq connect: {e}"))?;
+        // zerortt: the requests leave in 0-RTT packets; whether the server accepted them
+        // is known once the handshake completes.
+        let (conn, zero_rtt) = if setup.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => (conn, Some(accepted)),
+                Err(_) => return Err("the noq client could not send 0-RTT (no ticket?)".into()),
+            }
+        } else {
+            let conn = connecting
+                .await
+                .map_err(|e| format!("noq handshake: {e}"))?;
+            (conn, None)
+        };
         let key_updates = async {
             if !setup.key_update {
                 return std::future::pending().await;
@@ -898,7 +963,13 @@ async fn noq_client(
         // The downloads decide the end; the abandonment may never come (if the server
         // never uses the path, which the checks then report).
         let downloads_and_abandon = async {
-            let fetch = hq::noq_fetch(&conn, &paths, &downloads);
+            let fetch = async {
+                if setup.zero_rtt {
+                    hq::noq_fetch_early(&conn, &paths, &downloads).await
+                } else {
+                    hq::noq_fetch(&conn, &paths, &downloads).await
+                }
+            };
             tokio::pin!(fetch, abandon);
             let mut abandon_done = false;
             loop {
@@ -921,7 +992,14 @@ async fn noq_client(
             stats.frame_rx.stream,
             stats.frame_tx.max_stream_data
         );
+        let accepted = match zero_rtt {
+            Some(accepted) => Some(accepted.await),
+            None => None,
+        };
         conn.close(0u32.into(), b"done");
+        if accepted == Some(false) {
+            return Err("the polypath server rejected the noq client's 0-RTT".into());
+        }
         result
             .map(|files| {
                 let stalls: u32 = files.iter().map(|f| f.stalls).sum();
@@ -948,8 +1026,14 @@ async fn noq_client(
     let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
     // The server prints one JSON line per connection once it ends: at once if it saw the
     // client's CONNECTION_CLOSE, else after its idle timeout (30 s), which is noted.
+    let connections = if setup.resumption { 2 } else { 1 };
+    let mut reports = Vec::new();
     let waited = Instant::now();
-    let report = script.line(Duration::from_secs(45)).await;
+    let mut report = None;
+    for _ in 0..connections {
+        report = script.line(Duration::from_secs(45)).await;
+        reports.extend(report.clone());
+    }
     let report_wait = waited.elapsed();
     let (_, stderr) = script.output();
     let mp_log = fetched.map_err(|e| format!("{e}; server: {}", last_lines(&stderr)))?;
@@ -977,12 +1061,15 @@ async fn noq_client(
                 .is_some_and(|h| h["trace"]["vantage_point"]["type"] == "server")
         })
         .count();
-    if servers != 1 {
+    if servers != connections {
         return Err(format!(
-            "{servers} server connections in the qlog, expected 1 handshake"
+            "{servers} server connections in the qlog, expected {connections} handshake(s)"
         ));
     }
-    checks.push("1 handshake (1 server qlog), the qlog of the killed server parses".into());
+    checks.push(format!(
+        "{connections} handshake(s) ({connections} server qlog), the qlog of the killed \
+         server parses"
+    ));
     let connection = &report["connection"];
     match case {
         "retry" => {
@@ -993,6 +1080,24 @@ async fn noq_client(
             checks.push(format!("the noq client received {n} Retry"));
         }
         "chacha20" => check_chacha(connection, &mut checks)?,
+        "resumption" | "zerortt" => {
+            let first: Value = reports
+                .first()
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or_default();
+            check_resumed(&first["connection"], connection, &mut checks)?;
+            if case == "zerortt" {
+                checks.push(check_zero_rtt(
+                    connection,
+                    &qlogs,
+                    "server",
+                    "packet_received",
+                )?);
+                checks.push(check_early_secret(dir)?);
+            } else {
+                checks.push(check_no_certificate(&qlogs, "server", certs)?);
+            }
+        }
         "keyupdate" => check_key_updates(connection, "server", &mut checks)?,
         "ecn" => check_ecn(connection, "server", &mut checks)?,
         "ipv6" => {
@@ -1231,6 +1336,21 @@ impl<'a> QlogView<'a> {
             .and_then(|r| r["data"]["initial_max_path_id"].as_u64())
     }
 
+    /// CRYPTO bytes in the Handshake packets of `event` (`packet_sent`, `packet_received`).
+    fn handshake_crypto_bytes(&self, event: &'static str) -> u64 {
+        self.frame_bytes(event, "handshake", "crypto")
+    }
+
+    /// Bytes of the `frame_type` frames in the `packet_type` packets of `event`.
+    fn frame_bytes(&self, event: &'static str, packet_type: &str, frame_type: &str) -> u64 {
+        self.events(event)
+            .filter(|r| r["data"]["header"]["packet_type"] == packet_type)
+            .flat_map(|r| r["data"]["frames"].as_array().into_iter().flatten())
+            .filter(|f| f["frame_type"] == frame_type)
+            .filter_map(|f| f["length"].as_u64())
+            .sum()
+    }
+
     /// Stream bytes per path in `event` packets logged before `until` (ms).
     fn stream_bytes(&self, event: &'static str, until: f64) -> BTreeMap<u32, u64> {
         let mut out = BTreeMap::new();
@@ -1360,6 +1480,105 @@ fn check_qlog(dir: &Path) -> Result<Vec<Vec<Value>>, CaseError> {
         return Err("QLOGDIR holds no qlog file".into());
     }
     Ok(out)
+}
+
+/// resumption: the polypath side reports a full handshake on the first connection and a
+/// resumed one on the second.
+fn check_resumed(first: &Value, second: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {
+    if first["resumed"] != false || second["resumed"] != true {
+        return Err(format!(
+            "resumed: first connection {}, second {} (expected false, true)",
+            first["resumed"], second["resumed"]
+        ));
+    }
+    checks.push("the second connection resumed, the first did not".into());
+    Ok(())
+}
+
+/// resumption: of the two connections in the qlogs of `side` (the polypath end), one
+/// carried the certificate in its Handshake packets (the server's Handshake CRYPTO data
+/// at least as long as the certificate) and the other could not have (shorter than it):
+/// the runner's check that the second handshake has no Certificate message.
+fn check_no_certificate(
+    qlogs: &[Vec<Value>],
+    side: &str,
+    certs: &Certs,
+) -> Result<String, CaseError> {
+    // The server's CRYPTO data: sent by a polypath server, received by a polypath client.
+    let event = if side == "server" {
+        "packet_sent"
+    } else {
+        "packet_received"
+    };
+    let mut sizes: Vec<u64> = qlogs
+        .iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .map(|r| QlogView::new(r).handshake_crypto_bytes(event))
+        .collect();
+    sizes.sort_unstable();
+    let cert = certs.chain.iter().map(|c| c.len() as u64).sum::<u64>();
+    match sizes[..] {
+        [resumed, full] if resumed < cert && full >= cert => Ok(format!(
+            "server Handshake CRYPTO {full} B (full, certificate {cert} B) and {resumed} B \
+             (resumed: no certificate)"
+        )),
+        _ => Err(format!(
+            "server Handshake CRYPTO bytes per connection {sizes:?}: expected one at least the \
+             certificate's {cert} B and one below it"
+        )),
+    }
+}
+
+/// zerortt: the polypath side (`side`) reports early data accepted on its second
+/// connection, with 0-RTT packets, and its qlog shows them (`event`: `packet_sent` by a
+/// client, `packet_received` by a server) with STREAM frames in them.
+fn check_zero_rtt(
+    connection: &Value,
+    qlogs: &[Vec<Value>],
+    side: &str,
+    event: &'static str,
+) -> Result<String, CaseError> {
+    let packets = connection["zero_rtt_packets"].as_u64().unwrap_or(0);
+    if connection["early_data_accepted"] != true || packets == 0 {
+        return Err(format!(
+            "early data accepted {}, {packets} 0-RTT packets (expected accepted, some)",
+            connection["early_data_accepted"]
+        ));
+    }
+    let stream_bytes: u64 = qlogs
+        .iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|h| h["trace"]["vantage_point"]["type"] == side)
+        })
+        .map(|r| QlogView::new(r).frame_bytes(event, "0RTT", "stream"))
+        .sum();
+    if stream_bytes == 0 {
+        return Err(format!(
+            "no STREAM data in 0-RTT packets in the {side}'s qlog"
+        ));
+    }
+    Ok(format!(
+        "early data accepted: {packets} 0-RTT packets, {stream_bytes} B of STREAM data in \
+         them in the {side}'s qlog"
+    ))
+}
+
+/// zerortt: SSLKEYLOGFILE holds the 0-RTT secret (what the runner decrypts the 0-RTT
+/// packets of its pcap with).
+fn check_early_secret(dir: &Path) -> Result<String, CaseError> {
+    let keys = std::fs::read_to_string(dir.join("keys.log")).unwrap_or_default();
+    if keys
+        .lines()
+        .any(|l| l.starts_with("CLIENT_EARLY_TRAFFIC_SECRET"))
+    {
+        Ok("SSLKEYLOGFILE has CLIENT_EARLY_TRAFFIC_SECRET".into())
+    } else {
+        Err("SSLKEYLOGFILE holds no CLIENT_EARLY_TRAFFIC_SECRET".into())
+    }
 }
 
 fn check_chacha(connection: &Value, checks: &mut Vec<String>) -> Result<(), CaseError> {

@@ -103,7 +103,7 @@ async fn runner_contract_holds_against_noq_both_ways() {
     println!("{}", table(&rows));
     // v2 also runs polypath against polypath (noq has no QUIC v2).
     assert_eq!(rows.len(), CASES.len() * 2 + 1);
-    let unsupported = ["resumption", "zerortt", "http3", "connectionmigration"];
+    let unsupported = ["http3", "connectionmigration"];
     for row in &rows {
         match &row.outcome {
             Outcome::Unsupported => assert!(

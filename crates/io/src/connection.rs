@@ -524,6 +524,31 @@ impl Connection {
         self.with(|(conn, _, _)| conn.cipher_suite()).ok().flatten()
     }
 
+    /// True if the handshake resumed an earlier TLS session (a session ticket, RFC 8446
+    /// section 2.2): no certificate was sent.
+    pub fn is_resumed(&self) -> bool {
+        self.with(|(conn, _, _)| conn.is_resumed()).unwrap_or(false)
+    }
+
+    /// While a client can send early data (0-RTT), before its handshake completes.
+    pub fn is_sending_early_data(&self) -> bool {
+        self.with(|(conn, _, _)| conn.is_sending_early_data())
+            .unwrap_or(false)
+    }
+
+    /// Whether the server accepted early data (a client knows once the handshake
+    /// completes).
+    pub fn is_early_data_accepted(&self) -> bool {
+        self.with(|(conn, _, _)| conn.is_early_data_accepted())
+            .unwrap_or(false)
+    }
+
+    /// 0-RTT packets a client sent, or a server opened.
+    pub fn zero_rtt_packets(&self) -> u64 {
+        self.with(|(conn, _, _)| conn.zero_rtt_packets())
+            .unwrap_or(0)
+    }
+
     /// True if both sides negotiated Multipath QUIC.
     pub fn is_multipath(&self) -> bool {
         self.with(|(conn, _, _)| conn.is_multipath())

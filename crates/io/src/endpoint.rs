@@ -156,6 +156,41 @@ impl Endpoint {
         remote: SocketAddr,
         server_name: &str,
     ) -> Result<Connection, ConnectError> {
+        let conn = self.start_connection(local, config, remote, server_name)?;
+        conn.handshake().await.map_err(ConnectError::Handshake)?;
+        Ok(conn)
+    }
+
+    /// Like [`Endpoint::connect_from`], but returns at once when the connection can send
+    /// early data (0-RTT: it resumes a session whose ticket allows it, and `config`'s TLS
+    /// configuration enables it, see `polypath_quic::crypto::enable_early_data`): streams
+    /// opened and written before the handshake completes then leave in 0-RTT packets.
+    /// Otherwise waits for the handshake as `connect_from` does. Await
+    /// [`Connection::handshake`] before trusting the server, and check
+    /// [`Connection::is_early_data_accepted`] then: if the server rejected the early data,
+    /// the connection has sent it again (the server saw it once, after the handshake).
+    pub async fn connect_early_from(
+        &self,
+        local: SocketAddr,
+        config: ClientConfig,
+        remote: SocketAddr,
+        server_name: &str,
+    ) -> Result<Connection, ConnectError> {
+        let conn = self.start_connection(local, config, remote, server_name)?;
+        if !conn.is_sending_early_data() {
+            conn.handshake().await.map_err(ConnectError::Handshake)?;
+        }
+        Ok(conn)
+    }
+
+    /// Starts a connection to `remote` from the bound local address `local`.
+    fn start_connection(
+        &self,
+        local: SocketAddr,
+        config: ClientConfig,
+        remote: SocketAddr,
+        server_name: &str,
+    ) -> Result<Connection, ConnectError> {
         let handle = {
             let mut state = self.shared().lock();
             if state.closed || state.driver_gone {
@@ -179,9 +214,7 @@ impl Endpoint {
             state.wake_driver();
             handle
         };
-        let conn = Connection::new(self.shared().clone(), handle);
-        conn.handshake().await.map_err(ConnectError::Handshake)?;
-        Ok(conn)
+        Ok(Connection::new(self.shared().clone(), handle))
     }
 
     /// Waits for the next connection a client opened (server endpoints). The connection is

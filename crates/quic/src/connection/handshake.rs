@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::crypto::{KeyChange, Level};
+use loss::Requeue;
 
 /// The transport parameters this endpoint sends.
 pub(super) fn local_transport_parameters(
@@ -92,8 +93,134 @@ impl Connection {
             let raw = raw.to_vec();
             self.on_peer_transport_parameters(now, &raw)?;
         }
+        // A server that accepted the ClientHello's early data opens 0-RTT packets from here
+        // until the client's first 1-RTT packet.
+        if self.side.is_server()
+            && self.tls.is_handshaking()
+            && !self.early_data_accepted
+            && let Some(keys) = self.tls.zero_rtt_keys()
+        {
+            //= https://www.rfc-editor.org/rfc/rfc9001#section-4.6.2
+            //# A server accepts 0-RTT by sending an early_data extension in the
+            //# EncryptedExtensions; see {{Section 4.2.10 of TLS13}}.  The server then
+            //# processes and acknowledges the 0-RTT packets that it receives.
+            self.zero_rtt = Some(keys);
+            self.early_data_accepted = true;
+            self.qlog_event(
+                now,
+                "key_updated",
+                json!({"key_type": "server_0rtt_secret", "trigger": "tls"}),
+            );
+        }
         if !self.handshake_complete && !self.tls.is_handshaking() && self.one_rtt.is_some() {
             self.on_handshake_complete(now)?;
+        }
+        Ok(())
+    }
+
+    /// Client: when TLS offers early data (a ticket that allows it, and a configuration
+    /// that enables it), takes the 0-RTT keys and the server's transport parameters
+    /// remembered with the ticket, whose limits the early data honours.
+    pub(super) fn start_zero_rtt(&mut self, now: Instant) -> Result<(), TransportError> {
+        if !self.side.is_client() {
+            return Ok(());
+        }
+        let Some(keys) = self.tls.zero_rtt_keys() else {
+            return Ok(());
+        };
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-7.4.1
+        //# A client that attempts to send 0-RTT data MUST remember all other transport
+        //# parameters used by the server that it is able to process.
+        let Some(raw) = self.tls.peer_transport_parameters() else {
+            return Ok(());
+        };
+        let remembered = TransportParameters::decode(self.side.peer(), raw)?;
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-7.4.1
+        //# When sending frames in 0-RTT packets, a client MUST only use remembered
+        //# transport parameters;
+        self.streams
+            .set_peer_limits(stream_limits_of(&remembered))?;
+        self.remembered_params = Some(remembered);
+        self.zero_rtt = Some(keys);
+        self.qlog_event(
+            now,
+            "key_updated",
+            json!({"key_type": "client_0rtt_secret", "trigger": "tls"}),
+        );
+        Ok(())
+    }
+
+    /// Client, at the end of a handshake that offered early data: drops the 0-RTT keys and
+    /// learns whether the server accepted the early data. Accepted, the server's new
+    /// transport parameters must not lower the remembered limits; rejected, everything
+    /// the 0-RTT packets carried is sent again in 1-RTT packets.
+    fn finish_zero_rtt(&mut self, now: Instant) -> Result<(), TransportError> {
+        let Some(remembered) = self.remembered_params.take() else {
+            return Ok(());
+        };
+        //= https://www.rfc-editor.org/rfc/rfc9001#section-4.9.3
+        //# Therefore, a client SHOULD discard 0-RTT keys as soon as it installs 1-RTT
+        //# keys as they have no use after that moment.
+        self.zero_rtt = None;
+        self.qlog_event(
+            now,
+            "key_discarded",
+            json!({"key_type": "client_0rtt_secret"}),
+        );
+        self.early_data_accepted = self.tls.early_data_accepted() == Some(true);
+        if self.early_data_accepted {
+            let new = self.peer_params.as_ref().map(stream_limits_of);
+            let old = stream_limits_of(&remembered);
+            let new_cid_limit = self
+                .peer_params
+                .as_ref()
+                .map_or(0, |p| p.active_connection_id_limit);
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-7.4.1
+            //# If 0-RTT data is accepted by the server, the server MUST NOT reduce any
+            //# limits or alter any values that might be violated by the client with its
+            //# 0-RTT data.
+            let reduced = new.is_none_or(|new| {
+                new.max_data < old.max_data
+                    || new.max_stream_data_bidi_local < old.max_stream_data_bidi_local
+                    || new.max_stream_data_bidi_remote < old.max_stream_data_bidi_remote
+                    || new.max_stream_data_uni < old.max_stream_data_uni
+                    || new.max_streams_bidi < old.max_streams_bidi
+                    || new.max_streams_uni < old.max_streams_uni
+            }) || new_cid_limit < remembered.active_connection_id_limit;
+            if reduced {
+                return Err(TransportError::protocol_violation(
+                    "the server accepted 0-RTT but lowered a remembered limit",
+                ));
+            }
+            return Ok(());
+        }
+        //= https://www.rfc-editor.org/rfc/rfc9001#section-4.6.2
+        //# A server rejects 0-RTT by sending the EncryptedExtensions without an early_data
+        //# extension.
+        //
+        //= https://www.rfc-editor.org/rfc/rfc9001#section-4.6.2
+        //# When rejecting 0-RTT, a server MUST NOT process any 0-RTT
+        //# packets, even if it could.
+        //
+        // Every packet of the application data space so far was a 0-RTT packet (no 1-RTT
+        // packet leaves before this point): none will be acknowledged, so their frames are
+        // queued again as if lost, without a congestion signal, and leave in 1-RTT packets
+        // at the same stream offsets (the server holds no state for those streams).
+        let space = AckSpace::Path(PathId::ZERO);
+        let sent = self
+            .space_mut(space)
+            .map(|s| s.recovery.discard())
+            .unwrap_or_default();
+        let bytes: u64 = sent
+            .iter()
+            .filter(|(_, p)| p.in_flight)
+            .map(|(_, p)| u64::from(p.size))
+            .sum();
+        if let Some(path) = self.paths.get_mut(&PathId::ZERO) {
+            path.bytes_in_flight = path.bytes_in_flight.saturating_sub(bytes);
+        }
+        for (_, packet) in &sent {
+            self.requeue_frames(space, &packet.payload, Requeue::Lost);
         }
         Ok(())
     }
@@ -192,14 +319,7 @@ impl Connection {
             (a, b) => a.or(b),
         };
         self.reset_idle_timer(now);
-        self.streams.set_peer_limits(StreamLimits {
-            max_data: params.initial_max_data,
-            max_stream_data_bidi_local: params.initial_max_stream_data_bidi_local,
-            max_stream_data_bidi_remote: params.initial_max_stream_data_bidi_remote,
-            max_stream_data_uni: params.initial_max_stream_data_uni,
-            max_streams_bidi: params.initial_max_streams_bidi,
-            max_streams_uni: params.initial_max_streams_uni,
-        })?;
+        self.streams.set_peer_limits(stream_limits_of(&params))?;
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2
         //# If both endpoints advertise the initial_max_path_id transport parameter, once the handshake is completed
         //# a new AEAD usage applies to all 1-RTT packets, as specified in {{nonce}},
@@ -239,6 +359,7 @@ impl Connection {
         }
         self.handshake_complete = true;
         self.state = State::Established;
+        self.finish_zero_rtt(now)?;
         self.stats.handshake_duration = Some(now.saturating_duration_since(self.created));
         self.events.push_back(Event::Connected);
         self.qlog_event(
@@ -363,6 +484,18 @@ impl Connection {
                     .push_back(EndpointEvent::NewLocalCid(cid));
             }
         }
+    }
+}
+
+/// The stream limits a peer's transport parameters give.
+fn stream_limits_of(params: &TransportParameters) -> StreamLimits {
+    StreamLimits {
+        max_data: params.initial_max_data,
+        max_stream_data_bidi_local: params.initial_max_stream_data_bidi_local,
+        max_stream_data_bidi_remote: params.initial_max_stream_data_bidi_remote,
+        max_stream_data_uni: params.initial_max_stream_data_uni,
+        max_streams_bidi: params.initial_max_streams_bidi,
+        max_streams_uni: params.initial_max_streams_uni,
     }
 }
 

@@ -294,6 +294,17 @@ pub struct Connection {
     initial: Option<HandshakeSpace>,
     handshake: Option<HandshakeSpace>,
     one_rtt: Option<OneRttKeys>,
+    /// 0-RTT packet protection keys (RFC 9001 section 4.6): the client's to seal its early
+    /// data, the server's to open it; dropped once no longer of use.
+    zero_rtt: Option<rustls::quic::DirectionalKeys>,
+    /// Client: the server's transport parameters remembered with the session ticket, which
+    /// its 0-RTT packets honour, until the handshake completes.
+    remembered_params: Option<TransportParameters>,
+    /// Early data: the client's 0-RTT packets sent, or the 0-RTT packets the server opened.
+    zero_rtt_packets: u64,
+    /// Whether the server accepted early data (the client learns it when the handshake
+    /// completes; the server when it reads the ClientHello).
+    early_data_accepted: bool,
     /// CRYPTO data in 1-RTT packets (post-handshake messages such as session tickets).
     crypto_1rtt: CryptoStream,
     handshake_complete: bool,
@@ -536,6 +547,10 @@ impl Connection {
             initial: Some(HandshakeSpace::new(SpaceKind::Initial, Some(initial_keys))),
             handshake: Some(HandshakeSpace::new(SpaceKind::Handshake, None)),
             one_rtt: None,
+            zero_rtt: None,
+            remembered_params: None,
+            zero_rtt_packets: 0,
+            early_data_accepted: false,
             crypto_1rtt: CryptoStream::new(),
             handshake_complete: false,
             handshake_confirmed: false,
@@ -590,6 +605,7 @@ impl Connection {
         conn.qlog_version_information(p.now, None);
         conn.qlog_parameters(p.now, "local", &params);
         conn.drive_tls(p.now)?;
+        conn.start_zero_rtt(p.now)?;
         Ok(conn)
     }
 
@@ -645,6 +661,41 @@ impl Connection {
     /// ([`crate::crypto::enable_session_tickets`]); false until the handshake completes.
     pub fn is_resumed(&self) -> bool {
         self.tls.resumed().unwrap_or(false)
+    }
+
+    /// Whether the server accepted early data (0-RTT, see
+    /// [`crate::crypto::enable_zero_rtt`]): on a client, known once the handshake completes
+    /// (false before, and when it sent none); on a server, from the ClientHello on.
+    pub fn is_early_data_accepted(&self) -> bool {
+        self.early_data_accepted
+    }
+
+    /// True while a client can send early data: it resumes with a ticket that allows 0-RTT
+    /// and the handshake has not completed. Streams opened and written meanwhile leave in
+    /// 0-RTT packets, within the limits remembered with the ticket.
+    pub fn is_sending_early_data(&self) -> bool {
+        self.sends_zero_rtt()
+    }
+
+    /// 0-RTT packets the client sent, or the server opened.
+    pub fn zero_rtt_packets(&self) -> u64 {
+        self.zero_rtt_packets
+    }
+
+    /// Client with 0-RTT keys and no 1-RTT keys yet: its application data packets are
+    /// 0-RTT packets.
+    fn sends_zero_rtt(&self) -> bool {
+        self.side.is_client() && self.one_rtt.is_none() && self.zero_rtt.is_some()
+    }
+
+    /// The qlog packet type of a packet of `space`; `zero_rtt` for the packets of the
+    /// application data space sent or received with 0-RTT keys.
+    fn qlog_packet_type(space: AckSpace, zero_rtt: bool) -> &'static str {
+        if zero_rtt && matches!(space, AckSpace::Path(_)) {
+            "0RTT"
+        } else {
+            space_packet_type(space)
+        }
     }
 
     /// The negotiated ALPN protocol.
@@ -1104,9 +1155,17 @@ impl Connection {
 
     /// The qlog `header` of a packet of `space`; long headers (Initial, Handshake) also
     /// name their `version`.
-    fn qlog_header(&self, space: AckSpace, pn: u64, version: u32) -> serde_json::Value {
-        let mut header = json!({ "packet_type": space_packet_type(space), "packet_number": pn, "path_id": space.path().0 });
-        if matches!(space, AckSpace::Initial | AckSpace::Handshake) {
+    fn qlog_header(
+        &self,
+        space: AckSpace,
+        pn: u64,
+        version: u32,
+        zero_rtt: bool,
+    ) -> serde_json::Value {
+        let packet_type = Self::qlog_packet_type(space, zero_rtt);
+        let mut header =
+            json!({ "packet_type": packet_type, "packet_number": pn, "path_id": space.path().0 });
+        if zero_rtt || matches!(space, AckSpace::Initial | AckSpace::Handshake) {
             header["version"] = json!(format!("{version:08x}"));
         }
         header

@@ -121,7 +121,9 @@ impl Connection {
                 let kind = match ty {
                     LongType::Initial => PacketKind::Initial,
                     LongType::Handshake => PacketKind::Handshake,
-                    // 0-RTT is not offered, so such packets cannot be decrypted.
+                    // Only a server opens 0-RTT packets (with the keys of early data it
+                    // accepted; without them the packet is dropped below).
+                    LongType::ZeroRtt if self.side.is_server() => PacketKind::ZeroRtt,
                     LongType::ZeroRtt | LongType::Retry => {
                         self.stats.packets_dropped += 1;
                         return Ok(());
@@ -134,6 +136,8 @@ impl Connection {
         let space = match kind {
             PacketKind::Initial => AckSpace::Initial,
             PacketKind::Handshake => AckSpace::Handshake,
+            // Multipath applies to 1-RTT packets only: 0-RTT is on path 0.
+            PacketKind::ZeroRtt => AckSpace::Path(PathId::ZERO),
             _ => {
                 let path_id = if self.multipath.is_some() {
                     match self.local_cids.path_of(&header.dcid) {
@@ -173,6 +177,9 @@ impl Connection {
                 .as_ref()
                 .and_then(|h| h.keys.as_ref())
                 .map(|k| k.remote.header.as_ref()),
+            AckSpace::Path(_) if kind == PacketKind::ZeroRtt => {
+                self.zero_rtt.as_ref().map(|k| k.header.as_ref())
+            }
             //= https://www.rfc-editor.org/rfc/rfc9001#section-5.7
             //# Even though 1-RTT keys are available to a server after receiving the first
             //# handshake messages from a client, it is missing assurances on the client
@@ -222,6 +229,16 @@ impl Connection {
                     None => return Ok(()),
                 }
             }
+            AckSpace::Path(_) if kind == PacketKind::ZeroRtt => match self.zero_rtt.as_ref() {
+                Some(keys) => crate::crypto::open_packet(
+                    keys.packet.as_ref(),
+                    None,
+                    pn,
+                    &mut packet,
+                    header_len,
+                ),
+                None => return Ok(()),
+            },
             AckSpace::Path(_) => {
                 let path_nonce = self.multipath.map(|_| path_id);
                 let Some(keys) = self.one_rtt.as_mut() else {
@@ -311,6 +328,20 @@ impl Connection {
         }
         self.received_any = true;
         self.stats.packets_received += 1;
+        match kind {
+            PacketKind::ZeroRtt => self.zero_rtt_packets += 1,
+            //= https://www.rfc-editor.org/rfc/rfc9001#section-4.9.3
+            //# Additionally, a server MAY discard 0-RTT keys as soon as it receives a 1-RTT
+            //# packet.
+            PacketKind::OneRtt if self.side.is_server() && self.zero_rtt.take().is_some() => {
+                self.qlog_event(
+                    now,
+                    "key_discarded",
+                    json!({"key_type": "server_0rtt_secret"}),
+                );
+            }
+            _ => {}
+        }
 
         if kind == PacketKind::Initial
             && self.side.is_client()
@@ -374,7 +405,7 @@ impl Connection {
         //# received and processed successfully.
         self.reset_idle_timer(now);
         self.sent_ack_eliciting_since_receive = false;
-        if summary.non_probing && matches!(space, AckSpace::Path(_)) {
+        if summary.non_probing && kind == PacketKind::OneRtt {
             self.maybe_migrate(now, path_id, local, remote, pn, datagram.len as u64);
         }
         Ok(())
@@ -780,7 +811,7 @@ impl Connection {
         }
         if let Some(frames) = qlog_frames {
             let data = json!({
-                "header": self.qlog_header(space, pn, version),
+                "header": self.qlog_header(space, pn, version, kind == PacketKind::ZeroRtt),
                 "frames": frames,
             });
             self.qlog_event(now, "packet_received", data);

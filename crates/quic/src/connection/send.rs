@@ -80,6 +80,9 @@ impl Connection {
         {
             return Some(t);
         }
+        if self.sends_zero_rtt() {
+            return self.poll_zero_rtt(now, buf);
+        }
         if self.one_rtt.is_none() || !self.handshake_complete {
             return None;
         }
@@ -201,6 +204,32 @@ impl Connection {
         if !built_any {
             return None;
         }
+        self.finish_transmit(PathId::ZERO, buf.len(), None)
+    }
+
+    /// A client's 0-RTT packet on path 0: stream data (and datagrams) within the limits
+    /// remembered with the ticket and the path's congestion window. 0-RTT packets leave
+    /// in datagrams of their own, after the datagram of the Initial packet.
+    //= https://www.rfc-editor.org/rfc/rfc9001#section-4.6.1
+    //# A client that wishes to send 0-RTT packets uses the early_data extension in the
+    //# ClientHello message of a subsequent handshake; see {{Section 4.2.10 of TLS13}}.
+    //# It then sends application data in 0-RTT packets.
+    fn poll_zero_rtt(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // The congestion window only, no pacing: early data is a burst within the initial
+        // window, sent with the first flight (the pacer's timer is not armed before the
+        // handshake completes).
+        let path = self.paths.get_mut(&PathId::ZERO)?;
+        if !path.can_send_data(now, false) {
+            return None;
+        }
+        let mtu = usize::from(path.mtu);
+        self.batch_ecn = Some(false);
+        let opts = BuildOptions {
+            allow_data: true,
+            ..Default::default()
+        };
+        self.build_packet(now, AckSpace::Path(PathId::ZERO), buf, mtu, opts)?;
+        self.zero_rtt_packets += 1;
         self.finish_transmit(PathId::ZERO, buf.len(), None)
     }
 
@@ -762,6 +791,7 @@ impl Connection {
         let start = buf.len();
         let (version, scid, side) = (self.version, self.local_handshake_cid, self.side);
         let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
+        let zero_rtt = self.sends_zero_rtt();
         let token = self.retry_token.clone();
         let s = self.space_mut(space)?;
         let largest_acked = s.recovery.largest_acked();
@@ -781,6 +811,25 @@ impl Connection {
                 };
                 let layout =
                     packet::write_long_header(buf, ty, version, &dcid, &scid, token, pn, pn_len);
+                Some(HeaderLayout {
+                    start,
+                    pn,
+                    pn_offset: layout.pn_offset,
+                    pn_len,
+                    long: Some(layout),
+                })
+            }
+            AckSpace::Path(_) if zero_rtt => {
+                let layout = packet::write_long_header(
+                    buf,
+                    LongType::ZeroRtt,
+                    version,
+                    &dcid,
+                    &scid,
+                    &[],
+                    pn,
+                    pn_len,
+                );
                 Some(HeaderLayout {
                     start,
                     pn,
@@ -826,10 +875,23 @@ impl Connection {
         let mut sent = SentFrames::default();
         let mut ack_eliciting = false;
 
-        self.write_acks(now, space, buf, end, &mut sent);
+        let zero_rtt = matches!(space, AckSpace::Path(_)) && self.sends_zero_rtt();
+        if !zero_rtt {
+            self.write_acks(now, space, buf, end, &mut sent);
+        }
         match space {
             AckSpace::Initial | AckSpace::Handshake => {
                 ack_eliciting |= self.write_crypto_frames(space, buf, end, &mut sent);
+            }
+            // Application data only: a 0-RTT packet has no acknowledgments (nothing of the
+            // application data space has arrived), no CRYPTO, and no connection-level
+            // frames of the handshake to come.
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-12.5
+            //# Note that it is not possible to send the following frames in 0-RTT packets for
+            //# various reasons: ACK, CRYPTO, HANDSHAKE_DONE, NEW_TOKEN, PATH_RESPONSE, and
+            //# RETIRE_CONNECTION_ID.
+            AckSpace::Path(_) if zero_rtt => {
+                ack_eliciting |= self.write_data_frames(path_id, buf, end, &mut sent, None);
             }
             AckSpace::Path(_) => {
                 ack_eliciting |= self.write_path_frames(now, path_id, buf, end);
@@ -925,8 +987,9 @@ impl Connection {
         frames: Option<Vec<serde_json::Value>>,
     ) {
         if let Some(frames) = frames {
+            let zero_rtt = self.sends_zero_rtt();
             let data = json!({
-                "header": self.qlog_header(space, pn, self.version),
+                "header": self.qlog_header(space, pn, self.version, zero_rtt),
                 "raw": { "length": size },
                 "frames": frames,
             });
@@ -956,9 +1019,11 @@ impl Connection {
         pad_to.is_some()
     }
 
-    /// Sets the Length field, encrypts the packet and applies header protection. Returns
-    /// false if protection failed (the packet must not be sent).
+    /// Sets the Length field, encrypts the packet (an application data packet with the
+    /// 0-RTT keys while the client sends early data) and applies header protection.
+    /// Returns false if protection failed (the packet must not be sent).
     fn protect(&mut self, space: AckSpace, buf: &mut Vec<u8>, layout: HeaderLayout) -> bool {
+        let zero_rtt = self.sends_zero_rtt();
         buf.resize(buf.len() + TAG_LEN, 0);
         if let Some(long) = layout.long.as_ref() {
             let len = buf.len() - (layout.start + layout.pn_offset);
@@ -989,6 +1054,26 @@ impl Connection {
                         layout.pn_offset,
                         layout.pn_len,
                         keys.local.header.as_ref(),
+                    )
+                    .is_ok()
+            }
+            AckSpace::Path(_) if zero_rtt => {
+                let Some(keys) = self.zero_rtt.as_ref() else {
+                    return false;
+                };
+                crate::crypto::seal_packet(
+                    keys.packet.as_ref(),
+                    None,
+                    layout.pn,
+                    packet,
+                    header_len,
+                )
+                .is_ok()
+                    && packet::apply_header_protection(
+                        packet,
+                        layout.pn_offset,
+                        layout.pn_len,
+                        keys.header.as_ref(),
                     )
                     .is_ok()
             }

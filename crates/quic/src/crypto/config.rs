@@ -176,8 +176,8 @@ impl ServerCertVerifier for AnyOrPinned {
 }
 
 /// A QUIC client configuration: TLS 1.3 only, the [`crypto_provider`], the given ALPN
-/// protocols (in preference order), no 0-RTT and no session resumption (every handshake
-/// is a full one, so its size does not depend on earlier connections).
+/// protocols (in preference order), session tickets kept in memory for resumption, no
+/// 0-RTT (see [`enable_early_data`]).
 ///
 /// With `keylog`, TLS secrets are appended to the file named by the `SSLKEYLOGFILE`
 /// environment variable (NSS key log format, which Wireshark uses to decrypt QUIC).
@@ -222,7 +222,7 @@ pub fn client_config_with(
         .with_no_client_auth();
     config.alpn_protocols = alpn;
     // Session tickets a server sends are kept (in memory, per server name) and offered by
-    // the next connection made with this configuration; 0-RTT is not.
+    // the next connection made with this configuration; 0-RTT only with enable_early_data.
     config.resumption = rustls::client::Resumption::in_memory_sessions(CLIENT_SESSION_CACHE);
     config.enable_early_data = false;
     if keylog {
@@ -249,6 +249,37 @@ pub fn enable_session_tickets(config: &mut ServerConfig) {
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(SERVER_SESSION_CACHE);
     config.send_tls13_tickets = 1;
     config.max_early_data_size = 0;
+}
+
+/// Makes a server configuration send session tickets (as [`enable_session_tickets`]) that
+/// allow 0-RTT, and accept the early data of a client that resumes with one: its 0-RTT
+/// packets are decrypted and their stream data delivered before the handshake completes.
+///
+/// Anti-replay (RFC 9001 section 9.2, RFC 8446 section 8): the tickets are references to
+/// sessions in the server's memory, and rustls takes a session out of that store when a
+/// client resumes it, so each ticket is good for one resumption: a replayed ClientHello
+/// finds no session and gets a full handshake, its early data rejected. That holds
+/// within one server process (tickets die with it); servers that share no session store
+/// do not see each other's tickets at all. Early data can still be replayed by an attacker
+/// who races the client to the server with a copy of its first flight, so an application
+/// should act in 0-RTT only on requests that are safe to repeat (such as HTTP/0.9 GETs of
+/// static files).
+//= https://www.rfc-editor.org/rfc/rfc9001#section-4.6.1
+//# Servers MUST NOT send
+//# the early_data extension with a max_early_data_size field set to any value other
+//# than 0xffffffff.
+//= https://www.rfc-editor.org/rfc/rfc9001#section-9.2
+//# Disabling 0-RTT entirely is the most effective
+//# defense against replay attack.
+pub fn enable_zero_rtt(config: &mut ServerConfig) {
+    enable_session_tickets(config);
+    config.max_early_data_size = u32::MAX;
+}
+
+/// Makes a client configuration from [`client_config`] send early data (0-RTT) when it
+/// resumes a session whose ticket allows it ([`enable_zero_rtt`] on the server).
+pub fn enable_early_data(config: &mut ClientConfig) {
+    config.enable_early_data = true;
 }
 
 /// A QUIC server configuration presenting `chain` and `key`: TLS 1.3 only, the

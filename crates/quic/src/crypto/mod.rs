@@ -34,9 +34,9 @@ mod testing;
 
 pub use config::{
     CertificateAndKey, CipherSuites, ConfigError, ServerVerification, client_config,
-    client_config_with, crypto_provider, crypto_provider_with, enable_session_tickets,
-    load_certificate_chain, load_private_key, self_signed_certificate,
-    self_signed_certificate_from_seed, server_config, server_config_with,
+    client_config_with, crypto_provider, crypto_provider_with, enable_early_data,
+    enable_session_tickets, enable_zero_rtt, load_certificate_chain, load_private_key,
+    self_signed_certificate, self_signed_certificate_from_seed, server_config, server_config_with,
 };
 pub use key_update::{KeyPhaseMatch, OneRttKeys, Opened, UpdateSecrets};
 pub use protect::{

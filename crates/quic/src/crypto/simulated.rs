@@ -50,6 +50,14 @@ impl PacketProtection {
         }
     }
 
+    /// The keys of one direction (0-RTT keys), as [`Self::keys`].
+    pub fn directional_keys(self, keys: DirectionalKeys) -> DirectionalKeys {
+        match self {
+            PacketProtection::Aead => keys,
+            PacketProtection::Simulated => simulated_directional(keys),
+        }
+    }
+
     /// The packet keys of a key generation after a key update, as [`Self::keys`].
     pub fn packet_keys(self, keys: PacketKeySet) -> PacketKeySet {
         match self {

@@ -12,8 +12,8 @@ use rustls::{AlertDescription, ClientConfig, ServerConfig, SupportedCipherSuite}
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// An encryption level that carries CRYPTO frames. (0-RTT never carries CRYPTO frames and
-/// is not supported by this stack.)
+/// An encryption level that carries CRYPTO frames. (0-RTT never carries CRYPTO frames: its
+/// keys come from [`TlsSession::zero_rtt_keys`].)
 //= https://www.rfc-editor.org/rfc/rfc9001#section-4.1.3
 //# CRYPTO frames are carried in just three of these levels,
 //# omitting the 0-RTT level.
@@ -467,6 +467,26 @@ impl TlsSession {
         self.conn
             .handshake_kind()
             .map(|k| k == rustls::HandshakeKind::Resumed)
+    }
+
+    /// The 0-RTT packet protection keys (RFC 9001 section 4.6), protected as the other keys
+    /// ([`TlsSession::set_packet_protection`]): for a client, from the start when it
+    /// resumes with a ticket that allows early data and its configuration enables it (the
+    /// client seals with them); for a server, once it has read a ClientHello whose early
+    /// data it accepts (the server opens with them). `None` otherwise.
+    pub fn zero_rtt_keys(&self) -> Option<rustls::quic::DirectionalKeys> {
+        self.conn
+            .zero_rtt_keys()
+            .map(|k| self.protection.directional_keys(k))
+    }
+
+    /// For a client: whether the server accepted its early data (known once the handshake
+    /// completes); `None` for a server.
+    pub fn early_data_accepted(&self) -> Option<bool> {
+        match &self.conn {
+            quic::Connection::Client(c) => Some(c.is_early_data_accepted()),
+            quic::Connection::Server(_) => None,
+        }
     }
 
     /// The negotiated cipher suite, once known.

@@ -787,3 +787,119 @@ fn a_second_connection_resumes_with_the_servers_ticket() {
         assert_eq!(pair.server().is_resumed(), tickets);
     }
 }
+
+/// A client configuration that sends early data and a server configuration whose tickets
+/// allow it.
+fn zero_rtt_configs() -> (ClientConfig, rustls::ServerConfig) {
+    let (client_tls, server_tls) = tls_configs();
+    let mut client_tls = (*client_tls).clone();
+    crate::crypto::enable_early_data(&mut client_tls);
+    let mut server_tls = (*server_tls).clone();
+    crate::crypto::enable_zero_rtt(&mut server_tls);
+    (ClientConfig::new(Arc::new(client_tls)), server_tls)
+}
+
+/// A first connection of `client` to a server with `server_tls`, long enough for the
+/// session ticket to arrive. It has no ticket to use, so it sends no 0-RTT.
+fn connect_for_ticket(client: &ClientConfig, server_tls: &rustls::ServerConfig) {
+    let server = ServerConfig::new(Arc::new(server_tls.clone()));
+    let mut pair = Pair::with_configs(client.clone(), server, EndpointConfig::from_seed(1));
+    assert!(!pair.client().is_sending_early_data());
+    pair.handshake();
+    pair.run_until(Duration::from_millis(200), |_| false);
+    assert_eq!(pair.client().zero_rtt_packets(), 0);
+    assert!(!pair.client().is_early_data_accepted());
+}
+
+/// A second connection to a server with `server_tls`: the client writes a request on a
+/// stream before any packet left; runs until the server has read it all. Returns the
+/// pair and whether the server was still handshaking when the request was complete.
+fn early_request(client: ClientConfig, server_tls: rustls::ServerConfig) -> (Pair, bool) {
+    let server = ServerConfig::new(Arc::new(server_tls));
+    let mut pair = Pair::with_configs(client, server, EndpointConfig::from_seed(3));
+    let request = b"GET /early\r\n";
+    let id = pair
+        .client()
+        .open_stream(Dir::Bi)
+        .expect("the remembered limits allow a stream");
+    assert_eq!(pair.client().write(id, request).unwrap(), request.len());
+    pair.client().finish(id).unwrap();
+    let mut stream = None;
+    let mut received = Vec::new();
+    let mut handshaking = false;
+    let done = pair.run_until(Duration::from_secs(5), |p| {
+        if p.server_conn.is_none() {
+            return false;
+        }
+        let server = p.server();
+        if stream.is_none() {
+            stream = server.accept_stream(Dir::Bi);
+        }
+        if let Some(sid) = stream {
+            while let Ok(Some(chunk)) = server.read(sid, usize::MAX) {
+                if chunk.is_empty() {
+                    break;
+                }
+                received.extend_from_slice(&chunk);
+                handshaking = server.is_handshaking();
+            }
+        }
+        received.len() == request.len()
+    });
+    assert!(done, "the server never got the request");
+    assert_eq!(received, request);
+    pair.handshake();
+    (pair, handshaking)
+}
+
+/// 0-RTT accepted: the request arrives in 0-RTT packets, before the server's handshake
+/// completes; both ends report the early data accepted and the session resumed.
+#[test]
+fn zero_rtt_data_arrives_before_the_handshake_completes() {
+    let (client, server_tls) = zero_rtt_configs();
+    connect_for_ticket(&client, &server_tls);
+    let (mut pair, handshaking) = early_request(client, server_tls);
+    assert!(handshaking, "the request arrived after the handshake");
+    for client in [true, false] {
+        let side = if client { pair.client() } else { pair.server() };
+        assert!(side.is_early_data_accepted());
+        assert!(side.is_resumed());
+        assert!(side.zero_rtt_packets() > 0);
+        assert!(!side.is_sending_early_data());
+    }
+}
+
+/// 0-RTT rejected (the server resumes the session but takes no early data): the server
+/// opens none of the 0-RTT packets, and the client sends the request again in 1-RTT
+/// packets, which arrive after the handshake.
+#[test]
+fn rejected_zero_rtt_data_is_sent_again_in_1rtt() {
+    let (client, server_tls) = zero_rtt_configs();
+    connect_for_ticket(&client, &server_tls);
+    // The same session store (the ticket stays good), early data refused.
+    let mut refusing = server_tls.clone();
+    refusing.max_early_data_size = 0;
+    let (mut pair, handshaking) = early_request(client, refusing);
+    assert!(!handshaking, "the server read 0-RTT data it had rejected");
+    assert!(pair.client().zero_rtt_packets() > 0);
+    assert!(!pair.client().is_early_data_accepted());
+    assert_eq!(pair.server().zero_rtt_packets(), 0);
+    assert!(pair.client().is_resumed() && pair.server().is_resumed());
+}
+
+/// No 0-RTT without a ticket that allows it: a server that sends plain session tickets
+/// gets a resumption but no early data.
+#[test]
+fn no_zero_rtt_without_a_ticket_that_allows_it() {
+    let (client, server_tls) = zero_rtt_configs();
+    let mut tickets_only = server_tls.clone();
+    crate::crypto::enable_session_tickets(&mut tickets_only);
+    connect_for_ticket(&client, &tickets_only);
+    let server = ServerConfig::new(Arc::new(tickets_only));
+    let mut pair = Pair::with_configs(client, server, EndpointConfig::from_seed(3));
+    assert!(!pair.client().is_sending_early_data());
+    pair.handshake();
+    assert!(pair.client().is_resumed());
+    assert_eq!(pair.client().zero_rtt_packets(), 0);
+    assert!(!pair.client().is_early_data_accepted());
+}
