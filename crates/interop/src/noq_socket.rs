@@ -92,18 +92,21 @@ impl MultiAddrSocket {
 }
 
 /// The socket a transmit leaves from: the one bound to its source IP, or the first if it
-/// names none. `None` if it names an IP none of the sockets has: after
-/// `Endpoint::rebind_abstract`, noq keeps the old source IP of a connection for a while,
-/// and the socket layer would put it on the datagram (IP_PKTINFO) even though no socket
-/// listens there any more; the datagram is lost instead, as on a host whose old address
-/// is gone.
-fn socket_for(sockets: &[Arc<Bound>], transmit: &Transmit<'_>) -> Option<Arc<Bound>> {
-    match transmit.src_ip {
-        None => sockets.first().cloned(),
-        Some(ip) => sockets
+/// names none or an IP none of the sockets has, with `false` in that last case: after
+/// `Endpoint::rebind_abstract`, noq keeps the old source IP of a connection for a while
+/// (until a packet arrives on the new address), and the socket layer would put it on the
+/// datagram (IP_PKTINFO) although no socket listens there any more. Such a datagram leaves
+/// from the socket's own address instead, as the kernel picks it on a host whose old
+/// address is gone.
+fn socket_for(sockets: &[Arc<Bound>], transmit: &Transmit<'_>) -> (Arc<Bound>, bool) {
+    let by_ip = transmit.src_ip.and_then(|ip| {
+        sockets
             .iter()
             .find(|s| s.io.local_addr().is_ok_and(|a| a.ip() == ip))
-            .cloned(),
+    });
+    match by_ip {
+        Some(s) => (s.clone(), true),
+        None => (sockets[0].clone(), transmit.src_ip.is_none()),
     }
 }
 
@@ -187,8 +190,16 @@ impl UdpSender for MultiAddrSender {
         transmit: &Transmit<'_>,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
-        let Some(socket) = socket_for(&self.sockets, transmit) else {
-            return Poll::Ready(Ok(()));
+        let (socket, source_ok) = socket_for(&self.sockets, transmit);
+        let own_source;
+        let transmit = if source_ok {
+            transmit
+        } else {
+            own_source = Transmit {
+                src_ip: None,
+                ..transmit.clone()
+            };
+            &own_source
         };
         loop {
             if let Some(fut) = self.writable.as_mut() {
