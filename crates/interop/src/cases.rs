@@ -8,7 +8,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use crate::hq::{SECRET, Site};
-use crate::nat::{RebindPlan, Rebinding};
+use crate::nat::{NatPlan, RebindPlan, Rebinding};
 use crate::peer::{ALPN, CaseError, Conn, Pair, PathBytes, RecvS, SendS, Setup, Tls};
 use crate::report::Stack;
 
@@ -193,9 +193,12 @@ impl Case {
                 Case::RebindAddr => Some(Rebinding::Address),
                 _ => None,
             }
-            .map(|kind| RebindPlan {
-                kind,
-                after_bytes: REBIND_AFTER_BYTES.to_vec(),
+            .map(|kind| NatPlan {
+                rebind: Some(RebindPlan {
+                    kind,
+                    after_bytes: REBIND_AFTER_BYTES.to_vec(),
+                }),
+                one_way_delay: Duration::ZERO,
             }),
             multipath: matches!(
                 self,

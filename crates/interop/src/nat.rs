@@ -11,12 +11,19 @@
 //!
 //! Rebindings happen after a number of bytes forwarded (both directions together), so that
 //! they fall inside the transfer whatever the machine's speed.
+//!
+//! The NAT can also delay every datagram by a fixed time each way, giving loopback a round
+//! trip like the runner network's, so that what depends on the handshake taking time
+//! (0-RTT data sent before it completes) does not depend on how fast the machine is.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// What a rebinding changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +41,16 @@ pub struct RebindPlan {
     pub kind: Rebinding,
     /// Rebind when the bytes forwarded (both directions) pass each of these, ascending.
     pub after_bytes: Vec<u64>,
+}
+
+/// What the NAT does.
+#[derive(Debug, Clone, Default)]
+pub struct NatPlan {
+    /// Rebind as this says, or never.
+    pub rebind: Option<RebindPlan>,
+    /// Added to every datagram's trip, in each direction (so the round trip grows by
+    /// twice this).
+    pub one_way_delay: Duration,
 }
 
 /// What the NAT did.
@@ -55,7 +72,7 @@ pub struct NatLog {
 pub struct Nat {
     front: SocketAddr,
     log: Arc<Mutex<NatLog>>,
-    task: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 /// The outside address of the `n`-th rebinding (0: the first binding) of `kind`, on the
@@ -70,28 +87,42 @@ fn outside_ip(kind: Rebinding, n: usize, server: SocketAddr) -> IpAddr {
 }
 
 impl Nat {
-    /// Starts a NAT in front of `server` (a loopback address), rebinding as `plan` says.
+    /// Starts a NAT in front of `server` (a loopback address) that does what `plan` says.
     /// Must be called inside a Tokio runtime. Address rebinding needs an IPv4 server (IPv6
     /// loopback has one address).
-    pub async fn start(server: SocketAddr, plan: RebindPlan) -> std::io::Result<Nat> {
-        if plan.kind == Rebinding::Address && server.is_ipv6() {
+    pub async fn start(server: SocketAddr, plan: NatPlan) -> std::io::Result<Nat> {
+        let kind = plan.rebind.as_ref().map_or(Rebinding::Port, |r| r.kind);
+        if kind == Rebinding::Address && server.is_ipv6() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "address rebinding needs an IPv4 loopback server",
             ));
         }
-        let front = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).await?;
-        let outside = UdpSocket::bind(SocketAddr::new(outside_ip(plan.kind, 0, server), 0)).await?;
+        let front = Arc::new(UdpSocket::bind(SocketAddr::new(server.ip(), 0)).await?);
+        let outside = UdpSocket::bind(SocketAddr::new(outside_ip(kind, 0, server), 0)).await?;
         let log = Arc::new(Mutex::new(NatLog {
             outside: vec![outside.local_addr()?],
             ..NatLog::default()
         }));
         let front_addr = front.local_addr()?;
-        let task = tokio::spawn(forward(front, outside, server, plan, log.clone()));
+        let (up, up_queue) = mpsc::unbounded_channel();
+        let (down, down_queue) = mpsc::unbounded_channel();
+        let tasks = vec![
+            tokio::spawn(forward(
+                front,
+                Arc::new(outside),
+                server,
+                plan,
+                log.clone(),
+                Lanes { up, down },
+            )),
+            tokio::spawn(deliver(up_queue)),
+            tokio::spawn(deliver(down_queue)),
+        ];
         Ok(Nat {
             front: front_addr,
             log,
-            task,
+            tasks,
         })
     }
 
@@ -113,22 +144,49 @@ impl Nat {
 
 impl Drop for Nat {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// A datagram on its way: when it leaves, from which socket, to where.
+type InFlight = (Instant, Arc<UdpSocket>, Vec<u8>, SocketAddr);
+
+/// The two directions' queues of delayed datagrams (first in, first out: the delay is the
+/// same for all, so order is kept).
+struct Lanes {
+    up: mpsc::UnboundedSender<InFlight>,
+    down: mpsc::UnboundedSender<InFlight>,
+}
+
+/// Sends each queued datagram at its time. A send that fails (the peer gone, the socket
+/// replaced and closed by a rebinding) is a lost datagram, as on a network.
+async fn deliver(mut queue: mpsc::UnboundedReceiver<InFlight>) {
+    while let Some((at, socket, data, to)) = queue.recv().await {
+        tokio::time::sleep_until(at).await;
+        let _ = socket.send_to(&data, to).await;
     }
 }
 
 async fn forward(
-    front: UdpSocket,
-    mut outside: UdpSocket,
+    front: Arc<UdpSocket>,
+    mut outside: Arc<UdpSocket>,
     server: SocketAddr,
-    plan: RebindPlan,
+    plan: NatPlan,
     log: Arc<Mutex<NatLog>>,
+    lanes: Lanes,
 ) {
     let mut client: Option<SocketAddr> = None;
     let mut up = vec![0u8; 65_536];
     let mut down = vec![0u8; 65_536];
     let mut forwarded = 0u64;
-    let mut next = plan.after_bytes.iter().copied().peekable();
+    let (kind, after) = match &plan.rebind {
+        Some(r) => (r.kind, r.after_bytes.clone()),
+        None => (Rebinding::Port, Vec::new()),
+    };
+    let mut next = after.into_iter().peekable();
+    let delay = plan.one_way_delay;
     let fail = |e: std::io::Error| {
         if let Ok(mut l) = log.lock() {
             l.error = Some(e.to_string());
@@ -142,8 +200,7 @@ async fn forward(
                     Err(e) => return fail(e),
                 };
                 client = Some(from);
-                // A send that fails (the server gone) is a lost datagram, as on a network.
-                let _ = outside.send_to(&up[..n], server).await;
+                let _ = lanes.up.send((Instant::now() + delay, outside.clone(), up[..n].to_vec(), server));
                 forwarded += n as u64;
                 if let Ok(mut l) = log.lock() {
                     l.up.0 += 1;
@@ -156,7 +213,7 @@ async fn forward(
                     Err(e) => return fail(e),
                 };
                 let Some(to) = client.filter(|_| from == server) else { continue };
-                let _ = front.send_to(&down[..n], to).await;
+                let _ = lanes.down.send((Instant::now() + delay, front.clone(), down[..n].to_vec(), to));
                 forwarded += n as u64;
                 if let Ok(mut l) = log.lock() {
                     l.down.0 += 1;
@@ -167,7 +224,7 @@ async fn forward(
         if next.peek().is_some_and(|&at| forwarded >= at) {
             next.next();
             let n = log.lock().map(|l| l.outside.len()).unwrap_or(1);
-            let ip = outside_ip(plan.kind, n, server);
+            let ip = outside_ip(kind, n, server);
             // The new socket is bound before the old one closes, so the port differs.
             let fresh = match UdpSocket::bind(SocketAddr::new(ip, 0)).await {
                 Ok(s) => s,
@@ -177,7 +234,7 @@ async fn forward(
                 Ok(a) => a,
                 Err(e) => return fail(e),
             };
-            outside = fresh;
+            outside = Arc::new(fresh);
             if let Ok(mut l) = log.lock() {
                 l.outside.push(addr);
             }
@@ -206,9 +263,12 @@ mod tests {
             }
             sources
         });
-        let plan = RebindPlan {
-            kind,
-            after_bytes: vec![2000],
+        let plan = NatPlan {
+            rebind: Some(RebindPlan {
+                kind,
+                after_bytes: vec![2000],
+            }),
+            one_way_delay: Duration::ZERO,
         };
         let nat = Nat::start(server_addr, plan).await.unwrap();
         let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -229,6 +289,38 @@ mod tests {
             Rebinding::Port => assert_eq!(sources[0].ip(), sources[1].ip()),
             Rebinding::Address => assert_ne!(sources[0].ip(), sources[1].ip()),
         }
+    }
+
+    /// With a one-way delay, each echo takes at least two delays, and datagrams keep
+    /// their order.
+    #[tokio::test]
+    async fn delay_lengthens_the_round_trip_and_keeps_the_order() {
+        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let server_addr = server.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2000];
+            while let Ok((n, from)) = server.recv_from(&mut buf).await {
+                let _ = server.send_to(&buf[..n], from).await;
+            }
+        });
+        let delay = Duration::from_millis(20);
+        let plan = NatPlan {
+            rebind: None,
+            one_way_delay: delay,
+        };
+        let nat = Nat::start(server_addr, plan).await.unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let sent = Instant::now();
+        for i in 0..50u8 {
+            client.send_to(&[i; 100], nat.front()).await.unwrap();
+        }
+        let mut buf = [0u8; 2000];
+        for i in 0..50u8 {
+            let (n, _) = client.recv_from(&mut buf).await.unwrap();
+            assert_eq!((n, buf[0]), (100, i), "out of order");
+        }
+        assert!(sent.elapsed() >= 2 * delay, "{:?}", sent.elapsed());
+        assert_eq!(nat.rebindings(), 0);
     }
 
     #[tokio::test]

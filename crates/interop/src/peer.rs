@@ -16,7 +16,7 @@ use polypath_quic::crypto::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::nat::{Nat, RebindPlan};
+use crate::nat::{Nat, NatPlan};
 use crate::noq_socket::MultiAddrSocket;
 use crate::report::Stack;
 
@@ -111,9 +111,9 @@ pub struct Setup {
     /// The client can migrate ([`Pair::migrate_client`]): a polypath client binds a second
     /// local address ([`SECOND_LOCAL`]) for it (without multipath).
     pub migration: bool,
-    /// The client reaches the server through a NAT that rebinds as this says
+    /// The client reaches the server through a NAT that rebinds or delays as this says
     /// ([`crate::nat`]).
-    pub nat: Option<RebindPlan>,
+    pub nat: Option<NatPlan>,
 }
 
 /// The limits of [`Setup::small_windows`]: (connection receive window, stream receive

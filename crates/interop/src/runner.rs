@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::cases::REBIND_AFTER_BYTES;
 use crate::hq::{self, Site};
-use crate::nat::{Nat, RebindPlan, Rebinding};
+use crate::nat::{Nat, NatPlan, RebindPlan, Rebinding};
 use crate::noq_socket::MultiAddrSocket;
 use crate::peer::{CaseError, noq_client_crypto};
 use crate::report::Stack;
@@ -1136,14 +1136,29 @@ async fn noq_client(
     Ok(Some(checks.join("; ")))
 }
 
-/// A NAT in front of `server` if the case rebinds ([`REBIND_AFTER_BYTES`]).
+/// The one-way delay of the `resumption` and `zerortt` cases' NAT: a 20 ms round trip,
+/// as on a runner's network, so that the requests a client writes as soon as its
+/// handshake starts leave in 0-RTT packets even when the machine is busy (on bare loopback
+/// the handshake can complete before a delayed task writes them).
+pub const RESUMPTION_ONE_WAY_DELAY: Duration = Duration::from_millis(10);
+
+/// A NAT in front of `server` if the case rebinds ([`REBIND_AFTER_BYTES`]) or resumes
+/// ([`RESUMPTION_ONE_WAY_DELAY`]).
 async fn start_nat(setup: PeerSetup, server: SocketAddr) -> Result<Option<Nat>, CaseError> {
-    let Some(kind) = setup.rebind else {
-        return Ok(None);
-    };
-    let plan = RebindPlan {
+    let rebind = setup.rebind.map(|kind| RebindPlan {
         kind,
         after_bytes: REBIND_AFTER_BYTES.to_vec(),
+    });
+    if rebind.is_none() && !setup.resumption {
+        return Ok(None);
+    }
+    let plan = NatPlan {
+        rebind,
+        one_way_delay: if setup.resumption {
+            RESUMPTION_ONE_WAY_DELAY
+        } else {
+            Duration::ZERO
+        },
     };
     Nat::start(server, plan)
         .await
