@@ -27,7 +27,7 @@ use polypath_quic::crypto::{
 };
 use serde_json::Value;
 
-use crate::cases::REBIND_AFTER_BYTES;
+use crate::cases::{REBIND_AFTER_BYTES, RESUMPTION_ONE_WAY_DELAY};
 use crate::hq::{self, Site};
 use crate::nat::{Nat, NatPlan, RebindPlan, Rebinding};
 use crate::noq_socket::MultiAddrSocket;
@@ -1135,12 +1135,6 @@ async fn noq_client(
     }
     Ok(Some(checks.join("; ")))
 }
-
-/// The one-way delay of the `resumption` and `zerortt` cases' NAT: a 20 ms round trip,
-/// as on a runner's network, so that the requests a client writes as soon as its
-/// handshake starts leave in 0-RTT packets even when the machine is busy (on bare loopback
-/// the handshake can complete before a delayed task writes them).
-pub const RESUMPTION_ONE_WAY_DELAY: Duration = Duration::from_millis(10);
 
 /// A NAT in front of `server` if the case rebinds ([`REBIND_AFTER_BYTES`]) or resumes
 /// ([`RESUMPTION_ONE_WAY_DELAY`]).
