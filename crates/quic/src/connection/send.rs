@@ -1031,6 +1031,14 @@ impl Connection {
         }
         let header_len = layout.pn_offset + layout.pn_len;
         let packet = &mut buf[layout.start..];
+        // Sealing and header protection with one level's keys.
+        let seal = |packet: &mut [u8],
+                    key: &dyn rustls::quic::PacketKey,
+                    hp: &dyn rustls::quic::HeaderProtectionKey| {
+            crate::crypto::seal_packet(key, None, layout.pn, packet, header_len).is_ok()
+                && packet::apply_header_protection(packet, layout.pn_offset, layout.pn_len, hp)
+                    .is_ok()
+        };
         let result = match space {
             AckSpace::Initial | AckSpace::Handshake => {
                 let hs = if space == AckSpace::Initial {
@@ -1041,41 +1049,17 @@ impl Connection {
                 let Some(keys) = hs.and_then(|h| h.keys.as_ref()) else {
                     return false;
                 };
-                crate::crypto::seal_packet(
-                    keys.local.packet.as_ref(),
-                    None,
-                    layout.pn,
+                seal(
                     packet,
-                    header_len,
+                    keys.local.packet.as_ref(),
+                    keys.local.header.as_ref(),
                 )
-                .is_ok()
-                    && packet::apply_header_protection(
-                        packet,
-                        layout.pn_offset,
-                        layout.pn_len,
-                        keys.local.header.as_ref(),
-                    )
-                    .is_ok()
             }
             AckSpace::Path(_) if zero_rtt => {
                 let Some(keys) = self.zero_rtt.as_ref() else {
                     return false;
                 };
-                crate::crypto::seal_packet(
-                    keys.packet.as_ref(),
-                    None,
-                    layout.pn,
-                    packet,
-                    header_len,
-                )
-                .is_ok()
-                    && packet::apply_header_protection(
-                        packet,
-                        layout.pn_offset,
-                        layout.pn_len,
-                        keys.header.as_ref(),
-                    )
-                    .is_ok()
+                seal(packet, keys.packet.as_ref(), keys.header.as_ref())
             }
             AckSpace::Path(id) => {
                 let nonce_path = self.multipath.map(|_| id);
