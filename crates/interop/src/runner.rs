@@ -440,6 +440,32 @@ impl Drop for Script {
     }
 }
 
+/// Starts the script as a server and waits for its `listening on ADDR` line; `Ok(None)`
+/// if it exits with 127 (a case it does not support).
+async fn start_server(
+    options: &HarnessOptions,
+    cmd: Command,
+) -> Result<Option<(Script, SocketAddr)>, CaseError> {
+    let mut script = Script::spawn(cmd)?;
+    let first = script.line(options.timeout).await;
+    let addr = first
+        .as_deref()
+        .and_then(|l| l.strip_prefix("listening on "))
+        .and_then(|a| a.parse::<SocketAddr>().ok());
+    if let Some(addr) = addr {
+        return Ok(Some((script, addr)));
+    }
+    let status = script.wait(Duration::from_secs(5)).await;
+    let (_, stderr) = script.output();
+    match status {
+        Ok(127) => Ok(None),
+        other => Err(format!(
+            "the server did not start ({other:?}): {}",
+            last_lines(&stderr)
+        )),
+    }
+}
+
 /// Runs one case in one direction; `Ok(None)` if unsupported.
 async fn run_case(
     options: &HarnessOptions,
@@ -748,22 +774,8 @@ async fn polypath_pair(
     cmd.env("LISTEN", "127.0.0.1:0")
         .env("QLOGDIR", server_dir.join("qlog"))
         .env("SSLKEYLOGFILE", server_dir.join("keys.log"));
-    let mut server = Script::spawn(cmd)?;
-    let first = server.line(options.timeout).await;
-    let Some(addr) = first
-        .as_deref()
-        .and_then(|l| l.strip_prefix("listening on "))
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-    else {
-        let status = server.wait(Duration::from_secs(5)).await;
-        let (_, stderr) = server.output();
-        return match status {
-            Ok(127) => Ok(None),
-            other => Err(format!(
-                "the server did not start ({other:?}): {}",
-                last_lines(&stderr)
-            )),
-        };
+    let Some((server, addr)) = start_server(options, cmd).await? else {
+        return Ok(None);
     };
     let requests: Vec<String> = site
         .paths()
@@ -857,22 +869,8 @@ async fn noq_client(
 ) -> Result<Option<String>, CaseError> {
     let mut cmd = script_command(options, case, "server", dir);
     cmd.env("LISTEN", SocketAddr::new(loopback(setup), 0).to_string());
-    let mut script = Script::spawn(cmd)?;
-    let first = script.line(options.timeout).await;
-    let Some(addr) = first
-        .as_deref()
-        .and_then(|l| l.strip_prefix("listening on "))
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-    else {
-        let status = script.wait(Duration::from_secs(5)).await;
-        let (_, stderr) = script.output();
-        return match status {
-            Ok(127) => Ok(None),
-            other => Err(format!(
-                "the server did not start ({other:?}): {}",
-                last_lines(&stderr)
-            )),
-        };
+    let Some((mut script, addr)) = start_server(options, cmd).await? else {
+        return Ok(None);
     };
     let suites = if setup.chacha20 {
         CipherSuites::ChaCha20Only
