@@ -554,9 +554,7 @@ impl Connection {
             self.paths
                 .values()
                 .filter(|p| p.has_queued_data())
-                .filter(|p| {
-                    !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id)
-                })
+                .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
                 .map(|p| (p.id, !p.is_usable() || held_back.contains(&p.id))),
         );
         self.held_back_scratch = held_back;
