@@ -378,6 +378,11 @@ pub struct Connection {
     snapshot_scratch: Vec<PathSnapshot>,
     /// Reused by every `poll_transmit` for the path IDs.
     path_id_scratch: Vec<PathId>,
+    /// Reused by every scheduling decision for the held-back paths (see
+    /// `Connection::held_back_paths`), which a link outage makes non-empty for every packet.
+    held_back_scratch: Vec<PathId>,
+    /// Reused by every `poll_transmit` for the paths whose queued data goes back.
+    trim_scratch: Vec<(PathId, bool)>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -594,6 +599,8 @@ impl Connection {
             config,
             snapshot_scratch: Vec::new(),
             path_id_scratch: Vec::new(),
+            held_back_scratch: Vec::new(),
+            trim_scratch: Vec::new(),
         };
         conn.endpoint_events
             .push_back(EndpointEvent::NewLocalCid(p.local_cid));

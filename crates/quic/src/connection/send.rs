@@ -575,15 +575,19 @@ impl Connection {
     /// potentially failed) while another path works. Clears the pacing release of paths
     /// with nothing queued (this poll sets those it waits for).
     fn trim_queues(&mut self) {
-        let held_back = self.held_back_paths();
-        let dropped: Vec<(PathId, bool)> = self
-            .paths
-            .values()
-            .filter(|p| p.has_queued_data())
-            .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
-            .map(|p| (p.id, !p.is_usable() || held_back.contains(&p.id)))
-            .collect();
-        for (id, gone) in dropped {
+        let mut held_back = std::mem::take(&mut self.held_back_scratch);
+        self.held_back_paths(&mut held_back);
+        let mut dropped = std::mem::take(&mut self.trim_scratch);
+        dropped.clear();
+        dropped.extend(
+            self.paths
+                .values()
+                .filter(|p| p.has_queued_data())
+                .filter(|p| !p.is_usable() || held_back.contains(&p.id) || self.is_stalled(p.id))
+                .map(|p| (p.id, !p.is_usable() || held_back.contains(&p.id))),
+        );
+        self.held_back_scratch = held_back;
+        for &(id, gone) in &dropped {
             if gone {
                 self.return_queued_data(id);
             } else if let Some(path) = self.paths.get_mut(&id) {
@@ -599,6 +603,7 @@ impl Connection {
                 }
             }
         }
+        self.trim_scratch = dropped;
         for path in self.paths.values_mut() {
             if !path.has_queued_data() {
                 // A release left from an earlier poll could lie in the past.
@@ -625,14 +630,17 @@ impl Connection {
         }
     }
 
-    /// Paths whose link is unavailable take no new data while another path works.
-    fn held_back_paths(&self) -> Vec<PathId> {
-        self.paths
-            .values()
-            .filter(|p| p.link_unavailable())
-            .map(|p| p.id)
-            .filter(|id| self.is_stalled(*id))
-            .collect()
+    /// Paths whose link is unavailable take no new data while another path works: put
+    /// in `out` (cleared first; a buffer kept from one packet to the next).
+    fn held_back_paths(&self, out: &mut Vec<PathId>) {
+        out.clear();
+        out.extend(
+            self.paths
+                .values()
+                .filter(|p| p.link_unavailable())
+                .map(|p| p.id)
+                .filter(|id| self.is_stalled(*id)),
+        );
     }
 
     /// The classes with stream data or datagrams waiting, most demanding first; just
@@ -665,7 +673,8 @@ impl Connection {
     /// Asks the scheduler where the next data packet goes.
     fn schedule(&mut self, now: Instant, pending: &PendingData) -> Decision {
         let pacing = self.config.pacing;
-        let held_back = self.held_back_paths();
+        let mut held_back = std::mem::take(&mut self.held_back_scratch);
+        self.held_back_paths(&mut held_back);
         // The snapshots' vector is kept from one decision to the next (one per packet).
         let mut snapshots = std::mem::take(&mut self.snapshot_scratch);
         snapshots.clear();
@@ -699,6 +708,7 @@ impl Connection {
             self.scheduler.schedule(now, &snapshots, pending)
         };
         self.snapshot_scratch = snapshots;
+        self.held_back_scratch = held_back;
         decision
     }
 

@@ -362,6 +362,9 @@ pub struct SpaceRecovery<T> {
     bytes_in_flight: u64,
     /// Packets recently declared lost, for spurious-loss detection.
     recently_lost: BTreeMap<u64, LostRecord>,
+    /// The ranges of the acknowledgment being processed, decoded once per frame into a
+    /// buffer kept from one frame to the next.
+    ack_ranges: Vec<RangeInclusive<u64>>,
 }
 
 impl<T> SpaceRecovery<T> {
@@ -379,6 +382,7 @@ impl<T> SpaceRecovery<T> {
             ack_eliciting_in_flight: 0,
             bytes_in_flight: 0,
             recently_lost: BTreeMap::new(),
+            ack_ranges: Vec::new(),
         }
     }
 
@@ -525,15 +529,37 @@ impl<T> SpaceRecovery<T> {
     ) -> Result<AckOutcome<T>, AckError>
     where
         I: IntoIterator<Item = RangeInclusive<u64>>,
-        I::IntoIter: Clone,
     {
-        let ranges = ranges.into_iter();
+        // Decoded once (a frame repeats up to 64 older ranges with every acknowledgment),
+        // then validated and applied from the buffer.
+        let mut buffer = std::mem::take(&mut self.ack_ranges);
+        buffer.clear();
+        buffer.extend(ranges.into_iter().filter(|r| !r.is_empty()));
+        let result = self.apply_ack_ranges(
+            now,
+            &buffer,
+            ack_delay,
+            rtt,
+            max_ack_delay,
+            handshake_confirmed,
+        );
+        self.ack_ranges = buffer;
+        result
+    }
+
+    /// [`SpaceRecovery::on_ack_received`] for non-empty `ranges`.
+    fn apply_ack_ranges(
+        &mut self,
+        now: Instant,
+        ranges: &[RangeInclusive<u64>],
+        ack_delay: Duration,
+        rtt: &mut RttEstimator,
+        max_ack_delay: Duration,
+        handshake_confirmed: bool,
+    ) -> Result<AckOutcome<T>, AckError> {
         let mut largest_in_frame: Option<u64> = None;
-        for range in ranges.clone() {
-            if range.is_empty() {
-                continue;
-            }
-            self.validate_range(&range)?;
+        for range in ranges {
+            self.validate_range(range)?;
             largest_in_frame = largest_in_frame.max(Some(*range.end()));
         }
         let Some(largest_in_frame) = largest_in_frame else {
@@ -551,11 +577,11 @@ impl<T> SpaceRecovery<T> {
         self.largest_acked = self.largest_acked.max(Some(largest_in_frame));
 
         // DetectAndRemoveAckedPackets.
+        // As frames list them: each range below the one before. Then once a range is below
+        // every tracked packet and lost record, so are all after it.
+        let descending = ranges.windows(2).all(|w| w[1].end() < w[0].start());
         let mut outcome = AckOutcome::empty();
         for range in ranges {
-            if range.is_empty() {
-                continue;
-            }
             let end = *range.end();
             // A frame repeats older ranges (up to 64) with every acknowledgment: those below
             // every tracked packet and lost record cost no searches.
@@ -566,6 +592,9 @@ impl<T> SpaceRecovery<T> {
                 // As below: the next tracked packet has an acknowledged one before it.
                 if let Some((_, entry)) = self.sent.iter_mut().next() {
                     entry.acked_before = true;
+                }
+                if descending {
+                    break;
                 }
                 continue;
             }

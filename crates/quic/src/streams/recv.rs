@@ -100,23 +100,35 @@ impl Assembler {
             self.segments.insert(offset, piece);
             return;
         }
+        // What is merged is decided first, so that the copy is allocated once.
+        let prev = self
+            .segments
+            .range(..offset)
+            .next_back()
+            .filter(|(s, prev)| {
+                **s + prev.len() as u64 == offset && prev.len() + piece.len() < MERGE_BELOW
+            })
+            .map(|(s, prev)| (*s, prev.len()));
+        let prev_len = prev.map_or(0, |(_, len)| len);
+        let end = offset + piece.len() as u64;
+        let next_len = self
+            .segments
+            .get(&end)
+            .map(Bytes::len)
+            .filter(|len| prev_len + piece.len() + len < MERGE_BELOW);
+        let mut merged = Vec::with_capacity(prev_len + piece.len() + next_len.unwrap_or(0));
         let mut start = offset;
-        let mut merged = Vec::with_capacity(piece.len());
-        if let Some((&s, prev)) = self.segments.range(..offset).next_back()
-            && s + prev.len() as u64 == offset
-            && prev.len() + piece.len() < MERGE_BELOW
+        if let Some((s, _)) = prev
+            && let Some(prev) = self.segments.remove(&s)
         {
-            merged.extend_from_slice(prev);
-            self.segments.remove(&s);
+            merged.extend_from_slice(&prev);
             start = s;
         }
         merged.extend_from_slice(&piece);
-        let end = offset + piece.len() as u64;
-        if let Some(next) = self.segments.get(&end)
-            && merged.len() + next.len() < MERGE_BELOW
+        if next_len.is_some()
+            && let Some(next) = self.segments.remove(&end)
         {
-            merged.extend_from_slice(next);
-            self.segments.remove(&end);
+            merged.extend_from_slice(&next);
         }
         self.segments.insert(start, Bytes::from(merged));
     }
