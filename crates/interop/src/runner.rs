@@ -597,12 +597,25 @@ async fn polypath_client(
                     }
                     continue;
                 }
-                let Ok(conn) = incoming.await else { continue };
-                log.handshakes += 1;
+                // The connection before its handshake completes (a server's 0.5-RTT
+                // handle), so that the path-status mirror subscribes to the path events
+                // before any can come (noq keeps none for late subscribers: a client that
+                // marks its path backup right after the handshake was missed in one CI
+                // run); then the handshake.
+                let Ok(connecting) = incoming.accept() else {
+                    continue;
+                };
+                let Ok((conn, _)) = connecting.into_0rtt() else {
+                    continue;
+                };
                 let backups = Arc::new(std::sync::atomic::AtomicU64::new(0));
                 let mirror = setup
                     .multipath
                     .then(|| mirror_peer_status(&conn, backups.clone()));
+                if conn.handshake_confirmed().await.is_err() {
+                    continue;
+                }
+                log.handshakes += 1;
                 if let Some(peer) = conn
                     .path(noq::PathId::ZERO)
                     .and_then(|p| p.remote_address().ok())
