@@ -807,13 +807,15 @@ impl Connection {
         let largest_acked = s.recovery.largest_acked();
         let pn = s.take_pn();
         let pn_len = packet::packet_number_len(pn, largest_acked);
-        match space {
-            AckSpace::Initial | AckSpace::Handshake => {
-                let ty = if space == AckSpace::Initial {
-                    LongType::Initial
-                } else {
-                    LongType::Handshake
-                };
+        // The long header types: Initial, Handshake, and 0-RTT for a client's early data.
+        let long_type = match space {
+            AckSpace::Initial => Some(LongType::Initial),
+            AckSpace::Handshake => Some(LongType::Handshake),
+            AckSpace::Path(_) if zero_rtt => Some(LongType::ZeroRtt),
+            AckSpace::Path(_) => None,
+        };
+        match long_type {
+            Some(ty) => {
                 let token: &[u8] = if ty == LongType::Initial && side.is_client() {
                     &token
                 } else {
@@ -829,26 +831,7 @@ impl Connection {
                     long: Some(layout),
                 })
             }
-            AckSpace::Path(_) if zero_rtt => {
-                let layout = packet::write_long_header(
-                    buf,
-                    LongType::ZeroRtt,
-                    version,
-                    &dcid,
-                    &scid,
-                    &[],
-                    pn,
-                    pn_len,
-                );
-                Some(HeaderLayout {
-                    start,
-                    pn,
-                    pn_offset: layout.pn_offset,
-                    pn_len,
-                    long: Some(layout),
-                })
-            }
-            AckSpace::Path(_) => {
+            None => {
                 let pn_offset =
                     packet::write_short_header(buf, false, key_phase, &dcid, pn, pn_len);
                 Some(HeaderLayout {
