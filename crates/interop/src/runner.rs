@@ -346,6 +346,25 @@ fn script_command(options: &HarnessOptions, case: &str, role: &str, dir: &Path) 
     cmd
 }
 
+/// The script as the client of `case`, asking `server` (`https://ADDR/PATH`, IPv6 in
+/// brackets) for every file of `site` (REQUESTS).
+fn client_command(
+    options: &HarnessOptions,
+    case: &str,
+    dir: &Path,
+    site: &Site,
+    server: SocketAddr,
+) -> Command {
+    let requests: Vec<String> = site
+        .paths()
+        .iter()
+        .map(|p| format!("https://{server}{p}"))
+        .collect();
+    let mut cmd = script_command(options, case, "client", dir);
+    cmd.env("REQUESTS", requests.join(" "));
+    cmd
+}
+
 /// A running script, killed when dropped.
 struct Script {
     child: Child,
@@ -650,18 +669,7 @@ async fn polypath_client(
     let nat = start_nat(setup, addr).await?;
     // The client asks the NAT's front, if there is one.
     let target = nat.as_ref().map_or(addr, Nat::front);
-    let host = match target.ip() {
-        IpAddr::V6(ip) => format!("[{ip}]"),
-        IpAddr::V4(ip) => ip.to_string(),
-    };
-    let requests: Vec<String> = site
-        .paths()
-        .iter()
-        .map(|p| format!("https://{host}:{}{p}", target.port()))
-        .collect();
-    let mut cmd = script_command(options, case, "client", dir);
-    cmd.env("REQUESTS", requests.join(" "));
-    let mut script = Script::spawn(cmd)?;
+    let mut script = Script::spawn(client_command(options, case, dir, site, target))?;
     let status = script.wait(options.timeout).await;
     let (stdout, stderr) = script.output();
     // The client closed its connection: the server's connection ends; then the endpoint.
@@ -790,14 +798,7 @@ async fn polypath_pair(
     let Some((server, addr)) = start_server(options, cmd).await? else {
         return Ok(None);
     };
-    let requests: Vec<String> = site
-        .paths()
-        .iter()
-        .map(|p| format!("https://{addr}{p}"))
-        .collect();
-    let mut cmd = script_command(options, case, "client", dir);
-    cmd.env("REQUESTS", requests.join(" "));
-    let mut client = Script::spawn(cmd)?;
+    let mut client = Script::spawn(client_command(options, case, dir, &site, addr))?;
     let status = client.wait(options.timeout).await;
     let (_, client_err) = client.output();
     // The server's connection ends with the client's; its qlog is then complete.
