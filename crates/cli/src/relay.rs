@@ -1,5 +1,6 @@
-//! `polypath relay`: a userspace UDP relay that drops datagrams at random, to put loss
-//! between `polypath client` and `polypath server` on a machine without netem.
+//! `polypath relay`: a userspace UDP relay that drops datagrams at random and delays the
+//! others, to put loss and delay between `polypath client` and `polypath server` on a
+//! machine without netem.
 
 use clap::Args;
 use polypath_io::relay::{Relay, RelayConfig};
@@ -22,6 +23,10 @@ pub struct RelayArgs {
     /// Seed of the drop decisions.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// How long each datagram waits before it is forwarded, in either direction (e.g.
+    /// `25ms`: the round-trip time grows by twice this).
+    #[arg(long, default_value = "0s", value_parser = polypath_scenario::units::parse_duration)]
+    delay: Duration,
     /// Stop after this many seconds and print what was forwarded and dropped as JSON
     /// (default: run until killed).
     #[arg(long, value_name = "SECONDS")]
@@ -52,6 +57,7 @@ pub fn run(args: RelayArgs) -> Result<(), String> {
             upstream: args.to,
             loss: args.loss,
             seed: args.seed,
+            one_way_delay: args.delay,
         })
         .await
         .map_err(|e| format!("relay on {}: {e}", args.listen))?;

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 /// A `polypath server --once` child process, killed if the test ends early.
 struct Server {
@@ -330,13 +330,16 @@ fn hq_interop_downloads_files_from_a_served_directory() {
     drop(server);
 
     // --zero-rtt on both sides: the second connection's request leaves in 0-RTT packets,
-    // which the server opens and accepts.
+    // which the server opens and accepts. Through a relay adding 25 ms each way: early data
+    // is what the client writes before the handshake completes, and on bare loopback a
+    // busy machine can delay the client's writes past that (then they rightly go in 1-RTT).
     let mut server = Server::serving(&dir, &["--www", www.to_str().unwrap(), "--zero-rtt"]);
+    let relay = RelayProcess::start(server.addr, &["--delay", "25ms"]);
     let early = dir.join("early");
-    let base = format!("https://{}", server.addr);
+    let base = format!("https://{}", relay.addr);
     let summary = client(
         &server,
-        server.addr,
+        relay.addr,
         &[
             "--zero-rtt",
             "--url",
@@ -481,6 +484,7 @@ fn hundred_megabytes_through_a_relay_losing_five_percent() {
             upstream: server.addr,
             loss: 0.05,
             seed: 7,
+            one_way_delay: std::time::Duration::ZERO,
         }))
         .unwrap();
     let relay_addr = relay.local_addr();
@@ -964,26 +968,55 @@ fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
     }
 }
 
+/// A `polypath relay` process, killed when dropped.
+struct RelayProcess {
+    child: Child,
+    /// Its standard output after the first line.
+    out: BufReader<ChildStdout>,
+    /// The address clients send to.
+    addr: SocketAddr,
+}
+
+impl RelayProcess {
+    /// Starts `polypath relay --to to` with `extra` arguments and reads the address it
+    /// listens on from its first line.
+    fn start(to: SocketAddr, extra: &[&str]) -> RelayProcess {
+        let mut child = Command::new(POLYPATH)
+            .args(["relay", "--to", &to.to_string()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("relaying ")
+            .and_then(|rest| rest.split(" -> ").next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        RelayProcess { child, out, addr }
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn relay_subcommand_loses_datagrams_and_keylog_file_gets_secrets() {
     let dir = scratch("relaycmd");
     let server = Server::start(&dir, &[]);
-    let mut relay = Command::new(POLYPATH)
-        .args(["relay", "--to", &server.addr.to_string()])
-        .args(["--loss", "0.05", "--seed", "3", "--duration", "4"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut relay_out = BufReader::new(relay.stdout.take().unwrap());
-    let mut line = String::new();
-    relay_out.read_line(&mut line).unwrap();
-    let relay_addr: SocketAddr = line
-        .trim()
-        .strip_prefix("relaying ")
-        .and_then(|rest| rest.split(" -> ").next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
+    let mut relay = RelayProcess::start(
+        server.addr,
+        &["--loss=0.02", "--seed=3", "--delay=2ms", "--duration=6"],
+    );
+    let relay_addr = relay.addr;
     let keylog = dir.join("keys.log");
     let out = Command::new(POLYPATH)
         .args(["client", "--connect", &relay_addr.to_string(), "--pin"])
@@ -999,10 +1032,13 @@ fn relay_subcommand_loses_datagrams_and_keylog_file_gets_secrets() {
     );
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     check_summary(&summary, 5_000_000);
+    // 2 ms each way: no round trip measures less than 4 ms, nor does their average.
+    let srtt = summary["sender"]["srtt_ms"].as_f64();
+    assert!(srtt >= Some(4.0), "{summary}");
     assert_eq!(server.finish()["verified"], true);
-    line.clear();
-    relay_out.read_line(&mut line).unwrap();
-    assert!(relay.wait().unwrap().success());
+    let mut line = String::new();
+    relay.out.read_line(&mut line).unwrap();
+    assert!(relay.child.wait().unwrap().success());
     let stats: Value = serde_json::from_str(&line).unwrap();
     eprintln!("relay: {stats}");
     let (forwarded, dropped) = (

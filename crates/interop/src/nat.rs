@@ -20,10 +20,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use polypath_io::relay::DelayLine;
 use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 /// What a rebinding changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,20 +104,13 @@ impl Nat {
             ..NatLog::default()
         }));
         let front_addr = front.local_addr()?;
-        let (up, up_queue) = mpsc::unbounded_channel();
-        let (down, down_queue) = mpsc::unbounded_channel();
-        let tasks = vec![
-            tokio::spawn(forward(
-                front,
-                Arc::new(outside),
-                server,
-                plan,
-                log.clone(),
-                Lanes { up, down },
-            )),
-            tokio::spawn(deliver(up_queue)),
-            tokio::spawn(deliver(down_queue)),
-        ];
+        let tasks = vec![tokio::spawn(forward(
+            front,
+            Arc::new(outside),
+            server,
+            plan,
+            log.clone(),
+        ))];
         Ok(Nat {
             front: front_addr,
             log,
@@ -150,32 +142,12 @@ impl Drop for Nat {
     }
 }
 
-/// A datagram on its way: when it leaves, from which socket, to where.
-type InFlight = (Instant, Arc<UdpSocket>, Vec<u8>, SocketAddr);
-
-/// The two directions' queues of delayed datagrams (first in, first out: the delay is the
-/// same for all, so order is kept).
-struct Lanes {
-    up: mpsc::UnboundedSender<InFlight>,
-    down: mpsc::UnboundedSender<InFlight>,
-}
-
-/// Sends each queued datagram at its time. A send that fails (the peer gone, the socket
-/// replaced and closed by a rebinding) is a lost datagram, as on a network.
-async fn deliver(mut queue: mpsc::UnboundedReceiver<InFlight>) {
-    while let Some((at, socket, data, to)) = queue.recv().await {
-        tokio::time::sleep_until(at).await;
-        let _ = socket.send_to(&data, to).await;
-    }
-}
-
 async fn forward(
     front: Arc<UdpSocket>,
     mut outside: Arc<UdpSocket>,
     server: SocketAddr,
     plan: NatPlan,
     log: Arc<Mutex<NatLog>>,
-    lanes: Lanes,
 ) {
     let mut client: Option<SocketAddr> = None;
     let mut up = vec![0u8; 65_536];
@@ -186,7 +158,10 @@ async fn forward(
         None => (Rebinding::Port, Vec::new()),
     };
     let mut next = after.into_iter().peekable();
-    let delay = plan.one_way_delay;
+    let (up_line, down_line) = (
+        DelayLine::new(plan.one_way_delay),
+        DelayLine::new(plan.one_way_delay),
+    );
     let fail = |e: std::io::Error| {
         if let Ok(mut l) = log.lock() {
             l.error = Some(e.to_string());
@@ -200,7 +175,7 @@ async fn forward(
                     Err(e) => return fail(e),
                 };
                 client = Some(from);
-                let _ = lanes.up.send((Instant::now() + delay, outside.clone(), up[..n].to_vec(), server));
+                up_line.send(outside.clone(), &up[..n], server);
                 forwarded += n as u64;
                 if let Ok(mut l) = log.lock() {
                     l.up.0 += 1;
@@ -213,7 +188,7 @@ async fn forward(
                     Err(e) => return fail(e),
                 };
                 let Some(to) = client.filter(|_| from == server) else { continue };
-                let _ = lanes.down.send((Instant::now() + delay, front.clone(), down[..n].to_vec(), to));
+                down_line.send(front.clone(), &down[..n], to);
                 forwarded += n as u64;
                 if let Ok(mut l) = log.lock() {
                     l.down.0 += 1;
@@ -245,6 +220,7 @@ async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
     /// Echo server; the NAT rebinds after 2000 bytes (after the first echo): the server sees a second source
     /// address, of a new port (or a new address), and the echoes still come back.

@@ -1,5 +1,5 @@
-//! A userspace UDP relay that loses datagrams on purpose: the lab tool for loss and path
-//! failure on loopback, where no netem is at hand.
+//! A userspace UDP relay that loses and delays datagrams on purpose: the lab tool for loss,
+//! delay and path failure on loopback, where no netem is at hand.
 //!
 //! The relay listens on one address and forwards every datagram from a client to one
 //! upstream address, like a NAT: each client source address gets its own upstream socket,
@@ -7,7 +7,8 @@
 //! the client address they belong to. Each datagram, in either direction, is dropped with a
 //! configured probability drawn from a seeded generator, and all traffic of a client IP
 //! address can be blackholed at any time ([`Relay::blackhole`]), which kills the paths
-//! from that address as an unplugged interface would.
+//! from that address as an unplugged interface would. A fixed one-way delay, the same in
+//! both directions, holds each datagram that passes before it is sent on ([`DelayLine`]).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -16,8 +17,11 @@ use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// Largest datagram the relay forwards.
 const MAX_DATAGRAM: usize = 65_535;
@@ -33,6 +37,9 @@ pub struct RelayConfig {
     pub loss: f64,
     /// Seed of the drop decisions.
     pub seed: u64,
+    /// How long each datagram that is not dropped waits before it is sent on, in either
+    /// direction (the round-trip time grows by twice this).
+    pub one_way_delay: Duration,
 }
 
 /// What a relay did so far.
@@ -113,6 +120,7 @@ impl Relay {
         let task = tokio::spawn(forward_from_clients(
             socket,
             config.upstream,
+            config.one_way_delay,
             shared.clone(),
         ));
         Ok(Relay {
@@ -174,8 +182,14 @@ impl Drop for Flow {
 }
 
 /// Reads from clients, creating one upstream socket (and answer task) per client address.
-async fn forward_from_clients(socket: Arc<UdpSocket>, upstream: SocketAddr, shared: Arc<Shared>) {
+async fn forward_from_clients(
+    socket: Arc<UdpSocket>,
+    upstream: SocketAddr,
+    delay: Duration,
+    shared: Arc<Shared>,
+) {
     let mut flows: HashMap<SocketAddr, Flow> = HashMap::new();
+    let outgoing = DelayLine::new(delay);
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let unspecified: SocketAddr = if upstream.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
@@ -199,6 +213,7 @@ async fn forward_from_clients(socket: Arc<UdpSocket>, upstream: SocketAddr, shar
                     out.clone(),
                     socket.clone(),
                     client,
+                    DelayLine::new(delay),
                     shared.clone(),
                 ));
                 flows.insert(
@@ -212,8 +227,7 @@ async fn forward_from_clients(socket: Arc<UdpSocket>, upstream: SocketAddr, shar
             }
         };
         if shared.pass(client) {
-            // A full socket buffer loses the datagram, as a congested link would.
-            let _ = out.send_to(&buf[..len], upstream).await;
+            outgoing.send(out, &buf[..len], upstream);
         }
     }
 }
@@ -223,6 +237,7 @@ async fn forward_answers(
     upstream: Arc<UdpSocket>,
     listen: Arc<UdpSocket>,
     client: SocketAddr,
+    answers: DelayLine,
     shared: Arc<Shared>,
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
@@ -232,7 +247,56 @@ async fn forward_answers(
             continue;
         };
         if shared.pass(client) {
-            let _ = listen.send_to(&buf[..len], client).await;
+            answers.send(listen.clone(), &buf[..len], client);
         }
+    }
+}
+
+/// A datagram on its way: when it leaves, from which socket, to where.
+type InFlight = (Instant, Arc<UdpSocket>, Vec<u8>, SocketAddr);
+
+/// One direction of a link with a fixed delay: each datagram handed to it is sent, from
+/// the socket it names, once the delay has passed since it was handed over. The delay is
+/// the same for all, so datagrams leave in the order they came (first in, first out).
+/// Dropping the line drops what it still holds.
+#[derive(Debug)]
+pub struct DelayLine {
+    delay: Duration,
+    queue: mpsc::UnboundedSender<InFlight>,
+    task: JoinHandle<()>,
+}
+
+impl DelayLine {
+    /// Starts a line with this delay (on the current Tokio runtime).
+    pub fn new(delay: Duration) -> DelayLine {
+        let (queue, pending) = mpsc::unbounded_channel();
+        DelayLine {
+            delay,
+            queue,
+            task: tokio::spawn(deliver(pending)),
+        }
+    }
+
+    /// Sends `data` from `socket` to `to` after the line's delay.
+    pub fn send(&self, socket: Arc<UdpSocket>, data: &[u8], to: SocketAddr) {
+        let at = Instant::now() + self.delay;
+        // The receiver lives as long as the task, which only stops when the line is dropped.
+        let _ = self.queue.send((at, socket, data.to_vec(), to));
+    }
+}
+
+impl Drop for DelayLine {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Sends each queued datagram at its time. A send that fails (the peer gone, the socket
+/// closed) loses the datagram, and a full socket buffer makes it wait, as a congested link
+/// would.
+async fn deliver(mut pending: mpsc::UnboundedReceiver<InFlight>) {
+    while let Some((at, socket, data, to)) = pending.recv().await {
+        tokio::time::sleep_until(at).await;
+        let _ = socket.send_to(&data, to).await;
     }
 }

@@ -48,6 +48,7 @@ async fn transfer_losing_a_path(dying: IpAddr) {
         upstream: server.local_addrs()[0],
         loss: 0.0,
         seed: 0,
+        one_way_delay: std::time::Duration::ZERO,
     })
     .await
     .unwrap();
