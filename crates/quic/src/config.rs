@@ -100,6 +100,16 @@ pub struct TransportConfig {
     pub path_manager: Arc<dyn PathManagerFactory>,
     /// Persistent congestion threshold (RFC 9002 section 7.6.1, recommended 3).
     pub persistent_congestion_threshold: u32,
+    /// Server: the address advertised in the preferred_address transport parameter (RFC
+    /// 9000 section 9.6), one of its address family (the other family is sent as all
+    /// zeros). The I/O layer must receive on it and be able to send from it. `None` (the
+    /// default) advertises none. Ignored by clients and by a server with zero-length
+    /// connection IDs (which must not advertise one).
+    pub preferred_address: Option<std::net::SocketAddr>,
+    /// Client: once the handshake is confirmed, validate the server's preferred address
+    /// of the family in use and move path 0 to it (RFC 9000 section 9.6.1). On by default,
+    /// as in other stacks; `false` stays on the address the connection was opened to.
+    pub use_preferred_address: bool,
 }
 
 impl Default for TransportConfig {
@@ -142,6 +152,8 @@ impl Default for TransportConfig {
             scheduler: Arc::new(MinRttFactory),
             path_manager: Arc::new(ManualFactory),
             persistent_congestion_threshold: 3,
+            preferred_address: None,
+            use_preferred_address: true,
         }
     }
 }

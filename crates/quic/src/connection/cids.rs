@@ -355,6 +355,16 @@ impl PeerCids {
         Some(old)
     }
 
+    /// The spare ID [`PeerCids::rotate`] would take next: the one to probe another
+    /// 4-tuple of the path with before the path moves there.
+    pub fn next_spare(&self, path_id: PathId) -> Option<PeerCid> {
+        self.paths
+            .get(&path_id)?
+            .spare
+            .first_key_value()
+            .map(|(_, c)| *c)
+    }
+
     /// Takes a spare ID into use on a path that has none active yet (a new path).
     pub fn activate(&mut self, path_id: PathId) -> Option<PeerCid> {
         let path = self.paths.get_mut(&path_id)?;

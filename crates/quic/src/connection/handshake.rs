@@ -306,6 +306,22 @@ impl Connection {
             if let Some(token) = params.stateless_reset_token {
                 self.peer_cids.set_handshake_reset_token(token);
             }
+            if let Some(pa) = &params.preferred_address {
+                //= https://www.rfc-editor.org/rfc/rfc9000#section-5.1.1
+                //# If the preferred_address transport parameter is
+                //# sent, the sequence number of the supplied connection ID is 1.
+                //
+                //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.2
+                //# A such, the path ID for
+                //# the connection ID specified in the preferred_address transport parameter is 0.
+                self.peer_cids.on_new_cid(
+                    PathId::ZERO,
+                    1,
+                    0,
+                    pa.connection_id,
+                    pa.stateless_reset_token,
+                )?;
+            }
         }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-10.1
         //# Each endpoint advertises a max_idle_timeout, but the effective value
@@ -404,6 +420,7 @@ impl Connection {
             q.set_eager(false);
         }
         self.issue_connection_ids();
+        self.probe_preferred_address(now);
     }
 
     /// Drops the keys and state of the Initial or Handshake space.

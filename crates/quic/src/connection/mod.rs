@@ -169,6 +169,10 @@ pub struct ConnectionStats {
     /// chose another path than the previous such decision. Spills onto a further path
     /// because the chosen one is full do not count. Counted at the sender.
     pub top_path_switches: u64,
+    /// Moves of path 0 to the server's preferred address (RFC 9000 section 9.6): at a
+    /// client, after it validated the address; at a server, when it began sending from
+    /// it (after a non-probing packet arrived there and the path from there validated).
+    pub preferred_address_migrations: u64,
 }
 
 /// How a path looks from outside, for summaries.
@@ -333,6 +337,8 @@ pub struct Connection {
     early_peer_status: BTreeMap<PathId, (u64, PathStatus)>,
     /// Destination connection ID of the packet whose frames are being processed.
     current_packet_dcid: ConnectionId,
+    /// The (local, remote) addresses and the size of the datagram being processed.
+    current_datagram: (SocketAddr, SocketAddr, u64),
     multipath: Option<Multipath>,
     scheduler: Box<dyn Scheduler>,
     /// Decides which paths exist (see [`crate::pm`]).
@@ -465,6 +471,13 @@ impl Connection {
             p.retry_scid.as_ref(),
             local_reset,
         );
+        let mut rng = ChaCha20Rng::seed_from_u64(p.rng_seed);
+        let preferred = p
+            .side
+            .is_server()
+            .then(|| preferred_address_parameter(&config, &mut rng, &p.reset_key, p.local_cid_len))
+            .flatten();
+        params.preferred_address = preferred;
         let local_version_info =
             crate::version_negotiation::local_information(p.version, &p.available_versions);
         params.version_information = local_version_info.clone();
@@ -521,6 +534,12 @@ impl Connection {
 
         let mut local_cids = LocalCids::default();
         local_cids.issue(PathId::ZERO, p.local_cid, local_reset);
+        if let Some(pa) = &preferred {
+            //= https://www.rfc-editor.org/rfc/rfc9000#section-5.1.1
+            //# If the preferred_address transport parameter is
+            //# sent, the sequence number of the supplied connection ID is 1.
+            local_cids.issue(PathId::ZERO, pa.connection_id, pa.stateless_reset_token);
+        }
         let mut peer_cids = PeerCids::new(config.active_connection_id_limit);
         peer_cids.set_handshake_cid(p.remote_cid, None);
 
@@ -545,7 +564,7 @@ impl Connection {
             close: None,
             close_pending: false,
             created: p.now,
-            rng: ChaCha20Rng::seed_from_u64(p.rng_seed),
+            rng,
             reset_key: p.reset_key,
             local_cid_len: p.local_cid_len,
             tls,
@@ -573,6 +592,7 @@ impl Connection {
             retired_paths: RetiredPaths::default(),
             early_peer_status: BTreeMap::new(),
             current_packet_dcid: p.local_cid,
+            current_datagram: (p.local, p.remote, 0),
             multipath: None,
             scheduler,
             path_manager,
@@ -604,6 +624,10 @@ impl Connection {
         };
         conn.endpoint_events
             .push_back(EndpointEvent::NewLocalCid(p.local_cid));
+        if let Some(pa) = &preferred {
+            conn.endpoint_events
+                .push_back(EndpointEvent::NewLocalCid(pa.connection_id));
+        }
         conn.qlog_event(
             p.now,
             "connection_started",
@@ -1260,6 +1284,35 @@ const QLOG_FLUSH_AFTER: [&str; 4] = [
     "path_abandoned",
     "connection_closed",
 ];
+
+/// The server's preferred_address transport parameter from `config`, with a new
+/// connection ID (to be issued with sequence number 1) and its stateless reset token.
+//= https://www.rfc-editor.org/rfc/rfc9000#section-18.2
+//# A server that chooses
+//# a zero-length connection ID MUST NOT provide a preferred address.
+fn preferred_address_parameter(
+    config: &TransportConfig,
+    rng: &mut ChaCha20Rng,
+    reset_key: &ResetKey,
+    local_cid_len: usize,
+) -> Option<crate::transport_parameters::PreferredAddress> {
+    let addr = config.preferred_address?;
+    if local_cid_len == 0 {
+        tracing::warn!("no preferred address with zero-length connection IDs");
+        return None;
+    }
+    let connection_id = ConnectionId::random(rng, local_cid_len);
+    let (ipv4, ipv6) = match addr {
+        SocketAddr::V4(a) => (Some(a), None),
+        SocketAddr::V6(a) => (None, Some(a)),
+    };
+    Some(crate::transport_parameters::PreferredAddress {
+        ipv4,
+        ipv6,
+        connection_id,
+        stateless_reset_token: reset_key.token(&connection_id),
+    })
+}
 
 #[cfg(test)]
 mod tests;

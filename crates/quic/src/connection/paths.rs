@@ -45,6 +45,55 @@ pub(crate) struct Challenge {
     pub give_up_at: Instant,
 }
 
+/// Probing of another 4-tuple of a path, whose packets carry probing frames only (RFC
+/// 9000 section 9.1) while the path's other packets keep to its own addresses: the client
+/// validating the server's preferred address (section 9.6.1), the server answering it there
+/// and validating the client from there before it sends anything else from it (section
+/// 9.6.2), and PATH_RESPONSEs owed to a PATH_CHALLENGE that came on another 4-tuple.
+//= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.2
+//# A PATH_RESPONSE frame MUST be sent on the network path where the PATH_CHALLENGE
+//# frame was received.
+#[derive(Debug, Clone)]
+pub(crate) struct OffPathProbe {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// Our challenge on this 4-tuple, while validating it.
+    pub challenge: Option<Challenge>,
+    /// PATH_RESPONSE payloads owed on this 4-tuple.
+    pub responses: VecDeque<[u8; 8]>,
+    /// Challenges sent so far (each retry waits twice as long as the one before).
+    pub attempts: u32,
+    /// A PATH_RESPONSE to our challenge arrived.
+    pub validated: bool,
+    /// Server: a non-probing packet arrived on this 4-tuple (at the preferred address).
+    pub non_probing_seen: bool,
+    /// Bytes received on and sent to this 4-tuple (the server's anti-amplification
+    /// limit toward an address it has not validated).
+    pub received: u64,
+    pub sent: u64,
+}
+
+impl OffPathProbe {
+    pub fn new(local: SocketAddr, remote: SocketAddr) -> Self {
+        OffPathProbe {
+            local,
+            remote,
+            challenge: None,
+            responses: VecDeque::new(),
+            attempts: 0,
+            validated: false,
+            non_probing_seen: false,
+            received: 0,
+            sent: 0,
+        }
+    }
+
+    /// Something to send: a response owed or a challenge not sent yet.
+    pub fn has_frames(&self) -> bool {
+        !self.responses.is_empty() || self.challenge.is_some_and(|c| c.sent_at.is_none())
+    }
+}
+
 /// State of path MTU discovery (a single probe up to the configured maximum).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MtuDiscovery {
@@ -90,6 +139,8 @@ pub(crate) struct Path {
     pub challenge: Option<Challenge>,
     /// PATH_RESPONSE payloads owed to the peer on this path.
     pub responses: VecDeque<[u8; 8]>,
+    /// Probing of another 4-tuple of this path (the server's preferred address).
+    pub off_path: Option<OffPathProbe>,
     /// True once the peer's address is validated (anti-amplification lifted).
     pub address_validated: bool,
     /// While the peer's new address is validated after it moved (server side): the
@@ -195,6 +246,7 @@ impl Path {
             bytes_in_flight: 0,
             challenge: None,
             responses: VecDeque::new(),
+            off_path: None,
             address_validated: validated,
             last_validated: None,
             unvalidated_received: 0,
@@ -538,6 +590,130 @@ impl Connection {
             json!({"new": "started", "path_id": id.0, "old_local": from.to_string(), "local": local.to_string()}),
         );
         Ok(())
+    }
+
+    /// Client, once the handshake is confirmed: starts validating the server's preferred
+    /// address of the family path 0 uses, from path 0's local address, with the connection
+    /// ID the server gave with it (the path's next spare one), unless
+    /// [`TransportConfig::use_preferred_address`] is off. With multipath this is a
+    /// migration of path 0 too.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.1
+    //# Once the handshake is confirmed, the client SHOULD select one of the two
+    //# addresses provided by the server and initiate path validation (see
+    //# {{migrate-validate}}).  A client constructs packets using any previously unused
+    //# active connection ID, taken from either the preferred_address transport
+    //# parameter or a NEW_CONNECTION_ID frame.
+    //
+    //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-2.2
+    //# Use of the preferred address with the same local address is considered as a migration event
+    //# that does not change the path ID.
+    pub(super) fn probe_preferred_address(&mut self, now: Instant) {
+        if !self.side.is_client() || !self.config.use_preferred_address {
+            return;
+        }
+        let Some(pa) = self.peer_params.as_ref().and_then(|p| p.preferred_address) else {
+            return;
+        };
+        if self.peer_cids.next_spare(PathId::ZERO).is_none() {
+            return;
+        }
+        let token = self.random_token();
+        let give_up_at = now + self.path_validation_timeout();
+        let Some(path) = self.paths.get_mut(&PathId::ZERO) else {
+            return;
+        };
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.3
+        //# A client that migrates to a new address SHOULD use a preferred address from the
+        //# same address family for the server.
+        let remote = match path.remote {
+            SocketAddr::V4(_) => pa.ipv4.map(SocketAddr::V4),
+            SocketAddr::V6(_) => pa.ipv6.map(SocketAddr::V6),
+        };
+        let Some(remote) = remote.filter(|r| *r != path.remote) else {
+            return;
+        };
+        let mut probe = OffPathProbe::new(path.local, remote);
+        probe.challenge = Some(Challenge {
+            token,
+            sent_at: None,
+            give_up_at,
+        });
+        path.off_path = Some(probe);
+        self.qlog_event(
+            now,
+            "migration_state_updated",
+            json!({"new": "probing_started", "path_id": 0, "remote": remote.to_string(), "preferred_address": true}),
+        );
+    }
+
+    /// The 4-tuple a path probed answered our PATH_CHALLENGE.
+    pub(super) fn on_off_path_validated(&mut self, now: Instant, id: PathId) {
+        let client = self.side.is_client();
+        let Some(probe) = self.paths.get_mut(&id).and_then(|p| p.off_path.as_mut()) else {
+            return;
+        };
+        probe.challenge = None;
+        probe.validated = true;
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.1
+        //# As soon as path validation succeeds, the client SHOULD begin sending all
+        //# future packets to the new server address using the new connection ID and
+        //# discontinue use of the old server address.
+        if client || probe.non_probing_seen {
+            self.move_to_off_path(now, id);
+        }
+    }
+
+    /// Validation of the 4-tuple a path probed gave up: the path stays where it is.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.1
+    //# If path validation fails, the client
+    //# MUST continue sending all future packets to the server's original IP address.
+    pub(super) fn on_off_path_failed(&mut self, now: Instant, id: PathId) {
+        let Some(probe) = self.paths.get_mut(&id).and_then(|p| p.off_path.take()) else {
+            return;
+        };
+        tracing::debug!(?id, remote = %probe.remote, local = %probe.local, "off-path validation failed");
+        self.qlog_event(
+            now,
+            "migration_state_updated",
+            json!({"new": "probing_abandoned", "path_id": id.0, "local": probe.local.to_string(), "remote": probe.remote.to_string()}),
+        );
+    }
+
+    /// Moves path `id` to the 4-tuple it validated (the server's preferred address): a new
+    /// path as far as congestion control, RTT and ECN go, with the connection ID the
+    /// probes used.
+    pub(super) fn move_to_off_path(&mut self, now: Instant, id: PathId) {
+        let cc = self.cc_factory.build(now, id, self.config.initial_mtu);
+        let initial_rtt = self.config.initial_rtt;
+        let Some(path) = self.paths.get_mut(&id) else {
+            return;
+        };
+        let Some(probe) = path.off_path.take() else {
+            return;
+        };
+        let from = path.remote;
+        let old_local = path.local;
+        path.local = probe.local;
+        path.remote = probe.remote;
+        path.address_validated = true;
+        path.last_validated = None;
+        path.responses.extend(probe.responses);
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.4
+        //# On confirming a peer's ownership of its new address, an endpoint MUST
+        //# immediately reset the congestion controller and round-trip time
+        //# estimator for the new path to initial values (see Appendices A.3 and
+        //# B.3 of [QUIC-RECOVERY]) unless the only change in the peer's address
+        //# is its port number.
+        path.cc = cc;
+        path.rtt = RttEstimator::new(initial_rtt);
+        path.ecn.revalidate();
+        self.rotate_peer_cid(id);
+        self.stats.preferred_address_migrations += 1;
+        self.qlog_event(
+            now,
+            "migration_state_updated",
+            json!({"new": "complete", "path_id": id.0, "old_local": old_local.to_string(), "old_remote": from.to_string(), "local": probe.local.to_string(), "remote": probe.remote.to_string()}),
+        );
     }
 
     /// Opens a new path from `local` to `remote` (Multipath QUIC, client only) and starts

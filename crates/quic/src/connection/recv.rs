@@ -312,6 +312,13 @@ impl Connection {
         if !*counted && let Some(path) = self.paths.get_mut(&path_id) {
             *counted = true;
             path.on_datagram_received(datagram.len as u64);
+            if let Some(probe) = path
+                .off_path
+                .as_mut()
+                .filter(|p| (p.local, p.remote) == (local, remote))
+            {
+                probe.received += datagram.len as u64;
+            }
             // The peer's packets resume on a path whose probe timeouts have backed off,
             // after a silence longer than a probe timeout: the path was out (an outage only
             // the peer's side saw, or one that ended before our next backed-off probe), so
@@ -373,6 +380,7 @@ impl Connection {
         }
 
         self.current_packet_dcid = header.dcid;
+        self.current_datagram = (local, remote, datagram.len as u64);
         let _header = packet.split_to(header_len);
         packet.truncate(payload_len);
         let version = match &header.header {
@@ -523,6 +531,45 @@ impl Connection {
         if path.space.acks.largest.is_some_and(|(l, _)| pn < l) {
             return;
         }
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.2
+        //# The server MUST send non-probing packets from its
+        //# original address until it receives a non-probing packet from the client at its
+        //# preferred address and until the server has validated the new path.
+        if path.local != local {
+            let token = self.random_token();
+            let give_up_at = now + timeout;
+            let Some(path) = self.paths.get_mut(&path_id) else {
+                return;
+            };
+            if path
+                .off_path
+                .as_ref()
+                .is_some_and(|p| (p.local, p.remote) != (local, remote))
+            {
+                path.off_path = None;
+            }
+            let probe = path.off_path.get_or_insert_with(|| {
+                let mut probe = paths::OffPathProbe::new(local, remote);
+                probe.received = datagram_len;
+                probe
+            });
+            probe.non_probing_seen = true;
+            if probe.validated {
+                //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.2
+                //# Once the server has completed its path validation and has received a non-probing
+                //# packet with a new largest packet number on its preferred address, the server
+                //# begins sending non-probing packets to the client exclusively from its preferred
+                //# IP address.
+                self.move_to_off_path(now, path_id);
+            } else if probe.challenge.is_none() {
+                probe.challenge = Some(paths::Challenge {
+                    token,
+                    sent_at: None,
+                    give_up_at,
+                });
+            }
+            return;
+        }
         let port_only = path.remote.ip() == remote.ip();
         // Back to the address validated before (the peer's packets from a spurious or
         // short-lived address stopped): no new validation is needed.
@@ -545,6 +592,13 @@ impl Connection {
         let from = path.remote;
         path.remote = remote;
         path.local = local;
+        // Responses owed to the new address's probes go with the path now.
+        if let Some(probe) = path
+            .off_path
+            .take_if(|p| (p.local, p.remote) == (local, remote))
+        {
+            path.responses.extend(probe.responses);
+        }
         self.stats.peer_address_changes += 1;
         if back_to_validated {
             path.address_validated = true;
@@ -941,11 +995,48 @@ impl Connection {
                 //# On receiving a PATH_CHALLENGE frame, an endpoint MUST respond by
                 //# echoing the data contained in the PATH_CHALLENGE frame in a
                 //# PATH_RESPONSE frame.
+                let (local, remote, len) = self.current_datagram;
+                let server = self.side.is_server();
+                let our_token = self.random_token();
+                let give_up_at = now + self.path_validation_timeout();
                 if let Some(path) = self.paths.get_mut(&path_id) {
-                    if path.responses.len() >= 4 {
-                        path.responses.pop_front();
+                    let responses = if (path.local, path.remote) == (local, remote) {
+                        &mut path.responses
+                    } else {
+                        //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.2
+                        //# A PATH_RESPONSE frame MUST be sent on the network path where the PATH_CHALLENGE
+                        //# frame was received.
+                        if path
+                            .off_path
+                            .as_ref()
+                            .is_some_and(|p| (p.local, p.remote) != (local, remote))
+                        {
+                            path.off_path = None;
+                        }
+                        let probe = path.off_path.get_or_insert_with(|| {
+                            let mut probe = paths::OffPathProbe::new(local, remote);
+                            probe.received = len;
+                            //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.2
+                            //# The server MUST probe on the path toward the client from its preferred address.
+                            //
+                            //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.3
+                            //# Servers SHOULD initiate path validation to the client's new address upon
+                            //# receiving a probe packet from a different address; see {{address-validation}}.
+                            if server {
+                                probe.challenge = Some(paths::Challenge {
+                                    token: our_token,
+                                    sent_at: None,
+                                    give_up_at,
+                                });
+                            }
+                            probe
+                        });
+                        &mut probe.responses
+                    };
+                    if responses.len() >= 4 {
+                        responses.pop_front();
                     }
-                    path.responses.push_back(token);
+                    responses.push_back(token);
                 }
             }
             Frame::PathResponse(token) => {
@@ -959,6 +1050,19 @@ impl Connection {
                     .map(|(id, _)| *id);
                 if let Some(id) = validated {
                     self.on_path_validated(now, id);
+                }
+                let off_path = self
+                    .paths
+                    .iter()
+                    .find(|(_, p)| {
+                        p.off_path
+                            .as_ref()
+                            .and_then(|o| o.challenge)
+                            .is_some_and(|c| c.token == token)
+                    })
+                    .map(|(id, _)| *id);
+                if let Some(id) = off_path {
+                    self.on_off_path_validated(now, id);
                 }
             }
             Frame::ConnectionClose(close) => {

@@ -47,6 +47,10 @@ struct BuildOptions {
     mtu_probe: Option<u16>,
     /// Take new stream data and datagrams of this class only (any class when `None`).
     data_class: Option<QosClass>,
+    /// A probe on the path's other 4-tuple ([`super::paths::OffPathProbe`]): its
+    /// PATH_CHALLENGE and PATH_RESPONSE frames only, to the connection ID the path takes
+    /// next.
+    off_path: bool,
 }
 
 /// Where the header of a packet being built lies in the buffer.
@@ -113,6 +117,11 @@ impl Connection {
     /// The next datagram of the paths `ids`: a probe, else scheduled data, else
     /// acknowledgments and control frames.
     fn poll_paths(&mut self, now: Instant, ids: &[PathId], buf: &mut Vec<u8>) -> Option<Transmit> {
+        for &id in ids {
+            if let Some(t) = self.poll_off_path(now, id, buf) {
+                return Some(t);
+            }
+        }
         for &id in ids {
             if let Some(t) = self.poll_path_probes(now, id, buf) {
                 return Some(t);
@@ -284,6 +293,51 @@ impl Connection {
         let mtu = usize::from(path.mtu);
         let budget = usize::try_from(path.amplification_budget().min(mtu as u64)).unwrap_or(mtu);
         (budget >= MIN_PACKET_ROOM).then_some((path, budget))
+    }
+
+    /// A probing packet on the other 4-tuple path `id` probes (the server's preferred
+    /// address): PATH_CHALLENGE and PATH_RESPONSE frames, in a datagram padded to 1200
+    /// bytes unless a server's anti-amplification limit toward an address it has not
+    /// validated forbids.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-9.1
+    //# An endpoint MAY probe for peer reachability from a new local address using path
+    //# validation ({{migrate-validate}}) prior to migrating the connection to the new
+    //# local address.
+    fn poll_off_path(&mut self, now: Instant, id: PathId, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let probe = self.paths.get(&id)?.off_path.as_ref()?;
+        if !probe.has_frames() {
+            return None;
+        }
+        let budget = if self.side.is_server() && !probe.validated {
+            (3 * probe.received).saturating_sub(probe.sent)
+        } else {
+            u64::MAX
+        };
+        let limit = usize::try_from(budget.min(MIN_DATAGRAM as u64)).unwrap_or(MIN_DATAGRAM);
+        if limit < MIN_PACKET_ROOM {
+            return None;
+        }
+        let opts = BuildOptions {
+            pad_datagram_to: (limit >= MIN_DATAGRAM).then_some(MIN_DATAGRAM),
+            path_only: true,
+            off_path: true,
+            ..Default::default()
+        };
+        self.build_packet(now, AckSpace::Path(id), buf, limit, opts)?;
+        self.batch_ecn = None;
+        let size = buf.len();
+        let path = self.paths.get_mut(&id)?;
+        path.stats.udp_bytes_sent += size as u64;
+        let probe = path.off_path.as_mut()?;
+        probe.sent += size as u64;
+        Some(Transmit {
+            destination: probe.remote,
+            source: probe.local,
+            size,
+            segment_size: None,
+            path: id,
+            ecn: None,
+        })
     }
 
     /// Packets that belong to one path and go before any data: path validation, PTO probes
@@ -745,7 +799,7 @@ impl Connection {
             spaces.push(AckSpace::Path(id));
         }
         for space in spaces {
-            let Some(layout) = self.write_header(space, buf) else {
+            let Some(layout) = self.write_header(space, buf, false) else {
                 continue;
             };
             let room = budget.saturating_sub(buf.len() + TAG_LEN);
@@ -795,9 +849,21 @@ impl Connection {
     }
 
     /// Writes the header of the next packet of `space` at the end of `buf`.
-    fn write_header(&mut self, space: AckSpace, buf: &mut Vec<u8>) -> Option<HeaderLayout> {
+    fn write_header(
+        &mut self,
+        space: AckSpace,
+        buf: &mut Vec<u8>,
+        off_path: bool,
+    ) -> Option<HeaderLayout> {
         let path_id = space.path();
-        let dcid = self.peer_cids.active(path_id)?.cid;
+        let active = self.peer_cids.active(path_id)?;
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.5
+        //# An endpoint MUST NOT reuse a connection ID when sending to
+        //# more than one destination address.
+        let dcid = match self.peer_cids.next_spare(path_id) {
+            Some(spare) if off_path => spare.cid,
+            _ => active.cid,
+        };
         let start = buf.len();
         let (version, scid, side) = (self.version, self.local_handshake_cid, self.side);
         let key_phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase());
@@ -859,7 +925,7 @@ impl Connection {
         if datagram_limit < buf.len() + MIN_PACKET_ROOM {
             return None;
         }
-        let layout = self.write_header(space, buf)?;
+        let layout = self.write_header(space, buf, opts.off_path)?;
         let limit = opts
             .mtu_probe
             .map_or(datagram_limit, |size| layout.start + usize::from(size));
@@ -869,7 +935,8 @@ impl Connection {
         let mut ack_eliciting = false;
 
         let zero_rtt = matches!(space, AckSpace::Path(_)) && self.sends_zero_rtt();
-        if !zero_rtt {
+        // An off-path probe carries probing frames only (an ACK is not one).
+        if !zero_rtt && !opts.off_path {
             self.write_acks(now, space, buf, end, &mut sent);
         }
         match space {
@@ -885,6 +952,9 @@ impl Connection {
             //# RETIRE_CONNECTION_ID.
             AckSpace::Path(_) if zero_rtt => {
                 ack_eliciting |= self.write_data_frames(path_id, buf, end, &mut sent, None);
+            }
+            AckSpace::Path(_) if opts.off_path => {
+                ack_eliciting |= self.write_off_path_frames(now, path_id, buf, end);
             }
             AckSpace::Path(_) => {
                 ack_eliciting |= self.write_path_frames(now, path_id, buf, end);
@@ -1190,6 +1260,41 @@ impl Connection {
         wrote
     }
 
+    /// The PATH_RESPONSE and PATH_CHALLENGE frames of a path's other 4-tuple. Returns true
+    /// if any was written.
+    fn write_off_path_frames(
+        &mut self,
+        now: Instant,
+        path_id: PathId,
+        buf: &mut Vec<u8>,
+        end: usize,
+    ) -> bool {
+        let Some(probe) = self
+            .paths
+            .get_mut(&path_id)
+            .and_then(|p| p.off_path.as_mut())
+        else {
+            return false;
+        };
+        let mut wrote = false;
+        while let Some(&token) = probe.responses.front() {
+            if !put_frame(buf, end, &Frame::PathResponse(token)) {
+                break;
+            }
+            probe.responses.pop_front();
+            wrote = true;
+        }
+        if let Some(ch) = probe.challenge.as_mut()
+            && ch.sent_at.is_none()
+            && put_frame(buf, end, &Frame::PathChallenge(ch.token))
+        {
+            ch.sent_at = Some(now);
+            probe.attempts += 1;
+            wrote = true;
+        }
+        wrote
+    }
+
     /// Connection-level control frames. Returns true if any was written.
     fn write_control_frames(
         &mut self,
@@ -1438,7 +1543,7 @@ impl Connection {
         let space = AckSpace::Path(path);
         self.space_ref(space)?;
         let mut buf = Vec::new();
-        let layout = self.write_header(space, &mut buf)?;
+        let layout = self.write_header(space, &mut buf, false)?;
         buf.extend_from_slice(payload);
         self.pad_for_sample(&mut buf, layout, None);
         self.protect(space, &mut buf, layout).then_some(buf)

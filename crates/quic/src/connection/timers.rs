@@ -53,6 +53,12 @@ impl Connection {
                     ch.sent_at.map(|s| s + self.challenge_retry_interval(path)),
                 );
             }
+            if let Some(probe) = path.off_path.as_ref()
+                && let Some(ch) = probe.challenge
+            {
+                t = earliest(t, Some(ch.give_up_at));
+                t = earliest(t, ch.sent_at.map(|s| s + off_path_retry(path, probe)));
+            }
             t = earliest(t, path.discard_at);
             t = earliest(t, path.drain_until);
             if data_waiting && path.is_usable() {
@@ -159,6 +165,26 @@ impl Connection {
                 && let Some(ch) = self.paths.get_mut(&id).and_then(|p| p.challenge.as_mut())
             {
                 // Send the challenge again (with the same data; a late response still counts).
+                ch.sent_at = None;
+            }
+        }
+        let Some(path) = self.paths.get(&id) else {
+            return;
+        };
+        if let Some(probe) = path.off_path.as_ref()
+            && let Some(ch) = probe.challenge
+        {
+            if now >= ch.give_up_at {
+                self.on_off_path_failed(now, id);
+            } else if ch
+                .sent_at
+                .is_some_and(|s| now >= s + off_path_retry(path, probe))
+                && let Some(ch) = self
+                    .paths
+                    .get_mut(&id)
+                    .and_then(|p| p.off_path.as_mut())
+                    .and_then(|o| o.challenge.as_mut())
+            {
                 ch.sent_at = None;
             }
         }
@@ -381,4 +407,17 @@ impl Connection {
             self.idle_path_probe_deadline = self.config.idle_path_probe_interval.map(|k| now + k);
         }
     }
+}
+
+/// How long to wait before repeating a PATH_CHALLENGE on a path's other 4-tuple: the
+/// path's PTO, doubled after each attempt (the other 4-tuple's round trip is unknown).
+//= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.1
+//# An endpoint SHOULD NOT probe a new path with packets containing a PATH_CHALLENGE
+//# frame more frequently than it would send an Initial packet.
+fn off_path_retry(path: &Path, probe: &super::paths::OffPathProbe) -> Duration {
+    pto_duration(
+        &path.rtt,
+        Duration::ZERO,
+        probe.attempts.saturating_sub(1).min(6),
+    )
 }

@@ -8,6 +8,7 @@ mod ecn;
 mod initial_flood;
 mod multipath;
 mod path_manager;
+mod preferred_address;
 mod versions;
 mod violations;
 
