@@ -46,13 +46,21 @@ impl Endpoint {
     }
 
     /// A server endpoint listening on `listen` (a wildcard address works: replies leave
-    /// from the address each datagram arrived on). Must be called inside a Tokio runtime.
+    /// from the address each datagram arrived on), and on the preferred address of its
+    /// transport settings ([`polypath_quic::TransportConfig::preferred_address`]) too
+    /// unless `listen` covers it. Must be called inside a Tokio runtime.
     pub fn server(
         listen: SocketAddr,
         config: EndpointConfig,
         server: ServerConfig,
     ) -> Result<Self, IoError> {
-        Self::new(&[listen], config, Some(server))
+        let mut locals = vec![listen];
+        if let Some(preferred) = server.transport.preferred_address
+            && !covers(listen, preferred)
+        {
+            locals.push(preferred);
+        }
+        Self::new(&locals, config, Some(server))
     }
 
     /// An endpoint on `locals`, accepting connections if `server` is given.
@@ -269,4 +277,12 @@ impl Endpoint {
     pub fn connection_count(&self) -> usize {
         self.shared().lock().conns.len()
     }
+}
+
+/// True if a socket bound to `bound` receives datagrams sent to `addr`.
+fn covers(bound: SocketAddr, addr: SocketAddr) -> bool {
+    bound == addr
+        || (bound.ip().is_unspecified()
+            && bound.port() == addr.port()
+            && bound.is_ipv4() == addr.is_ipv4())
 }

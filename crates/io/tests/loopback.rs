@@ -218,3 +218,65 @@ async fn ecn_marks_cross_loopback_and_validate() {
     assert!(received.received_ect0 > polypath_quic::ecn::TESTING_PACKETS);
     assert_eq!(received.received_ce, 0);
 }
+
+/// The server's preferred address (RFC 9000 section 9.6) over real sockets: the server
+/// endpoint listens on 127.0.0.1 and on its preferred address 127.0.0.2 (a second
+/// socket); the client connects to the first, validates the second once the handshake is
+/// confirmed and moves there, and an upload completes; both sides count the move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_moves_to_the_server_preferred_address() {
+    let cert = self_signed_certificate(&["localhost".into()]).unwrap();
+    let server_tls =
+        server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap();
+    let client_tls = client_config(
+        vec![ALPN.to_vec()],
+        ServerVerification::Pinned(cert.chain[0].clone()),
+        false,
+    )
+    .unwrap();
+    // A free port on 127.0.0.2 for the preferred address (it must be known up front).
+    let preferred = std::net::UdpSocket::bind("127.0.0.2:0")
+        .and_then(|s| s.local_addr())
+        .unwrap();
+    let mut server_config = ServerConfig::new(server_tls);
+    server_config.transport = Arc::new(TransportConfig {
+        preferred_address: Some(preferred),
+        ..TransportConfig::default()
+    });
+    let server =
+        Endpoint::server(addr("127.0.0.1:0"), EndpointConfig::random(), server_config).unwrap();
+    assert_eq!(server.local_addrs().len(), 2);
+    assert_eq!(server.local_addrs()[1], preferred);
+    let client = Endpoint::client(&[addr("127.0.0.1:0")], EndpointConfig::random()).unwrap();
+    let cc = ClientConfig::new(client_tls);
+    let (c, s) = connect(&server, &client, cc).await;
+    let size = 1024 * 1024;
+    let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+    let receiver = tokio::spawn(async move {
+        let (_, mut recv) = s.accept_bi().await.unwrap();
+        let got = recv.read_to_end(usize::MAX).await.unwrap();
+        (got, s)
+    });
+    // The move happens after the handshake is confirmed; wait for it before the upload
+    // so the data goes to the preferred address.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.stats().preferred_address_migrations == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(c.stats().preferred_address_migrations, 1);
+    assert_eq!(c.remote_address(), Some(preferred));
+    let (mut send, _recv) = c.open_bi().await.unwrap();
+    send.write_all(&data).await.unwrap();
+    send.finish().unwrap();
+    let (got, s) = receiver.await.unwrap();
+    assert!(got == data, "received data differs");
+    send.finished().await.unwrap();
+    assert_eq!(s.stats().preferred_address_migrations, 1);
+    let server_local = s.paths().first().map(|p| p.snapshot.local);
+    assert_eq!(server_local, Some(preferred));
+    c.close(0, b"done");
+    drop((send, _recv, c, s));
+    tokio::time::timeout(Duration::from_secs(5), client.wait_idle())
+        .await
+        .unwrap();
+}
