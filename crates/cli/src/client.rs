@@ -112,6 +112,11 @@ pub struct ClientArgs {
     /// handovers are compared against. The server must not have disabled migration.
     #[arg(long, value_name = "ADDR@SIZE", value_parser = parse_migrate)]
     migrate_to: Option<(SocketAddr, u64)>,
+    /// Stay on the server's address even if the server offers a preferred address (by
+    /// default the client validates one of the family in use once the handshake is
+    /// confirmed and moves there, RFC 9000 section 9.6).
+    #[arg(long)]
+    no_preferred_address: bool,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -573,7 +578,9 @@ async fn connect(
         Endpoint::client(&locals, args.transport.endpoint()?).map_err(|e| e.to_string())?;
     let bound = path_locals(args, &endpoint);
     let mut config = ClientConfig::new(tls);
-    config.transport = args.transport.transport(multipath, &bound, End::Client)?;
+    let mut transport = args.transport.transport(multipath, &bound, End::Client)?;
+    Arc::make_mut(&mut transport).use_preferred_address = !args.no_preferred_address;
+    config.transport = transport;
     let versions = args.transport.quic_versions(End::Client);
     config.version = versions[0];
     config.available_versions = versions;

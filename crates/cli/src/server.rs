@@ -94,6 +94,11 @@ pub struct ServerArgs {
     /// and hq-interop with --www.
     #[arg(long = "alpn", value_name = "PROTOCOL", value_parser = parse_alpn)]
     alpns: Vec<AppProtocol>,
+    /// Advertise ADDR (IP and port) as the server's preferred address (RFC 9000 section
+    /// 9.6) and listen there too: clients that use it validate it after the handshake and
+    /// move their connection there.
+    #[arg(long, value_name = "ADDR")]
+    preferred_address: Option<SocketAddr>,
     #[command(flatten)]
     feed: FeedArgs,
     #[command(flatten)]
@@ -196,7 +201,16 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         tls
     };
     let mut config = ServerConfig::new(tls);
-    config.transport = args.transport.transport(true, &[], End::Server)?;
+    let mut transport = args.transport.transport(true, &[], End::Server)?;
+    if let Some(preferred) = args.preferred_address {
+        if preferred.port() == 0 || preferred.ip().is_unspecified() {
+            return Err(format!(
+                "--preferred-address {preferred}: needs a specific IP address and port"
+            ));
+        }
+        Arc::make_mut(&mut transport).preferred_address = Some(preferred);
+    }
+    config.transport = transport;
     let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
     config.max_incoming = max_connections;
     config.retry = args.retry;
@@ -206,6 +220,9 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let bound = endpoint.local_addrs();
     println!("listening on {}", bound[0]);
+    if let Some(preferred) = args.preferred_address {
+        println!("preferred address {preferred}");
+    }
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let args = Arc::new(args);
     let active = Arc::new(AtomicUsize::new(0));

@@ -220,6 +220,10 @@ pub struct ConnectionReport {
     /// See `migrations`.
     #[serde(default)]
     pub migrations_validated: u64,
+    /// Moves to the server's preferred address (RFC 9000 section 9.6): by the client once
+    /// it validated the address, by the server once it sends from it.
+    #[serde(default)]
+    pub preferred_address_migrations: u64,
     /// Whether the handshake resumed an earlier TLS session (a session ticket).
     #[serde(default)]
     pub resumed: bool,
@@ -351,6 +355,7 @@ impl ConnectionReport {
             peer_addresses_validated: stats.peer_addresses_validated,
             migrations: stats.migrations,
             migrations_validated: stats.migrations_validated,
+            preferred_address_migrations: stats.preferred_address_migrations,
             resumed: conn.is_resumed(),
             zero_rtt_packets: conn.zero_rtt_packets(),
             early_data_accepted: conn.is_early_data_accepted(),
