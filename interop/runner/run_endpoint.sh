@@ -13,7 +13,8 @@
 # Outside the runner (the local harness of polypath-interop, on loopback) these may be
 # overridden: WWW_DIR, DOWNLOADS_DIR, CERTS_DIR, PORT, LISTEN (the server's address,
 # default [::]:PORT), POLYPATH (the binary), SETUP (the container's network set-up script;
-# empty to skip) and WAIT_FOR (the runner's simulator to wait for; empty to skip).
+# empty to skip), WAIT_FOR (the runner's simulator to wait for; empty to skip) and
+# PREFERRED_ADDRESS (the server's preferred address in connectionmigration).
 set -eu
 
 POLYPATH=${POLYPATH:-/usr/local/bin/polypath}
@@ -36,6 +37,24 @@ case "$TESTCASE" in
   # NAT rebinding is the network's doing (the runner's simulator, or the harness's NAT):
   # the server follows the client's new address, validating it (RFC 9000 section 9.3).
   rebind-port | rebind-addr) ;;
+  # The server's preferred address (RFC 9000 section 9.6): the server advertises it and
+  # listens there too; the client (by default) validates it once the handshake is
+  # confirmed and moves its connection there. The runner names no preferred address; as
+  # other endpoints do, the server takes its own IPv4 address in the runner's network
+  # (server4) on port 4433, unless PREFERRED_ADDRESS gives one.
+  connectionmigration)
+    if [ "$ROLE" = server ] && [ -z "${PREFERRED_ADDRESS:-}" ]; then
+      server4=$(getent ahostsv4 server4 | awk 'NR == 1 { print $1 }') || server4=
+      if [ -z "$server4" ]; then
+        echo "connectionmigration: cannot resolve server4; set PREFERRED_ADDRESS" >&2
+        exit 1
+      fi
+      PREFERRED_ADDRESS="$server4:4433"
+    fi
+    if [ "$ROLE" = server ]; then
+      server_opts+=(--preferred-address "$PREFERRED_ADDRESS")
+    fi
+    ;;
   retry) server_opts+=(--retry) ;;
   chacha20)
     client_opts+=(--cipher chacha20)

@@ -38,6 +38,8 @@ pub struct MultiAddrSocket {
     next_recv: usize,
     /// QUIC v1 Retry packets received (see [`MultiAddrSocket::retries_received`]).
     retries: Arc<AtomicU64>,
+    /// Datagrams received by each socket (see [`MultiAddrSocket::received_by_socket`]).
+    received: Arc<[AtomicU64]>,
 }
 
 /// True for a QUIC version 1 Retry packet: a long header (form and fixed bits set) of
@@ -69,10 +71,12 @@ impl MultiAddrSocket {
                 Ok(Arc::new(Bound { io, state }))
             })
             .collect::<io::Result<Vec<_>>>()?;
+        let received = sockets.iter().map(|_| AtomicU64::new(0)).collect();
         Ok(MultiAddrSocket {
             sockets: sockets.into(),
             next_recv: 0,
             retries: Arc::new(AtomicU64::new(0)),
+            received,
         })
     }
 
@@ -80,6 +84,12 @@ impl MultiAddrSocket {
     /// clones (noq does not count them itself).
     pub fn retries_received(&self) -> Arc<AtomicU64> {
         self.retries.clone()
+    }
+
+    /// Datagrams each socket received, in the order of [`MultiAddrSocket::local_addrs`],
+    /// shared with its clones (which local address a peer sends to).
+    pub fn received_by_socket(&self) -> Arc<[AtomicU64]> {
+        self.received.clone()
     }
 
     /// The bound addresses, in the order given to [`MultiAddrSocket::bind`].
@@ -126,7 +136,8 @@ impl AsyncUdpSocket for MultiAddrSocket {
     ) -> Poll<io::Result<usize>> {
         let n = self.sockets.len();
         for i in 0..n {
-            let socket = self.sockets[(self.next_recv + i) % n].clone();
+            let index = (self.next_recv + i) % n;
+            let socket = self.sockets[index].clone();
             // Polling every socket registers this task for each of them.
             while socket.io.poll_recv_ready(cx).is_ready() {
                 let received = socket.io.try_io(Interest::READABLE, || {
@@ -134,6 +145,13 @@ impl AsyncUdpSocket for MultiAddrSocket {
                 });
                 match received {
                     Ok(count) => {
+                        // A GRO batch holds len / stride datagrams.
+                        let datagrams: usize = meta
+                            .iter()
+                            .take(count)
+                            .map(|m| m.len.div_ceil(m.stride.max(1)))
+                            .sum();
+                        self.received[index].fetch_add(datagrams as u64, Ordering::Relaxed);
                         self.next_recv = (self.next_recv + i + 1) % n;
                         let local = socket.io.local_addr().ok().map(|a| a.ip());
                         for (m, buf) in meta.iter_mut().zip(bufs.iter()).take(count) {

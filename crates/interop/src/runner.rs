@@ -192,8 +192,9 @@ pub fn table(rows: &[Row]) -> String {
 pub async fn run_harness(options: &HarnessOptions) -> Vec<Row> {
     let mut rows = Vec::new();
     for case in &options.cases {
-        // QUIC v2 needs a peer that speaks it: polypath plays both sides.
-        let directions: &[(Stack, Stack)] = if case == "v2" {
+        // QUIC v2 needs a peer that speaks it, and noq's client does not move to a
+        // preferred address: polypath plays both sides too.
+        let directions: &[(Stack, Stack)] = if case == "v2" || case == "connectionmigration" {
             &[
                 (Stack::Polypath, Stack::Noq),
                 (Stack::Noq, Stack::Polypath),
@@ -207,6 +208,12 @@ pub async fn run_harness(options: &HarnessOptions) -> Vec<Row> {
             let result = if case == "v2" && (client == Stack::Noq || server == Stack::Noq) {
                 Err(Outcome::PeerUnsupported(
                     "noq 1.4 speaks QUIC version 1 only".into(),
+                ))
+            } else if case == "connectionmigration" && client == Stack::Noq {
+                Err(Outcome::PeerUnsupported(
+                    "noq 1.4's client does not move to a server's preferred address (it only \
+                     keeps its connection ID)"
+                        .into(),
                 ))
             } else if client == server {
                 polypath_pair(options, case, &dir)
@@ -251,6 +258,8 @@ fn case_files(case: &str) -> Vec<(String, usize)> {
         "transfer" | "ecn" => sized(&[1_000_000, 3_000_000, 5_000_000]),
         // Long enough for both rebindings of [`REBIND_AFTER_BYTES`] and more after them.
         "rebind-port" | "rebind-addr" => sized(&[10_000_000]),
+        // The runner's size: the client moves to the preferred address early in it.
+        "connectionmigration" => sized(&[2_000_000]),
         "multiplexing" => (0..200)
             .map(|i| (format!("/m{i:03}"), 1000 + i * 37))
             .collect(),
@@ -601,8 +610,33 @@ async fn polypath_client(
     let crypto = QuicServerConfig::with_initial(tls, initial).map_err(|e| e.to_string())?;
     let mut config = noq::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(noq_transport(setup));
-    let endpoint = noq::Endpoint::server(config, SocketAddr::new(loopback(setup), 0))
+    // connectionmigration: noq's server advertises a preferred address, a second socket on
+    // another port of the same IP, and counts the datagrams each socket receives. (Another
+    // IP cannot work: noq 1.4's server drops a packet that arrives on a local IP other than
+    // its path's, and it names only the IP of the socket to send from, so its answers
+    // leave from the first socket.)
+    let (endpoint, preferred) = if case == "connectionmigration" {
+        let ip = loopback(setup);
+        let socket = MultiAddrSocket::bind(&[SocketAddr::new(ip, 0), SocketAddr::new(ip, 0)])
+            .map_err(|e| format!("noq server sockets: {e}"))?;
+        let SocketAddr::V4(preferred) = socket.local_addrs()[1] else {
+            return Err("the preferred address is IPv4 here".into());
+        };
+        config.preferred_address_v4(Some(preferred));
+        let received = socket.received_by_socket();
+        let endpoint = noq::Endpoint::new_with_abstract_socket(
+            noq::EndpointConfig::default(),
+            Some(config),
+            Box::new(socket),
+            Arc::new(noq::TokioRuntime),
+        )
         .map_err(|e| format!("noq server: {e}"))?;
+        (endpoint, Some((preferred, received)))
+    } else {
+        let endpoint = noq::Endpoint::server(config, SocketAddr::new(loopback(setup), 0))
+            .map_err(|e| format!("noq server: {e}"))?;
+        (endpoint, None)
+    };
     let addr = endpoint.local_addr().map_err(|e| e.to_string())?;
     let www = site.www();
     let server = {
@@ -743,6 +777,24 @@ async fn polypath_client(
             }
             checks.push(format!("noq saw the client at {:?}", log.peers));
         }
+        "connectionmigration" => {
+            let (preferred, received) = preferred.ok_or("no preferred address")?;
+            let at_original = received[0].load(Ordering::Relaxed);
+            let at_preferred = received[1].load(Ordering::Relaxed);
+            checks.push(check_moved_to_preferred(connection, "client")?);
+            // The client's packets after the handshake (its acknowledgments of the whole
+            // download) went to the preferred address.
+            if at_preferred < 50 || at_preferred <= at_original {
+                return Err(format!(
+                    "noq received {at_preferred} datagrams at its preferred address \
+                     {preferred}, {at_original} at its original one"
+                ));
+            }
+            checks.push(format!(
+                "noq received {at_preferred} datagrams at its preferred address {preferred}, \
+                 {at_original} at its original one"
+            ));
+        }
         "rebind-port" | "rebind-addr" => {
             let last = log.last_peers.first().copied().flatten();
             let challenges = log.frames.first().map_or(0, |(tx, _)| tx.path_challenge);
@@ -795,15 +847,26 @@ async fn polypath_pair(
     cmd.env("LISTEN", "127.0.0.1:0")
         .env("QLOGDIR", server_dir.join("qlog"))
         .env("SSLKEYLOGFILE", server_dir.join("keys.log"));
+    // connectionmigration: the server's preferred address, on a second loopback address.
+    let preferred = if case == "connectionmigration" {
+        let free = std::net::UdpSocket::bind("127.0.0.2:0")
+            .and_then(|s| s.local_addr())
+            .map_err(|e| format!("no free port on 127.0.0.2: {e}"))?;
+        cmd.env("PREFERRED_ADDRESS", free.to_string());
+        Some(free)
+    } else {
+        None
+    };
     let Some((server, addr)) = start_server(options, cmd).await? else {
         return Ok(None);
     };
     let mut client = Script::spawn(client_command(options, case, dir, &site, addr))?;
     let status = client.wait(options.timeout).await;
-    let (_, client_err) = client.output();
-    // The server's connection ends with the client's; its qlog is then complete.
+    let (client_out, client_err) = client.output();
+    // The server's connection ends with the client's; its qlog and report are then
+    // complete.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    drop(server);
+    let (server_out, _) = server.output();
     let status = status?;
     if status == 127 {
         return Ok(None);
@@ -826,8 +889,68 @@ async fn polypath_pair(
             server_qlogs.len()
         ));
     }
-    checks.push(check_v2(&client_qlogs[0], &server_qlogs[0])?);
+    match preferred {
+        Some(preferred) => {
+            let client: Value = serde_json::from_str(&client_out)
+                .map_err(|e| format!("the client's summary is not JSON ({e}): {client_out}"))?;
+            checks.push(check_moved_to_preferred(&client["connection"], "client")?);
+            let served: Value = server_out
+                .lines()
+                .find(|l| l.starts_with('{'))
+                .and_then(|l| serde_json::from_str(l).ok())
+                .ok_or_else(|| format!("no report from the server: {server_out}"))?;
+            checks.push(check_moved_to_preferred(&served["connection"], "server")?);
+            checks.push(check_server_moved(&server_qlogs[0], preferred)?);
+        }
+        None => checks.push(check_v2(&client_qlogs[0], &server_qlogs[0])?),
+    }
     Ok(Some(checks.join("; ")))
+}
+
+/// The connectionmigration check of one side's report: it moved to the server's preferred
+/// address once (the client after validating it, the server once it sent from it).
+fn check_moved_to_preferred(connection: &Value, side: &str) -> Result<String, CaseError> {
+    let moved = connection["preferred_address_migrations"]
+        .as_u64()
+        .unwrap_or(0);
+    if moved != 1 {
+        return Err(format!(
+            "the {side} moved to the preferred address {moved} times, expected once"
+        ));
+    }
+    Ok(format!("the {side} moved to the preferred address"))
+}
+
+/// The connectionmigration check of the server's qlog: after the move, the client's
+/// packets arrive at the preferred address (the server moves only once a non-probing
+/// packet of the client arrived there and the path from there validated), and most of
+/// the client's packets come after it.
+fn check_server_moved(server: &[Value], preferred: SocketAddr) -> Result<String, CaseError> {
+    let qlog = QlogView::new(server);
+    let moved_at = qlog
+        .events("migration_state_updated")
+        .find(|r| {
+            r["data"]["new"] == "complete" && r["data"]["local"] == preferred.to_string().as_str()
+        })
+        .and_then(|r| r["time"].as_f64())
+        .ok_or_else(|| format!("the server's qlog shows no move to {preferred}"))?;
+    let received = |after: bool| {
+        qlog.events("packet_received")
+            .filter(|r| r["data"]["header"]["packet_type"] == "1RTT")
+            .filter(|r| r["time"].as_f64().is_some_and(|t| (t > moved_at) == after))
+            .count()
+    };
+    let (before, after) = (received(false), received(true));
+    if after <= before {
+        return Err(format!(
+            "the server received {before} 1-RTT packets before moving to {preferred} and \
+             {after} after"
+        ));
+    }
+    Ok(format!(
+        "the server moved to {preferred} at {moved_at:.1} ms: {before} 1-RTT packets \
+         received before, {after} after"
+    ))
 }
 
 /// The runner's v2 checks, from the client's and the server's qlog: (versions seen).
