@@ -221,7 +221,7 @@ async fn serve(args: ServerArgs) -> Result<(), String> {
     let bound = endpoint.local_addrs();
     println!("listening on {}", bound[0]);
     if let Some(preferred) = args.preferred_address {
-        println!("preferred address {preferred}");
+        eprintln!("preferred address {preferred}");
     }
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let args = Arc::new(args);

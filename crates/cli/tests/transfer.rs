@@ -252,6 +252,61 @@ fn client_migrates_to_a_new_local_address_mid_download() {
     );
 }
 
+/// `server --preferred-address`: the server listens on 127.0.0.1 and advertises
+/// 127.0.0.2; the client moves there after the handshake and the download completes from
+/// there (both reports count the move, the server's path leaves from the preferred
+/// address); a client with `--no-preferred-address` stays.
+#[test]
+fn client_moves_to_the_server_preferred_address() {
+    let dir = scratch("preferred");
+    let preferred = std::net::UdpSocket::bind("127.0.0.2:0")
+        .and_then(|s| s.local_addr())
+        .unwrap()
+        .to_string();
+    let mut server = Server::serving(&dir, &["--preferred-address", &preferred]);
+    let args = ["--size", "5MB", "--download"];
+    let summary = client(&server, server.addr, &args);
+    check_summary(&summary, 5_000_000);
+    // A download's summary has the sender's (the server's) report; the client's path
+    // shows where it sent.
+    assert_eq!(summary["sender"]["preferred_address_migrations"], 1);
+    assert_eq!(
+        summary["client_paths"][0]["remote"].as_str(),
+        Some(preferred.as_str()),
+        "{summary}"
+    );
+    let report = server.report();
+    assert_eq!(report["verified"], true, "{report}");
+    let server_side = &report["connection"];
+    assert_eq!(server_side["preferred_address_migrations"], 1, "{report}");
+    assert_eq!(
+        server_side["paths"][0]["local"].as_str(),
+        Some(preferred.as_str()),
+        "{report}"
+    );
+    let stays = client(
+        &server,
+        server.addr,
+        &["--size", "1MB", "--download", "--no-preferred-address"],
+    );
+    check_summary(&stays, 1_000_000);
+    assert_eq!(
+        stays["client_paths"][0]["remote"].as_str(),
+        Some(server.addr.to_string().as_str()),
+        "{stays}"
+    );
+    let report = server.report();
+    assert_eq!(
+        report["connection"]["preferred_address_migrations"], 0,
+        "{report}"
+    );
+    assert_eq!(
+        report["connection"]["paths"][0]["local"].as_str(),
+        Some(server.addr.to_string().as_str()),
+        "{report}"
+    );
+}
+
 /// hq-interop through the command line: `server --www` and `client --url`; the files land
 /// in --downloads byte for byte; the server offers both protocols, and a transfer-protocol
 /// client still works against it.
