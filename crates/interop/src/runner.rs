@@ -930,7 +930,8 @@ fn check_server_moved(server: &[Value], preferred: SocketAddr) -> Result<String,
     let moved_at = qlog
         .events("migration_state_updated")
         .find(|r| {
-            r["data"]["new"] == "complete" && r["data"]["local"] == preferred.to_string().as_str()
+            r["data"]["new"] == "migration_complete"
+                && r["data"]["local"] == preferred.to_string().as_str()
         })
         .and_then(|r| r["time"].as_f64())
         .ok_or_else(|| format!("the server's qlog shows no move to {preferred}"))?;

@@ -558,6 +558,7 @@ impl Connection {
         self.rotate_peer_cid(id);
         let cc = self.cc_factory.build(now, id, self.config.initial_mtu);
         let token = self.random_token();
+        let off_path_token = self.random_token();
         let timeout = self.path_validation_timeout();
         let initial_rtt = self.config.initial_rtt;
         let Some(path) = self.paths.get_mut(&id) else {
@@ -583,6 +584,20 @@ impl Connection {
             sent_at: None,
             give_up_at: now + timeout,
         });
+        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.3
+        //# A client might need to perform a connection migration before it has
+        //# migrated to the server's preferred address.  In this case, the client
+        //# SHOULD perform path validation to both the original and preferred
+        //# server address from the client's new address concurrently.
+        if let Some(probe) = path.off_path.as_mut().filter(|p| p.challenge.is_some()) {
+            probe.local = local;
+            probe.attempts = 0;
+            probe.challenge = Some(Challenge {
+                token: off_path_token,
+                sent_at: None,
+                give_up_at: now + timeout,
+            });
+        }
         self.stats.migrations += 1;
         self.qlog_event(
             now,
@@ -712,7 +727,7 @@ impl Connection {
         self.qlog_event(
             now,
             "migration_state_updated",
-            json!({"new": "complete", "path_id": id.0, "old_local": old_local.to_string(), "old_remote": from.to_string(), "local": probe.local.to_string(), "remote": probe.remote.to_string()}),
+            json!({"new": "migration_complete", "path_id": id.0, "old_local": old_local.to_string(), "old_remote": from.to_string(), "local": probe.local.to_string(), "remote": probe.remote.to_string()}),
         );
     }
 

@@ -172,6 +172,39 @@ fn server_sends_from_the_preferred_address_only_after_validating() {
     assert_eq!(pair.server().paths[&PathId::ZERO].local, preferred());
 }
 
+/// RFC 9000 section 9.6.3: the client migrates to a new local address before it moved
+/// to the preferred address; it validates the preferred address from the new address
+/// and ends up there, and so does the server.
+#[test]
+fn client_migration_before_the_move_probes_from_the_new_address() {
+    let mut pair = pair(true);
+    pair.handshake();
+    assert!(pair.client().paths[&PathId::ZERO].off_path.is_some());
+    let now = pair.now;
+    pair.client()
+        .migrate(now, PathId::ZERO, client_addr2())
+        .unwrap();
+    assert_eq!(
+        pair.client().paths[&PathId::ZERO]
+            .off_path
+            .as_ref()
+            .map(|p| p.local),
+        Some(client_addr2())
+    );
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        p.client().stats().preferred_address_migrations == 1
+    }));
+    let got = pair.transfer(200_000, Duration::from_secs(10));
+    assert!(got == expected_payload(200_000), "{} bytes", got.len());
+    let path = &pair.client().paths[&PathId::ZERO];
+    assert_eq!((path.local, path.remote), (client_addr2(), preferred()));
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        p.server().stats().preferred_address_migrations == 1
+    }));
+    let path = &pair.server().paths[&PathId::ZERO];
+    assert_eq!((path.local, path.remote), (preferred(), client_addr2()));
+}
+
 /// With multipath, the preferred address is a migration of path 0 (draft-ietf-quic-
 /// multipath-21 section 2.2): the client moves path 0 there and can still open a second
 /// path.
