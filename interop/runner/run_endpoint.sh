@@ -41,7 +41,9 @@ case "$TESTCASE" in
   # listens there too; the client (by default) validates it once the handshake is
   # confirmed and moves its connection there. The runner names no preferred address; as
   # other endpoints do, the server takes its own IPv4 address in the runner's network
-  # (server4) on port 4433, unless PREFERRED_ADDRESS gives one.
+  # (server4) on port 4433, unless PREFERRED_ADDRESS gives one. (Runner versions that
+  # start the server of this case with TESTCASE=transfer, the client alone getting
+  # connectionmigration, get no preferred address from this server.)
   connectionmigration)
     if [ "$ROLE" = server ] && [ -z "${PREFERRED_ADDRESS:-}" ]; then
       server4=$(getent ahostsv4 server4 | awk 'NR == 1 { print $1 }') || server4=

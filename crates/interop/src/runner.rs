@@ -10,6 +10,12 @@
 //! The runner judges from a pcap of the network and the endpoints' logs; here the
 //! observations come from the noq side (its own counters and a socket that counts Retry
 //! packets), from polypath's JSON output and from polypath's qlog files.
+//!
+//! `connectionmigration` is the runner README's case: the server offers a preferred address
+//! (RFC 9000 section 9.6) and the client moves there. It runs polypath against a noq server
+//! (a preferred address on a second port; the datagrams noq receives there are counted)
+//! and polypath against polypath (127.0.0.2; the server's report and qlog show it moved
+//! and received most packets after); noq's client does not move to a preferred address.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
