@@ -4,7 +4,7 @@
 //! malformed lines are skipped.
 
 mod common;
-use common::{POLYPATH, scratch};
+use common::{Announced, POLYPATH, scratch, spawn_announced};
 use polypath_link::feed::FeedEvent;
 use polypath_link::{CellId, LinkEvent, LinkEventKind, MeasEvent};
 use serde_json::Value;
@@ -87,21 +87,15 @@ fn server(
     cmd.args(["server", "--listen", "127.0.0.1:0", "--once", "--cert-out"])
         .arg(&cert)
         .args(extra)
-        .env_remove("POLYPATH_LINK_EVENTS")
-        .stdout(Stdio::piped());
+        .env_remove("POLYPATH_LINK_EVENTS");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
+    let Announced {
+        child,
+        stdout,
+        addr,
+    } = spawn_announced(&mut cmd, "listening on ");
     (Proc(child), addr, cert, stdout)
 }
 

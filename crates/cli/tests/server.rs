@@ -4,9 +4,9 @@
 //! `--retry` validates addresses.
 
 mod common;
-use common::{POLYPATH, scratch};
+use common::{Announced, POLYPATH, scratch, spawn_announced};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,22 +25,17 @@ struct Server {
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
         let cert = dir.join("server-cert.pem");
-        let mut child = Command::new(POLYPATH)
-            .args(["server", "--listen", "127.0.0.1:0", "--cert-out"])
-            .arg(&cert)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let Announced {
+            child,
+            stdout,
+            addr,
+        } = spawn_announced(
+            Command::new(POLYPATH)
+                .args(["server", "--listen", "127.0.0.1:0", "--cert-out"])
+                .arg(&cert)
+                .args(extra),
+            "listening on ",
+        );
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in stdout.lines() {

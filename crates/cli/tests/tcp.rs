@@ -2,7 +2,7 @@
 //! rows and the errors for a bad congestion controller.
 
 mod common;
-use common::{POLYPATH, scratch};
+use common::{Announced, POLYPATH, scratch, spawn_announced};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -17,21 +17,16 @@ struct Receiver {
 
 impl Receiver {
     fn start(extra: &[&str]) -> Receiver {
-        let mut child = Command::new(POLYPATH)
-            .args(["tcp", "recv", "--listen", "127.0.0.1:0", "--once"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let Announced {
+            child,
+            stdout,
+            addr,
+        } = spawn_announced(
+            Command::new(POLYPATH)
+                .args(["tcp", "recv", "--listen", "127.0.0.1:0", "--once"])
+                .args(extra),
+            "listening on ",
+        );
         Receiver {
             child,
             addr,

@@ -2,14 +2,14 @@
 //! summary, loss injected by a userspace relay, qlog output, two paths and path weights.
 
 mod common;
-use common::{POLYPATH, scratch};
+use common::{Announced, POLYPATH, scratch, spawn_announced};
 use polypath_io::relay::{Relay, RelayConfig};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// A `polypath server --once` child process, killed if the test ends early.
 struct Server {
@@ -37,25 +37,20 @@ impl Server {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = Command::new(POLYPATH)
-            .arg("server")
-            .args(listen)
-            .args(once)
-            .arg("--cert-out")
-            .arg(&cert)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let Announced {
+            child,
+            stdout,
+            addr,
+        } = spawn_announced(
+            Command::new(POLYPATH)
+                .arg("server")
+                .args(listen)
+                .args(once)
+                .arg("--cert-out")
+                .arg(&cert)
+                .args(extra),
+            "listening on ",
+        );
         Server {
             child,
             addr,
@@ -1023,43 +1018,32 @@ fn bench_loopback_reports_both_stacks_and_the_two_path_run() {
     }
 }
 
-/// A `polypath relay` process, killed when dropped.
-struct RelayProcess {
-    child: Child,
-    /// Its standard output after the first line.
-    out: BufReader<ChildStdout>,
-    /// The address clients send to.
-    addr: SocketAddr,
-}
+/// A `polypath relay` process (its `addr` is where clients send), killed when dropped.
+struct RelayProcess(Announced);
 
 impl RelayProcess {
-    /// Starts `polypath relay --to to` with `extra` arguments and reads the address it
-    /// listens on from its first line.
+    /// Starts `polypath relay --to to` with `extra` arguments.
     fn start(to: SocketAddr, extra: &[&str]) -> RelayProcess {
-        let mut child = Command::new(POLYPATH)
-            .args(["relay", "--to", &to.to_string()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("relaying ")
-            .and_then(|rest| rest.split(" -> ").next())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
-        RelayProcess { child, out, addr }
+        RelayProcess(spawn_announced(
+            Command::new(POLYPATH)
+                .args(["relay", "--to", &to.to_string()])
+                .args(extra),
+            "relaying ",
+        ))
+    }
+}
+
+impl std::ops::Deref for RelayProcess {
+    type Target = Announced;
+    fn deref(&self) -> &Announced {
+        &self.0
     }
 }
 
 impl Drop for RelayProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
     }
 }
 
@@ -1092,8 +1076,8 @@ fn relay_subcommand_loses_datagrams_and_keylog_file_gets_secrets() {
     assert!(srtt >= Some(4.0), "{summary}");
     assert_eq!(server.finish()["verified"], true);
     let mut line = String::new();
-    relay.out.read_line(&mut line).unwrap();
-    assert!(relay.child.wait().unwrap().success());
+    relay.0.stdout.read_line(&mut line).unwrap();
+    assert!(relay.0.child.wait().unwrap().success());
     let stats: Value = serde_json::from_str(&line).unwrap();
     eprintln!("relay: {stats}");
     let (forwarded, dropped) = (

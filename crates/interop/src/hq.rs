@@ -16,7 +16,6 @@ use polypath_cli::hq::{
     relative_path, resolve,
 };
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
 
 use crate::peer::CaseError;
@@ -186,26 +185,35 @@ async fn noq_save(
     mut recv: noq::RecvStream,
     target: PathBuf,
 ) -> Result<Downloaded, CaseError> {
+    let stream = recv.id();
     let (data, stalls) = read_all(&mut recv)
         .await
-        .map_err(|e| format!("{path}: {e}"))?;
+        .map_err(|e| format!("{path} ({stream}): {e}"))?;
+    let downloaded = Downloaded {
+        bytes: data.len() as u64,
+        sha256: Sha256::digest(&data).into(),
+        path,
+        stalls,
+    };
+    save_file(&target, data).await?;
+    Ok(downloaded)
+}
+
+/// Writes `data` to the file `target` (creating its directory) and returns once the
+/// bytes are in the file. `tokio::fs::File::write_all` alone returns when the bytes are
+/// handed to a blocking-pool thread, not when they are written: a file dropped without a
+/// flush can still be empty when the caller goes to check it. That was the rare
+/// "downloaded 0 bytes" failure of the multiplexing case (noq client) on a busy machine,
+/// where the blocking thread had not yet run when the downloads were checked.
+pub async fn save_file(target: &Path, data: Vec<u8>) -> Result<(), CaseError> {
     if let Some(parent) = target.parent() {
         tokio::fs::create_dir_all(parent)
             .await
             .map_err(|e| format!("{}: {e}", parent.display()))?;
     }
-    let mut out = tokio::fs::File::create(&target)
+    tokio::fs::write(target, data)
         .await
-        .map_err(|e| format!("{}: {e}", target.display()))?;
-    out.write_all(&data)
-        .await
-        .map_err(|e| format!("{}: {e}", target.display()))?;
-    Ok(Downloaded {
-        bytes: data.len() as u64,
-        sha256: Sha256::digest(&data).into(),
-        path,
-        stalls,
-    })
+        .map_err(|e| format!("{}: {e}", target.display()))
 }
 
 async fn noq_fetch_with(
@@ -320,5 +328,81 @@ impl Site {
 impl Drop for Site {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// A waker that unparks the test's thread.
+    struct Unpark {
+        woken: AtomicBool,
+        thread: std::thread::Thread,
+    }
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.woken.store(true, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+
+    /// [`save_file`] returns only once its file holds every byte, however late the blocking
+    /// pool gets to run. Each poll of it is made while the pool's only thread is held by a
+    /// gate, so whatever that poll handed to the pool has not run when it returns: at the
+    /// poll that returns `Ready`, the file must already be complete. (A plain
+    /// `File::create` + `write_all` + drop returns `Ready` with the write still queued and
+    /// the file empty.)
+    #[test]
+    fn save_file_returns_once_the_file_holds_the_data() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let _in_runtime = runtime.enter();
+        let dir = std::env::temp_dir().join(format!("pp-interop-save-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let target = dir.join("downloads/f081");
+        let data = crate::cases::pattern(21_919, 81).to_vec();
+        let mut save = Box::pin(save_file(&target, data.clone()));
+        let unpark = Arc::new(Unpark {
+            woken: AtomicBool::new(false),
+            thread: std::thread::current(),
+        });
+        let waker = Waker::from(unpark.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut polls = 0;
+        loop {
+            let (open, gate) = std::sync::mpsc::channel::<()>();
+            drop(tokio::task::spawn_blocking(move || {
+                let _ = gate.recv();
+            }));
+            polls += 1;
+            let poll = save.as_mut().poll(&mut cx);
+            if let Poll::Ready(result) = poll {
+                let on_disk = std::fs::read(&target).unwrap_or_default();
+                drop(open);
+                result.unwrap();
+                assert_eq!(
+                    on_disk.len(),
+                    data.len(),
+                    "save_file returned (poll {polls}) before its bytes were in the file"
+                );
+                assert!(on_disk == data, "the file holds other bytes");
+                break;
+            }
+            drop(open);
+            while !unpark.woken.swap(false, Ordering::SeqCst) {
+                std::thread::park();
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

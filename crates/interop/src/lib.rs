@@ -21,6 +21,8 @@
 //!
 //! [`run_matrix`] is the entry point; the `polypath-interop` binary prints its [`Report`]
 //! as JSON (`--json`) or as a table and exits non-zero if any case failed.
+//! To debug a failure, set `POLYPATH_INTEROP_QLOG=DIR` ([`peer::QLOG_ENV`]): every polypath
+//! endpoint of the matrix then writes one qlog file per connection to `DIR`.
 //!
 //! [`runner`] checks the QUIC Interop Runner's endpoint contract instead: the repository's
 //! `interop/runner/run_endpoint.sh` against noq on loopback (`polypath-interop --runner`),

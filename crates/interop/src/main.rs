@@ -3,6 +3,9 @@
 //! failed. With `--runner`, runs the QUIC Interop Runner's endpoint contract instead
 //! (`interop/runner/run_endpoint.sh` against noq, see `polypath_interop::runner`) and
 //! prints its table of cases by direction.
+//!
+//! With `POLYPATH_INTEROP_QLOG=DIR` in the environment, the matrix's polypath endpoints
+//! write qlog files to `DIR`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,7 +15,11 @@ use polypath_interop::{Case, MatrixOptions, Sizes, run_matrix};
 
 /// Interop matrix: polypath against noq over loopback UDP, both directions.
 #[derive(Debug, Parser)]
-#[command(name = "polypath-interop", version)]
+#[command(
+    name = "polypath-interop",
+    version,
+    after_help = "Environment: POLYPATH_INTEROP_QLOG=DIR makes the matrix's polypath endpoints write qlog files to DIR."
+)]
 struct Args {
     /// Print one JSON object {"cases":[...]} instead of a table.
     #[arg(long)]

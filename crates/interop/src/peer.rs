@@ -155,6 +155,23 @@ fn noq_transport(setup: &Setup) -> Arc<noq::TransportConfig> {
     Arc::new(t)
 }
 
+/// The environment variable naming a directory for the qlog files of every polypath
+/// endpoint of the matrix (one `ODCID-client.sqlog` / `ODCID-server.sqlog` per
+/// connection); unset, no qlog is written. A debugging aid for rare failures.
+pub const QLOG_ENV: &str = "POLYPATH_INTEROP_QLOG";
+
+/// A polypath endpoint configuration with fresh secrets, writing qlog to the directory of
+/// [`QLOG_ENV`] if it is set.
+fn polypath_endpoint_config() -> Result<polypath_quic::EndpointConfig, CaseError> {
+    let mut config = polypath_quic::EndpointConfig::random();
+    if let Some(dir) = std::env::var_os(QLOG_ENV) {
+        let qlog = polypath_io::QlogDir::new(&dir)
+            .map_err(|e| format!("{QLOG_ENV}={}: {e}", dir.to_string_lossy()))?;
+        config.qlog = Some(Arc::new(qlog));
+    }
+    Ok(config)
+}
+
 /// An endpoint of either stack; kept alive for as long as its connection is used.
 pub enum Endpoint {
     /// A polypath-io endpoint.
@@ -221,12 +238,8 @@ impl Pair {
                 let mut config = polypath_quic::ServerConfig::new(tls.server.clone());
                 config.transport = polypath_transport(&setup);
                 config.retry = setup.retry;
-                let e = polypath_io::Endpoint::server(
-                    listen,
-                    polypath_quic::EndpointConfig::random(),
-                    config,
-                )
-                .map_err(|e| format!("polypath server endpoint: {e}"))?;
+                let e = polypath_io::Endpoint::server(listen, polypath_endpoint_config()?, config)
+                    .map_err(|e| format!("polypath server endpoint: {e}"))?;
                 let addr = e
                     .local_addrs()
                     .first()
@@ -265,9 +278,8 @@ impl Pair {
         let accept = accept(&server_endpoint, setup.retry);
         let (client_endpoint, second_local) = match client {
             Stack::Polypath => {
-                let e =
-                    polypath_io::Endpoint::client(&locals, polypath_quic::EndpointConfig::random())
-                        .map_err(|e| format!("polypath client endpoint: {e}"))?;
+                let e = polypath_io::Endpoint::client(&locals, polypath_endpoint_config()?)
+                    .map_err(|e| format!("polypath client endpoint: {e}"))?;
                 let second = e.local_addrs().get(1).copied();
                 (Endpoint::Polypath(e), second)
             }

@@ -45,3 +45,38 @@ pub fn scratch(name: &str) -> Scratch {
     std::fs::create_dir_all(&dir).unwrap();
     Scratch(dir)
 }
+
+/// A `polypath` child process that announced the address it serves on its first line.
+#[allow(dead_code)] // not every test binary spawns such a process
+pub struct Announced {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its standard output, after the first line.
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The address from the first line.
+    pub addr: std::net::SocketAddr,
+}
+
+/// Spawns `cmd` with its standard output piped and reads the address it announces: its
+/// first line must be `prefix` then the address (anything after the address, past a space,
+/// is ignored: `relaying A -> B`).
+#[allow(dead_code)] // not every test binary spawns such a process
+pub fn spawn_announced(cmd: &mut std::process::Command, prefix: &str) -> Announced {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("first line {line:?}: {e}"));
+    Announced {
+        child,
+        stdout,
+        addr,
+    }
+}
