@@ -7,24 +7,17 @@ use polypath_io::link_feed::LinkFeed;
 use polypath_io::{Connection, Endpoint, PathEvent, PathId};
 use polypath_link::feed::FeedEvent;
 use polypath_link::{CellId, LinkEvent, LinkEventKind, MeasEvent};
-use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate, server_config,
-};
+mod common;
+use common::{addr, tls_pair};
 use polypath_quic::pm::MakeBeforeBreakFactory;
 use polypath_quic::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
-const ALPN: &[u8] = b"polypath-io-test";
 /// Generous bound for anything the test waits for (never reached when things work).
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
 
 /// The feed line of an RRC measurement event entering on `iface`, for the interface with
 /// address `local`.
@@ -78,15 +71,7 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feed_events_drive_make_before_break_on_a_live_connection() {
-    let cert = self_signed_certificate(&["localhost".into()]).unwrap();
-    let server_tls =
-        server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap();
-    let client_tls = client_config(
-        vec![ALPN.to_vec()],
-        ServerVerification::Pinned(cert.chain[0].clone()),
-        false,
-    )
-    .unwrap();
+    let (server_tls, client_tls) = tls_pair();
     let mut sc = ServerConfig::new(server_tls);
     sc.transport = Arc::new(TransportConfig {
         initial_max_path_id: Some(4),

@@ -1,19 +1,12 @@
 //! The driver over real loopback UDP: streams, datagrams, paths, close, qlog.
 
 use polypath_io::{Connection, Endpoint};
-use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate, server_config,
-};
+mod common;
+use common::{addr, tls_pair};
 use polypath_quic::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const ALPN: &[u8] = b"polypath-io-test";
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
 
 fn transport(multipath: bool) -> Arc<TransportConfig> {
     Arc::new(TransportConfig {
@@ -29,15 +22,7 @@ fn pair(
     multipath: bool,
     qlog: Option<polypath_io::QlogDir>,
 ) -> (Endpoint, Endpoint, ClientConfig) {
-    let cert = self_signed_certificate(&["localhost".into()]).unwrap();
-    let server_tls =
-        server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap();
-    let client_tls = client_config(
-        vec![ALPN.to_vec()],
-        ServerVerification::Pinned(cert.chain[0].clone()),
-        false,
-    )
-    .unwrap();
+    let (server_tls, client_tls) = tls_pair();
     let mut server_config = ServerConfig::new(server_tls);
     server_config.transport = transport(multipath);
     let mut server_ep = EndpointConfig::random();
@@ -225,15 +210,7 @@ async fn ecn_marks_cross_loopback_and_validate() {
 /// confirmed and moves there, and an upload completes; both sides count the move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_moves_to_the_server_preferred_address() {
-    let cert = self_signed_certificate(&["localhost".into()]).unwrap();
-    let server_tls =
-        server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap();
-    let client_tls = client_config(
-        vec![ALPN.to_vec()],
-        ServerVerification::Pinned(cert.chain[0].clone()),
-        false,
-    )
-    .unwrap();
+    let (server_tls, client_tls) = tls_pair();
     // A free port on 127.0.0.2 for the preferred address (it must be known up front).
     let preferred = std::net::UdpSocket::bind("127.0.0.2:0")
         .and_then(|s| s.local_addr())

@@ -4,21 +4,15 @@
 
 use polypath_io::relay::{Relay, RelayConfig};
 use polypath_io::{Endpoint, PathStatus};
-use polypath_quic::crypto::{
-    ServerVerification, client_config, self_signed_certificate, server_config,
-};
+mod common;
+use common::{addr, tls_pair};
 use polypath_quic::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 use sha2::{Digest, Sha256};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const ALPN: &[u8] = b"polypath-io-test";
 const SIZE: usize = 30_000_000;
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
 
 /// What the receiver saw.
 struct Delivery {
@@ -31,15 +25,13 @@ struct Delivery {
 /// Uploads `SIZE` bytes over two paths (127.0.0.1 and 127.0.0.2, through one relay) and
 /// blackholes the path from `dying` once 40% have arrived.
 async fn transfer_losing_a_path(dying: IpAddr) {
-    let cert = self_signed_certificate(&["localhost".into()]).unwrap();
+    let (server_tls, client_tls) = tls_pair();
     let transport = Arc::new(TransportConfig {
         initial_max_path_id: Some(4),
         scheduler: polypath_quic::sched::scheduler_by_name("rr").unwrap(),
         ..TransportConfig::default()
     });
-    let mut server_config = ServerConfig::new(
-        server_config(cert.chain.clone(), cert.key, vec![ALPN.to_vec()], false).unwrap(),
-    );
+    let mut server_config = ServerConfig::new(server_tls);
     server_config.transport = transport.clone();
     let server =
         Endpoint::server(addr("127.0.0.1:0"), EndpointConfig::random(), server_config).unwrap();
@@ -58,14 +50,7 @@ async fn transfer_losing_a_path(dying: IpAddr) {
     )
     .unwrap();
     let locals = client.local_addrs();
-    let mut cc = ClientConfig::new(
-        client_config(
-            vec![ALPN.to_vec()],
-            ServerVerification::Pinned(cert.chain[0].clone()),
-            false,
-        )
-        .unwrap(),
-    );
+    let mut cc = ClientConfig::new(client_tls);
     cc.transport = transport;
 
     let (kill_tx, kill_rx) = tokio::sync::oneshot::channel::<()>();

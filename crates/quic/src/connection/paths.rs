@@ -213,6 +213,30 @@ impl std::fmt::Debug for Path {
 }
 
 impl Path {
+    /// The probe of the other 4-tuple (`local`, `remote`), started if there is none with
+    /// the `received` bytes that came on it counted; a probe of yet another 4-tuple is
+    /// dropped (one is kept at a time). The bool is true if the probe is new.
+    pub(crate) fn off_path_probe(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        received: u64,
+    ) -> (&mut OffPathProbe, bool) {
+        let fresh = self
+            .off_path
+            .as_ref()
+            .is_none_or(|p| (p.local, p.remote) != (local, remote));
+        if fresh {
+            self.off_path = None;
+        }
+        let probe = self.off_path.get_or_insert_with(|| {
+            let mut probe = OffPathProbe::new(local, remote);
+            probe.received = received;
+            probe
+        });
+        (probe, fresh)
+    }
+
     pub fn new(
         id: PathId,
         local: SocketAddr,

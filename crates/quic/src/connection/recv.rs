@@ -541,18 +541,7 @@ impl Connection {
             let Some(path) = self.paths.get_mut(&path_id) else {
                 return;
             };
-            if path
-                .off_path
-                .as_ref()
-                .is_some_and(|p| (p.local, p.remote) != (local, remote))
-            {
-                path.off_path = None;
-            }
-            let probe = path.off_path.get_or_insert_with(|| {
-                let mut probe = paths::OffPathProbe::new(local, remote);
-                probe.received = datagram_len;
-                probe
-            });
+            let (probe, _) = path.off_path_probe(local, remote, datagram_len);
             probe.non_probing_seen = true;
             if probe.validated {
                 //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.2
@@ -1006,31 +995,20 @@ impl Connection {
                         //= https://www.rfc-editor.org/rfc/rfc9000#section-8.2.2
                         //# A PATH_RESPONSE frame MUST be sent on the network path where the PATH_CHALLENGE
                         //# frame was received.
-                        if path
-                            .off_path
-                            .as_ref()
-                            .is_some_and(|p| (p.local, p.remote) != (local, remote))
-                        {
-                            path.off_path = None;
+                        let (probe, fresh) = path.off_path_probe(local, remote, len);
+                        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.2
+                        //# The server MUST probe on the path toward the client from its preferred address.
+                        //
+                        //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.3
+                        //# Servers SHOULD initiate path validation to the client's new address upon
+                        //# receiving a probe packet from a different address; see {{address-validation}}.
+                        if fresh && server {
+                            probe.challenge = Some(paths::Challenge {
+                                token: our_token,
+                                sent_at: None,
+                                give_up_at,
+                            });
                         }
-                        let probe = path.off_path.get_or_insert_with(|| {
-                            let mut probe = paths::OffPathProbe::new(local, remote);
-                            probe.received = len;
-                            //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.2
-                            //# The server MUST probe on the path toward the client from its preferred address.
-                            //
-                            //= https://www.rfc-editor.org/rfc/rfc9000#section-9.6.3
-                            //# Servers SHOULD initiate path validation to the client's new address upon
-                            //# receiving a probe packet from a different address; see {{address-validation}}.
-                            if server {
-                                probe.challenge = Some(paths::Challenge {
-                                    token: our_token,
-                                    sent_at: None,
-                                    give_up_at,
-                                });
-                            }
-                            probe
-                        });
                         &mut probe.responses
                     };
                     if responses.len() >= 4 {

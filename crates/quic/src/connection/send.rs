@@ -954,10 +954,10 @@ impl Connection {
                 ack_eliciting |= self.write_data_frames(path_id, buf, end, &mut sent, None);
             }
             AckSpace::Path(_) if opts.off_path => {
-                ack_eliciting |= self.write_off_path_frames(now, path_id, buf, end);
+                ack_eliciting |= self.write_path_frames(now, path_id, buf, end, true);
             }
             AckSpace::Path(_) => {
-                ack_eliciting |= self.write_path_frames(now, path_id, buf, end);
+                ack_eliciting |= self.write_path_frames(now, path_id, buf, end, false);
                 if !opts.path_only {
                     ack_eliciting |= self.write_control_frames(buf, end, &mut sent);
                     ack_eliciting |= self.write_crypto_frames(space, buf, end, &mut sent);
@@ -1227,69 +1227,51 @@ impl Connection {
         wrote
     }
 
-    /// PATH_RESPONSE and PATH_CHALLENGE frames of a path. Returns true if any was written.
+    /// PATH_RESPONSE and PATH_CHALLENGE frames of a path, or with `off_path` of the other
+    /// 4-tuple it probes. Returns true if any was written.
     fn write_path_frames(
         &mut self,
         now: Instant,
         path_id: PathId,
         buf: &mut Vec<u8>,
         end: usize,
+        off_path: bool,
     ) -> bool {
         let Some(path) = self.paths.get_mut(&path_id) else {
             return false;
+        };
+        let (responses, challenge, attempts) = if off_path {
+            let Some(probe) = path.off_path.as_mut() else {
+                return false;
+            };
+            (
+                &mut probe.responses,
+                &mut probe.challenge,
+                Some(&mut probe.attempts),
+            )
+        } else {
+            (&mut path.responses, &mut path.challenge, None)
         };
         let mut wrote = false;
         //= https://datatracker.ietf.org/doc/html/draft-ietf-quic-multipath-21#section-3.1
         //# If an endpoint sends a PATH_RESPONSE ({{Section 19.18 of QUIC-TRANSPORT}}), it MUST be sent on the same path
         //# as used by the packet that contained the PATH_CHALLENGE frame ({{Section 19.17 of QUIC-TRANSPORT}}),
         //# using a connection ID associated with the same path ID.
-        while let Some(&token) = path.responses.front() {
+        while let Some(&token) = responses.front() {
             if !put_frame(buf, end, &Frame::PathResponse(token)) {
                 break;
             }
-            path.responses.pop_front();
+            responses.pop_front();
             wrote = true;
         }
-        if let Some(ch) = path.challenge.as_mut()
+        if let Some(ch) = challenge.as_mut()
             && ch.sent_at.is_none()
             && put_frame(buf, end, &Frame::PathChallenge(ch.token))
         {
             ch.sent_at = Some(now);
-            wrote = true;
-        }
-        wrote
-    }
-
-    /// The PATH_RESPONSE and PATH_CHALLENGE frames of a path's other 4-tuple. Returns true
-    /// if any was written.
-    fn write_off_path_frames(
-        &mut self,
-        now: Instant,
-        path_id: PathId,
-        buf: &mut Vec<u8>,
-        end: usize,
-    ) -> bool {
-        let Some(probe) = self
-            .paths
-            .get_mut(&path_id)
-            .and_then(|p| p.off_path.as_mut())
-        else {
-            return false;
-        };
-        let mut wrote = false;
-        while let Some(&token) = probe.responses.front() {
-            if !put_frame(buf, end, &Frame::PathResponse(token)) {
-                break;
+            if let Some(attempts) = attempts {
+                *attempts += 1;
             }
-            probe.responses.pop_front();
-            wrote = true;
-        }
-        if let Some(ch) = probe.challenge.as_mut()
-            && ch.sent_at.is_none()
-            && put_frame(buf, end, &Frame::PathChallenge(ch.token))
-        {
-            ch.sent_at = Some(now);
-            probe.attempts += 1;
             wrote = true;
         }
         wrote
