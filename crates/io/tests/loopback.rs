@@ -1,6 +1,6 @@
 //! The driver over real loopback UDP: streams, datagrams, paths, close, qlog.
 
-use polypath_io::{Connection, Endpoint};
+use polypath_io::{Connection, Endpoint, WriteError};
 mod common;
 use common::{addr, tls_pair};
 use polypath_quic::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
@@ -167,7 +167,13 @@ async fn streams_whose_receiving_half_is_dropped_unread_free_their_slot() {
         for i in 0..STREAMS {
             let (mut send, mut recv) = c.open_bi().await.unwrap();
             send.write_all(&[i as u8]).await.unwrap();
-            send.finish().unwrap();
+            // The server may have read the byte and stopped the stream already (a busy
+            // machine can hold this task between the write and the FIN): then the FIN is
+            // rightly refused, and the answer still comes.
+            match send.finish() {
+                Ok(()) | Err(WriteError::Stopped(_)) => {}
+                Err(e) => panic!("finish: {e}"),
+            }
             assert_eq!(recv.read_to_end(16).await.unwrap(), vec![i as u8]);
         }
     };
