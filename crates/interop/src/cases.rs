@@ -1140,7 +1140,8 @@ async fn datagrams(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
 /// third, once the previous one has arrived, a key update is forced: by polypath, then by
 /// noq, then by polypath again. polypath may start one only three PTOs after its previous
 /// update was acknowledged (RFC 9001 section 6.5), so it is asked again every 10 ms until it
-/// starts (at most [`KEY_UPDATE_WAIT`]); its second update starting therefore shows that
+/// starts (at most [`KEY_UPDATE_WAIT`]), sending a PING each time so that a packet of its
+/// current key phase gets acknowledged; its second update starting therefore shows that
 /// noq acknowledged the first in the new key phase.
 async fn key_update(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
     let (polypath, noq) = match (&pair.client, &pair.server) {
@@ -1173,6 +1174,11 @@ async fn key_update(ctx: &Context, pair: &Pair) -> Result<String, CaseError> {
             } else {
                 let mut ok = side.force_key_update();
                 while !ok && asked.elapsed() < KEY_UPDATE_WAIT {
+                    // An update needs an acknowledged packet of the current key phase, and
+                    // with no data flowing polypath sends only acknowledgments, which noq
+                    // does not acknowledge: after one of noq's own key updates (noq starts
+                    // one after a random 10 to 1000 packets) none would ever come.
+                    side.ping();
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     ok = side.force_key_update();
                 }

@@ -727,13 +727,17 @@ impl Conn {
         }
     }
 
-    /// Makes noq send an ack-eliciting packet now (a PING on path 0); polypath needs no
-    /// prompting in this matrix, so nothing happens on its side.
+    /// Makes this side send an ack-eliciting packet now (a PING on path 0).
     pub fn ping(&self) {
-        if let Conn::Noq { conn, .. } = self
-            && let Some(path) = conn.path(noq::PathId::ZERO)
-        {
-            let _ = path.ping();
+        match self {
+            Conn::Polypath(c) => {
+                c.ping(polypath_quic::PathId(0));
+            }
+            Conn::Noq { conn, .. } => {
+                if let Some(path) = conn.path(noq::PathId::ZERO) {
+                    let _ = path.ping();
+                }
+            }
         }
     }
 

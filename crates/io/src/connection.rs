@@ -578,6 +578,17 @@ impl Connection {
         .map_err(|e| e.to_string())?
     }
 
+    /// Sends a PING on path `id` with its next packet (see
+    /// `polypath_quic::Connection::ping`); returns false for an unknown path.
+    pub fn ping(&self, id: PathId) -> bool {
+        self.with(|(conn, _, driver)| {
+            let queued = conn.ping(id);
+            wake(driver);
+            queued
+        })
+        .unwrap_or(false)
+    }
+
     /// Starts a 1-RTT key update if one is allowed now; returns whether it started.
     pub fn force_key_update(&self) -> bool {
         self.with(|(conn, _, driver)| {

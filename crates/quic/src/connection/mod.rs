@@ -981,6 +981,25 @@ impl Connection {
         true
     }
 
+    /// Sends a PING frame on path `id` with its next packet, which the peer then
+    /// acknowledges: to check that the path still carries, or to have a packet of the
+    /// current key phase acknowledged so that [`Connection::force_key_update`] may start
+    /// one (after a peer's key update, an endpoint that sends only acknowledgments has
+    /// nothing the peer would acknowledge). Returns false for an unknown path.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-19.2
+    //# Endpoints can use PING frames (type=0x01) to verify that their peers are still alive
+    //# or to check reachability to the peer.
+    pub fn ping(&mut self, id: PathId) -> bool {
+        if self.is_closed() {
+            return false;
+        }
+        let Some(path) = self.paths.get_mut(&id) else {
+            return false;
+        };
+        path.space.ping_pending = true;
+        true
+    }
+
     /// Starts a 1-RTT key update now, if one is allowed (the handshake is confirmed and the
     /// previous update was acknowledged). Returns whether it started.
     pub fn force_key_update(&mut self, now: Instant) -> bool {

@@ -147,6 +147,33 @@ pub(super) fn key_updates_mid_transfer(pair: &mut Pair) {
     assert_eq!(pair.client().stats().key_updates, 2);
 }
 
+/// After the peer's key update, an endpoint that only acknowledges has no packet of the
+/// new key phase the peer would acknowledge, so it may not start an update of its own
+/// (RFC 9001 section 6.1); a PING gets one acknowledged, and then it may.
+#[test]
+fn a_ping_gets_the_current_key_phase_acknowledged_after_the_peers_update() {
+    let mut pair = Pair::default_pair();
+    pair.handshake();
+    assert_eq!(pair.transfer(10_000, Duration::from_secs(5)).len(), 10_000);
+    idle_for(&mut pair, Duration::from_secs(1));
+    let now = pair.now;
+    assert!(pair.server().force_key_update(now));
+    assert!(pair.server().ping(PathId(0)));
+    idle_for(&mut pair, Duration::from_secs(1));
+    assert_eq!(pair.client().stats().key_updates, 1, "the client followed");
+    let now = pair.now;
+    assert!(
+        !pair.client().force_key_update(now),
+        "nothing of the new phase was acknowledged yet"
+    );
+    assert!(pair.client().ping(PathId(0)));
+    assert!(!pair.client().ping(PathId(7)), "no such path");
+    idle_for(&mut pair, Duration::from_secs(1));
+    let now = pair.now;
+    assert!(pair.client().force_key_update(now));
+    assert_eq!(pair.client().stats().key_updates, 2);
+}
+
 #[test]
 fn application_close_reaches_peer() {
     let mut pair = Pair::default_pair();
