@@ -213,6 +213,19 @@ impl std::fmt::Debug for Path {
 }
 
 impl Path {
+    /// Starts the path's congestion state afresh for a new network path: the congestion
+    /// controller `cc`, an RTT estimator at `initial_rtt`, and ECN validated again (the new
+    /// path may not support the old rate, delay or marking).
+    pub(crate) fn restart_on_new_network_path(
+        &mut self,
+        cc: Box<dyn CongestionController>,
+        initial_rtt: Duration,
+    ) {
+        self.cc = cc;
+        self.rtt = RttEstimator::new(initial_rtt);
+        self.ecn.revalidate();
+    }
+
     /// The probe of the other 4-tuple (`local`, `remote`), started if there is none with
     /// the `received` bytes that came on it counted; a probe of yet another 4-tuple is
     /// dropped (one is kept at a time). The bool is true if the probe is new.
@@ -594,12 +607,10 @@ impl Connection {
         //# When migrating, the new path might not support the endpoint's current sending
         //# rate. Therefore, the endpoint resets its congestion controller and RTT estimate,
         //# as described in {{migration-cc}}.
-        path.cc = cc;
-        path.rtt = RttEstimator::new(initial_rtt);
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.2
         //# The new path might not have the same ECN capability. Therefore, the endpoint
         //# validates ECN capability as described in {{ecn}}.
-        path.ecn.revalidate();
+        path.restart_on_new_network_path(cc, initial_rtt);
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.2
         //# To establish reachability on the new path, an endpoint initiates path
         //# validation ({{migrate-validate}}) on the new path.
@@ -743,9 +754,7 @@ impl Connection {
         //# estimator for the new path to initial values (see Appendices A.3 and
         //# B.3 of [QUIC-RECOVERY]) unless the only change in the peer's address
         //# is its port number.
-        path.cc = cc;
-        path.rtt = RttEstimator::new(initial_rtt);
-        path.ecn.revalidate();
+        path.restart_on_new_network_path(cc, initial_rtt);
         self.rotate_peer_cid(id);
         self.stats.preferred_address_migrations += 1;
         self.qlog_event(

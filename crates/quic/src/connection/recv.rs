@@ -602,9 +602,6 @@ impl Connection {
             return;
         }
         path.last_validated = previously_validated;
-        if !port_only {
-            path.ecn.revalidate();
-        }
         //= https://www.rfc-editor.org/rfc/rfc9000#section-9.3.1
         //# Until a peer's address is deemed valid, an endpoint limits the amount
         //# of data it sends to that address; see Section 8.
@@ -622,8 +619,7 @@ impl Connection {
         //# B.3 of [QUIC-RECOVERY]) unless the only change in the peer's address
         //# is its port number.
         if let Some(cc) = cc {
-            path.cc = cc;
-            path.rtt = crate::recovery::RttEstimator::new(initial_rtt);
+            path.restart_on_new_network_path(cc, initial_rtt);
         }
         path.challenge = Some(paths::Challenge {
             token,
