@@ -168,10 +168,14 @@ impl Agenda {
         }
     }
 
-    /// The earliest deadline: the index's, or a stale connection's as it is now (an
-    /// index entry of a stale connection may be too early, which only costs a wake-up).
+    /// The earliest deadline: of the connections indexed as they are, and of the stale
+    /// ones as they are now (their index entries are out of date, too early or too late).
     fn earliest(&self, connections: &BTreeMap<ConnectionHandle, Connection>) -> Option<Instant> {
-        let indexed = self.timers.first().map(|(t, _)| *t);
+        let indexed = self
+            .timers
+            .iter()
+            .find(|(_, h)| !self.stale.contains(h))
+            .map(|(t, _)| *t);
         let fresh = self
             .stale
             .iter()
@@ -649,7 +653,6 @@ impl Endpoint {
             buf.extend_from_slice(&data);
             return Some(t);
         }
-        self.agenda.refresh(&self.connections);
         // Round robin over the connections that may have something to send, starting
         // after the one served last; one with nothing leaves the agenda until touched.
         let mut cursor = self.last_served;
@@ -669,6 +672,9 @@ impl Endpoint {
             self.agenda.active.remove(&h);
             cursor = Some(h);
         }
+        // Nothing left to send: the deadlines are indexed as the connections are now, once
+        // per round of polls rather than before every poll.
+        self.agenda.refresh(&self.connections);
         None
     }
 

@@ -715,25 +715,38 @@ impl Stream {
 
     /// Writes the frame; without a Length field the data runs to the end of the packet.
     pub fn encode<B: BufMut + ?Sized>(&self, has_length_field: bool, buf: &mut B) {
-        let mut ty = FrameType::STREAM.0;
-        if self.offset != 0 {
-            ty |= STREAM_OFF;
-        }
-        if has_length_field {
-            ty |= STREAM_LEN;
-        }
-        if self.fin {
-            ty |= STREAM_FIN;
-        }
-        FrameType(ty).encode(buf);
-        put_var(buf, self.id.0);
-        if self.offset != 0 {
-            put_var(buf, self.offset);
-        }
-        if has_length_field {
-            put_var(buf, self.data.len() as u64);
-        }
+        let length = has_length_field.then_some(self.data.len());
+        encode_stream_header(self.id, self.offset, length, self.fin, buf);
         buf.put_slice(&self.data);
+    }
+}
+
+/// Writes the fields of a STREAM frame before its data (whose length is `length`, if the
+/// frame has a Length field), for a writer that appends the data itself.
+pub fn encode_stream_header<B: BufMut + ?Sized>(
+    id: StreamId,
+    offset: u64,
+    length: Option<usize>,
+    fin: bool,
+    buf: &mut B,
+) {
+    let mut ty = FrameType::STREAM.0;
+    if offset != 0 {
+        ty |= STREAM_OFF;
+    }
+    if length.is_some() {
+        ty |= STREAM_LEN;
+    }
+    if fin {
+        ty |= STREAM_FIN;
+    }
+    FrameType(ty).encode(buf);
+    put_var(buf, id.0);
+    if offset != 0 {
+        put_var(buf, offset);
+    }
+    if let Some(length) = length {
+        put_var(buf, length as u64);
     }
 }
 

@@ -35,6 +35,24 @@ impl RangeSet {
         if range.is_empty() {
             return false;
         }
+        // Most insertions (packet numbers, in-order stream data) reach the last range or
+        // lie beyond it: nothing else can touch them.
+        if let Some(mut last) = self.map.last_entry()
+            && range.start >= *last.key()
+        {
+            let last_end = *last.get();
+            if range.end <= last_end {
+                return false;
+            }
+            if range.start <= last_end {
+                *last.get_mut() = range.end;
+                self.elts += range.end - last_end;
+            } else {
+                self.map.insert(range.start, range.end);
+                self.elts += range.end - range.start;
+            }
+            return true;
+        }
         let mut start = range.start;
         let mut end = range.end;
         let mut removed = 0u64;

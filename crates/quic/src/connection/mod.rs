@@ -389,6 +389,9 @@ pub struct Connection {
     held_back_scratch: Vec<PathId>,
     /// Reused by every `poll_transmit` for the paths whose queued data goes back.
     trim_scratch: Vec<(PathId, bool)>,
+    /// The data of the STREAM frame being written from a path's queue (kept from one frame
+    /// to the next).
+    stream_parts_scratch: Vec<Bytes>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -621,6 +624,7 @@ impl Connection {
             path_id_scratch: Vec::new(),
             held_back_scratch: Vec::new(),
             trim_scratch: Vec::new(),
+            stream_parts_scratch: Vec::new(),
         };
         conn.endpoint_events
             .push_back(EndpointEvent::NewLocalCid(p.local_cid));

@@ -522,6 +522,13 @@ impl Connection {
                     return Some((path.id, path.queue_class));
                 }
             }
+            if !self
+                .paths
+                .values()
+                .any(|p| p.is_usable() && p.can_take_packet())
+            {
+                return None;
+            }
             let mut chosen = None;
             for class in self.waiting_classes() {
                 let pending = self.pending_data(class);
@@ -1452,7 +1459,57 @@ impl Connection {
                 let Some(part) = now_part else {
                     break;
                 };
-                write_stream_chunk(part, buf, sent);
+                // The chunks queued after this one that continue it go in its frame: one
+                // frame for the peer to process and acknowledge rather than a sliver of
+                // the next chunk in a frame of its own in every packet.
+                let mut parts = std::mem::take(&mut self.stream_parts_scratch);
+                parts.clear();
+                let (id, offset, mut fin) = (part.id, part.offset, part.fin);
+                let mut len = part.data.len();
+                parts.push(part.data);
+                while !fin
+                    && let Some(next) = path.queue.front()
+                    && next.id == id
+                    && next.offset == offset + len as u64
+                    && !self
+                        .streams
+                        .is_acked(id, next.offset, next.data.len() as u64, next.fin)
+                {
+                    let header =
+                        frame::stream_frame_header_len(id, offset, len + next.data.len(), true);
+                    let room = end.saturating_sub(buf.len() + header + len);
+                    let take = room.min(next.data.len());
+                    if take == 0 && !(next.data.is_empty() && next.fin) {
+                        break;
+                    }
+                    let Some(mut next) = path.queue.pop_front() else {
+                        break;
+                    };
+                    path.queued_bytes -= next.data.len() as u64;
+                    if take < next.data.len() {
+                        let head = next.data.split_to(take);
+                        next.offset += take as u64;
+                        path.queued_bytes += next.data.len() as u64;
+                        path.queue.push_front(next);
+                        len += head.len();
+                        parts.push(head);
+                        break;
+                    }
+                    len += next.data.len();
+                    fin = next.fin;
+                    parts.push(next.data);
+                }
+                sent.stream.push(StreamRange {
+                    id,
+                    offset,
+                    len: len as u64,
+                    fin,
+                });
+                frame::encode_stream_header(id, offset, Some(len), fin, buf);
+                for data in parts.drain(..) {
+                    buf.extend_from_slice(&data);
+                }
+                self.stream_parts_scratch = parts;
                 wrote = true;
             }
         }

@@ -40,6 +40,7 @@ mod delivery_rate;
 mod pacing;
 mod rtt;
 mod sent;
+mod window;
 
 pub use delivery_rate::{DeliveryRateEstimator, DeliveryStamp, RateSample};
 pub use pacing::{Pacer, PacerConfig};

@@ -82,6 +82,21 @@ pub struct Pacer {
     capacity: u64,
     /// When the bucket was last filled; `None` before the first use.
     last: Option<Instant>,
+    /// The last [`Pacer::delay_until`] question and its answer: asked again with nothing
+    /// sent in between, it has the same answer (a refill at the same instant adds
+    /// nothing), without the arithmetic. A scheduler asks several times per packet.
+    memo: Option<(DelayQuestion, Option<Instant>)>,
+}
+
+/// The arguments of one [`Pacer::delay_until`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DelayQuestion {
+    now: Instant,
+    bytes_to_send: u64,
+    mtu: u16,
+    window: u64,
+    smoothed_rtt: Duration,
+    rate: Option<u64>,
 }
 
 impl Pacer {
@@ -95,6 +110,7 @@ impl Pacer {
             den: 1,
             capacity: 0,
             last: None,
+            memo: None,
         }
     }
 
@@ -114,6 +130,34 @@ impl Pacer {
         smoothed_rtt: Duration,
         rate: Option<u64>,
     ) -> Option<Instant> {
+        let question = DelayQuestion {
+            now,
+            bytes_to_send,
+            mtu,
+            window,
+            smoothed_rtt,
+            rate,
+        };
+        if let Some((asked, answer)) = self.memo
+            && asked == question
+        {
+            return answer;
+        }
+        let answer = self.compute_delay(question);
+        self.memo = Some((question, answer));
+        answer
+    }
+
+    /// [`Pacer::delay_until`] without the memo.
+    fn compute_delay(&mut self, question: DelayQuestion) -> Option<Instant> {
+        let DelayQuestion {
+            now,
+            bytes_to_send,
+            mtu,
+            window,
+            smoothed_rtt,
+            rate,
+        } = question;
         //= https://www.rfc-editor.org/rfc/rfc9002#section-7.7
         //# ~~~pseudocode
         //# rate = N * congestion_window / smoothed_rtt
@@ -161,6 +205,7 @@ impl Pacer {
 
     /// Accounts a sent packet of `bytes` bytes that counts toward bytes in flight.
     pub fn on_sent(&mut self, now: Instant, bytes: u64) {
+        self.memo = None;
         self.refill(now);
         self.tokens = self.tokens.saturating_sub(bytes);
     }
@@ -245,6 +290,47 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    /// Asking the same question again, as a scheduler does several times per packet, gets
+    /// the answer of the arithmetic, before and after a packet is sent.
+    #[test]
+    fn a_repeated_question_gets_the_answer_of_the_arithmetic() {
+        let t0 = Instant::now();
+        let mut reference = Pacer::new(PacerConfig::default());
+        let mut memoized = Pacer::new(PacerConfig::default());
+        let mut sent = 0;
+        for i in 0..200u64 {
+            let question = DelayQuestion {
+                now: t0 + Duration::from_micros(37 * i),
+                bytes_to_send: 1200,
+                mtu: 1200,
+                window: 60_000,
+                smoothed_rtt: ms(20),
+                rate: (i % 3 == 0).then_some(1_000_000 + 1000 * i),
+            };
+            let ask = |p: &mut Pacer| {
+                p.delay_until(
+                    question.now,
+                    question.bytes_to_send,
+                    question.mtu,
+                    question.window,
+                    question.smoothed_rtt,
+                    question.rate,
+                )
+            };
+            let want = reference.compute_delay(question);
+            assert_eq!(ask(&mut memoized), want, "call {i}");
+            assert_eq!(ask(&mut memoized), want, "call {i}, again");
+            if want.is_none() {
+                reference.on_sent(question.now, 1200);
+                memoized.on_sent(question.now, 1200);
+                sent += 1;
+                assert_eq!(ask(&mut memoized), reference.compute_delay(question));
+            }
+        }
+        assert!(sent > 10 && sent < 200, "{sent} sent");
+        assert_eq!(reference.tokens(), memoized.tokens());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! packet-number space (RFC 9002 section 6 and Appendix A).
 
 use super::delivery_rate::DeliveryStamp;
+use super::window::PacketWindow;
 use super::{K_PACKET_THRESHOLD, RttEstimator, pto_duration};
 use crate::error::TransportError;
 use std::collections::BTreeMap;
@@ -342,7 +343,7 @@ impl From<AckError> for TransportError {
 pub struct SpaceRecovery<T> {
     kind: SpaceKind,
     /// sent_packets, keyed by packet number.
-    sent: BTreeMap<u64, Entry<T>>,
+    sent: PacketWindow<Entry<T>>,
     /// The largest packet number sent or skipped.
     largest_sent: Option<u64>,
     /// Packet numbers never sent: start -> inclusive end, disjoint, pruned once they fall
@@ -372,7 +373,7 @@ impl<T> SpaceRecovery<T> {
     pub fn new(kind: SpaceKind) -> Self {
         SpaceRecovery {
             kind,
-            sent: BTreeMap::new(),
+            sent: PacketWindow::default(),
             largest_sent: None,
             skipped: BTreeMap::new(),
             largest_acked: None,
@@ -405,7 +406,7 @@ impl<T> SpaceRecovery<T> {
                     pn > largest,
                     "packet number {pn} reused (largest {largest})"
                 );
-                if let Some(old) = self.sent.remove(&pn) {
+                if let Some(old) = self.sent.remove(pn) {
                     self.forget(&old.packet);
                 }
             }
@@ -586,11 +587,9 @@ impl<T> SpaceRecovery<T> {
             // A frame repeats older ranges (up to 64) with every acknowledgment: those below
             // every tracked packet and lost record cost no searches.
             let below = |first: Option<u64>| first.is_none_or(|pn| end < pn);
-            if below(self.sent.keys().next().copied())
-                && below(self.recently_lost.keys().next().copied())
-            {
+            if below(self.sent.first_pn()) && below(self.recently_lost.keys().next().copied()) {
                 // As below: the next tracked packet has an acknowledged one before it.
-                if let Some((_, entry)) = self.sent.iter_mut().next() {
+                if let Some(entry) = self.sent.first_mut() {
                     entry.acked_before = true;
                 }
                 if descending {
@@ -598,16 +597,16 @@ impl<T> SpaceRecovery<T> {
                 }
                 continue;
             }
-            while let Some((&pn, _)) = self.sent.range(range.clone()).next() {
-                if let Some(entry) = self.sent.remove(&pn) {
-                    self.forget(&entry.packet);
-                    outcome.includes_ack_eliciting |= entry.packet.ack_eliciting;
-                    outcome.acked.push((pn, entry.packet));
-                }
-            }
+            let mut sent = std::mem::take(&mut self.sent);
+            sent.remove_range(range, |pn, entry| {
+                self.forget(&entry.packet);
+                outcome.includes_ack_eliciting |= entry.packet.ack_eliciting;
+                outcome.acked.push((pn, entry.packet));
+            });
+            self.sent = sent;
             // The next tracked packet now has an acknowledged packet number before it.
             if let Some(next) = end.checked_add(1)
-                && let Some((_, entry)) = self.sent.range_mut(next..).next()
+                && let Some(entry) = self.sent.first_from_mut(next)
             {
                 entry.acked_before = true;
             }
@@ -707,7 +706,7 @@ impl<T> SpaceRecovery<T> {
         let mut acked_since_lost = false;
         // OR of `acked_before` over lost entries not yet folded into a surviving entry.
         let mut carry = false;
-        for (&pn, entry) in self.sent.range_mut(..=largest_acked) {
+        for (pn, entry) in self.sent.up_to_mut(largest_acked) {
             acked_since_lost |= entry.acked_before;
             //= https://www.rfc-editor.org/rfc/rfc9002#section-a.10
             //# if (unacked.time_sent <= lost_send_time ||
@@ -741,7 +740,7 @@ impl<T> SpaceRecovery<T> {
         }
         if carry
             && let Some(next) = largest_acked.checked_add(1)
-            && let Some((_, entry)) = self.sent.range_mut(next..).next()
+            && let Some(entry) = self.sent.first_from_mut(next)
         {
             entry.acked_before = true;
         }
@@ -749,7 +748,7 @@ impl<T> SpaceRecovery<T> {
 
         let mut packets = Vec::with_capacity(lost.len());
         for (pn, reason, acked_since_previous) in lost {
-            let Some(entry) = self.sent.remove(&pn) else {
+            let Some(entry) = self.sent.remove(pn) else {
                 continue;
             };
             self.forget(&entry.packet);
@@ -796,7 +795,7 @@ impl<T> SpaceRecovery<T> {
         //# // Reset the loss detection and PTO timer
         //# time_of_last_ack_eliciting_packet[pn_space] = 0
         //# loss_time[pn_space] = 0
-        let sent = std::mem::take(&mut self.sent);
+        let sent = self.sent.take_all();
         self.time_of_last_ack_eliciting = None;
         self.loss_time = None;
         self.ack_eliciting_in_flight = 0;
@@ -895,7 +894,7 @@ impl<T> SpaceRecovery<T> {
     /// probe packet or to retransmit the frames of a path whose PTO expired on another
     /// path (draft-ietf-quic-multipath-21 section 5.7).
     pub fn outstanding(&self) -> impl DoubleEndedIterator<Item = (u64, &SentPacket<T>)> {
-        self.sent.iter().map(|(&pn, e)| (pn, &e.packet))
+        self.sent.iter().map(|(pn, e)| (pn, &e.packet))
     }
 
     /// Like [`SpaceRecovery::outstanding`], with mutable payloads (the bookkeeping fields
@@ -903,7 +902,7 @@ impl<T> SpaceRecovery<T> {
     pub fn outstanding_payloads_mut(&mut self) -> impl DoubleEndedIterator<Item = (u64, &mut T)> {
         self.sent
             .iter_mut()
-            .map(|(&pn, e)| (pn, &mut e.packet.payload))
+            .map(|(pn, e)| (pn, &mut e.packet.payload))
     }
 
     /// Undoes the accounting of a packet leaving `sent`.
@@ -919,8 +918,8 @@ impl<T> SpaceRecovery<T> {
     /// Drops skipped ranges that lie below everything still tracked: no honest
     /// acknowledgment can name them any more, and keeping them would grow without bound.
     fn prune_skipped(&mut self) {
-        let floor = match self.sent.keys().next() {
-            Some(&smallest) => smallest,
+        let floor = match self.sent.first_pn() {
+            Some(smallest) => smallest,
             None => self.largest_acked.unwrap_or(0),
         };
         while let Some((&start, &end)) = self.skipped.iter().next()

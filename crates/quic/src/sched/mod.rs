@@ -466,6 +466,7 @@ pub trait Scheduler: Send + fmt::Debug {
 
     /// Picks the path(s) for the next packet carrying application data. `paths` lists every
     /// path that is not yet fully closed, in path ID order; `pending` describes the data.
+    /// It is asked only while some usable path has window room for another packet.
     /// Pacing is not the scheduler's concern: choose by window room, RTT, weights and so
     /// on, and the connection sends on the chosen path when its pacer allows.
     fn schedule(&mut self, now: Instant, paths: &[PathSnapshot], pending: &PendingData)

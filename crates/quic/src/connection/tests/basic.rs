@@ -22,6 +22,48 @@ fn stream_transfer_is_intact() {
     assert!(got == expected_payload(2_000_000));
 }
 
+/// Stream data queued on a path while its pacer holds it back leaves in full packets of
+/// one STREAM frame each, not a packet's worth plus a sliver of the next chunk.
+#[test]
+fn queued_stream_data_leaves_one_frame_per_packet() {
+    let mut pair = Pair::default_pair();
+    pair.delay = Duration::from_millis(20);
+    pair.handshake();
+    let id = pair.client().open_stream(Dir::Uni).expect("stream");
+    let payload = expected_payload(3_000_000);
+    let mut written = 0;
+    // (packets that carried stream data, of them the ones with more than one frame)
+    let (mut with_data, mut split) = (0u64, 0u64);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut server_stream = None;
+    while written < payload.len() || with_data < 1000 {
+        if written < payload.len() {
+            written += pair.client().write(id, &payload[written..]).unwrap_or(0);
+        }
+        for (pn, p) in pair.client().paths[&PathId::ZERO]
+            .space
+            .recovery
+            .outstanding()
+        {
+            if !p.payload.stream.is_empty() && seen.insert(pn) {
+                with_data += 1;
+                split += u64::from(p.payload.stream.len() > 1);
+            }
+        }
+        server_stream = server_stream.or_else(|| pair.server().accept_stream(Dir::Uni));
+        if let Some(sid) = server_stream {
+            while let Ok(Some(_)) = pair.server().read(sid, usize::MAX) {}
+        }
+        assert!(pair.step(), "the transfer stalled");
+    }
+    assert!(with_data >= 1000, "{with_data} packets with stream data");
+    // A packet whose queue ran dry takes a sliver of new data, as it should.
+    assert!(
+        split * 50 < with_data,
+        "{split} of {with_data} packets had more than one STREAM frame"
+    );
+}
+
 #[test]
 fn transfer_survives_five_percent_loss() {
     let mut pair = Pair::default_pair();
