@@ -434,6 +434,7 @@ impl Connection {
         }
         if packet.ack_eliciting {
             path.last_ack_eliciting_sent = Some(now);
+            path.stats.ack_eliciting_sent += 1;
         }
         if matches!(space, AckSpace::Path(_))
             && *self.batch_ecn.get_or_insert_with(|| path.ecn.marking())

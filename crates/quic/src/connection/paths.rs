@@ -19,6 +19,8 @@ use crate::recovery::{DeliveryRateEstimator, Pacer, PacerConfig, RttEstimator, S
 pub struct PathStats {
     /// Packets sent.
     pub packets_sent: u64,
+    /// Of them, ack-eliciting packets.
+    pub ack_eliciting_sent: u64,
     /// Packets declared lost.
     pub packets_lost: u64,
     /// Packets received.

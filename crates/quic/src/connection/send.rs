@@ -979,7 +979,8 @@ impl Connection {
             || opts.mtu_probe.is_some()
             || self
                 .space_ref(space)
-                .is_some_and(|s| s.ping_pending || s.probes_owed > 0);
+                .is_some_and(|s| s.ping_pending || s.probes_owed > 0)
+            || (!ack_eliciting && self.should_elicit_ack(now, space, &sent));
         if wants_ping && !ack_eliciting && buf.len() < end {
             Frame::Ping.encode(buf);
             ack_eliciting = true;
@@ -1169,6 +1170,37 @@ impl Connection {
 
     /// ACK / PATH_ACK frames for this packet: the packet's own space, plus (in 1-RTT
     /// packets) due acknowledgments of paths that cannot carry their own.
+    /// Whether a packet of `space` that would carry only acknowledgments (`sent`) should
+    /// elicit one: once per round trip on its path, while an acknowledged space reports gaps that only
+    /// the peer's acknowledgment of our ACK frames lets it drop. Without it a receiver of a
+    /// one-way transfer repeats up to [`frame::MAX_ACK_RANGES`] old ranges in every ACK,
+    /// and the sender processes them all each time.
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-13.2.4
+    //# This could cause the
+    //# receiver to maintain state for a large number of ACK frames for a long period of
+    //# time, and ACK frames it sends could be unnecessarily large.  In such a case, a
+    //# receiver could send a PING or other small ack-eliciting frame occasionally,
+    //# such as once per round trip, to elicit an ACK from the peer.
+    //
+    //= https://www.rfc-editor.org/rfc/rfc9000#section-13.2.1
+    //# In that case, an endpoint
+    //# MUST NOT send an ack-eliciting frame in all packets that would otherwise be
+    //# non-ack-eliciting, to avoid an infinite feedback loop of acknowledgments.
+    fn should_elicit_ack(&self, now: Instant, space: AckSpace, sent: &SentFrames) -> bool {
+        let gaps = sent.acks.iter().any(|(target, _)| {
+            self.space_ref(*target)
+                .is_some_and(|s| s.acks.received.len() > 1)
+        });
+        let AckSpace::Path(id) = space else {
+            return false;
+        };
+        gaps && self.paths.get(&id).is_some_and(|p| {
+            p.rtt.has_sample()
+                && p.last_ack_eliciting_sent
+                    .is_none_or(|t| now >= t + p.rtt.smoothed())
+        })
+    }
+
     fn write_acks(
         &mut self,
         now: Instant,

@@ -363,6 +363,10 @@ pub struct SpaceRecovery<T> {
     bytes_in_flight: u64,
     /// Packets recently declared lost, for spurious-loss detection.
     recently_lost: BTreeMap<u64, LostRecord>,
+    /// No record in `recently_lost` was declared lost before this (the earliest
+    /// declaration, or earlier once that record is gone): until the retention horizon
+    /// passes it, pruning has nothing to drop and skips its walk over the records.
+    oldest_lost_record: Option<Instant>,
     /// The ranges of the acknowledgment being processed, decoded once per frame into a
     /// buffer kept from one frame to the next.
     ack_ranges: Vec<RangeInclusive<u64>>,
@@ -383,6 +387,7 @@ impl<T> SpaceRecovery<T> {
             ack_eliciting_in_flight: 0,
             bytes_in_flight: 0,
             recently_lost: BTreeMap::new(),
+            oldest_lost_record: None,
             ack_ranges: Vec::new(),
         }
     }
@@ -753,6 +758,7 @@ impl<T> SpaceRecovery<T> {
             };
             self.forget(&entry.packet);
             if entry.packet.in_flight {
+                self.oldest_lost_record = Some(self.oldest_lost_record.map_or(now, |t| t.min(now)));
                 self.recently_lost.insert(
                     pn,
                     LostRecord {
@@ -801,6 +807,7 @@ impl<T> SpaceRecovery<T> {
         self.ack_eliciting_in_flight = 0;
         self.bytes_in_flight = 0;
         self.recently_lost.clear();
+        self.oldest_lost_record = None;
         sent.into_iter().map(|(pn, e)| (pn, e.packet)).collect()
     }
 
@@ -932,7 +939,11 @@ impl<T> SpaceRecovery<T> {
     /// Drops lost-packet records older than the retention period.
     fn prune_lost_records(&mut self, now: Instant, rtt: &RttEstimator) {
         if let Some(horizon) = now.checked_sub(rtt.pto_base().saturating_mul(LOST_RETENTION_PTOS)) {
-            self.recently_lost.retain(|_, r| r.declared_lost >= horizon);
+            if self.oldest_lost_record.is_some_and(|t| t < horizon) {
+                self.recently_lost.retain(|_, r| r.declared_lost >= horizon);
+                self.oldest_lost_record =
+                    self.recently_lost.values().map(|r| r.declared_lost).min();
+            }
         }
     }
 }

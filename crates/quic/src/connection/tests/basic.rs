@@ -64,6 +64,70 @@ fn queued_stream_data_leaves_one_frame_per_packet() {
     );
 }
 
+/// The receiver of a one-way transfer with losses elicits an acknowledgment of its ACK
+/// frames about once per round trip, so it forgets the gaps the sender has seen instead of
+/// reporting them again in every ACK frame.
+#[test]
+fn a_receiver_that_only_acknowledges_elicits_acks_once_per_round_trip() {
+    // Windows large enough that no flow-control update (ack-eliciting) is needed.
+    let window = 16 * 1024 * 1024;
+    let receiver = TransportConfig {
+        receive_window: window,
+        initial_receive_window: window,
+        stream_receive_window: window,
+        initial_stream_receive_window: window,
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::new(TransportConfig::default(), receiver);
+    pair.delay = Duration::from_millis(10);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    pair.drop = Some(Box::new(move |_, _, _| rng.random_bool(0.02)));
+    pair.handshake();
+    let id = pair.client().open_stream(Dir::Uni).expect("stream");
+    let payload = expected_payload(2_000_000);
+    let (mut written, mut received) = (0, 0);
+    let mut server_stream = None;
+    let start = pair.now;
+    let stats_before = pair.server().paths[&PathId::ZERO].stats;
+    let mut most_ranges = 0;
+    while received < payload.len() {
+        if written < payload.len() {
+            written += pair.client().write(id, &payload[written..]).unwrap_or(0);
+        }
+        server_stream = server_stream.or_else(|| pair.server().accept_stream(Dir::Uni));
+        if let Some(sid) = server_stream {
+            while let Ok(Some(chunk)) = pair.server().read(sid, usize::MAX) {
+                received += chunk.len();
+            }
+        }
+        let ranges = pair.server().paths[&PathId::ZERO].space.acks.received.len();
+        most_ranges = most_ranges.max(ranges);
+        assert!(pair.step(), "the transfer stalled");
+    }
+    assert!(
+        pair.client().stats().packets_lost > 20,
+        "losses must happen"
+    );
+    assert!(
+        most_ranges <= 16,
+        "the receiver tracked {most_ranges} ranges"
+    );
+    let elapsed = pair.now - start;
+    let server = &pair.server().paths[&PathId::ZERO];
+    let round_trips = elapsed.as_secs_f64() / server.rtt.min().as_secs_f64();
+    let sent = server.stats.packets_sent - stats_before.packets_sent;
+    let eliciting = server.stats.ack_eliciting_sent - stats_before.ack_eliciting_sent;
+    eprintln!(
+        "{round_trips:.0} round trips, {most_ranges} ranges at most, {eliciting} of {sent} packets ack-eliciting"
+    );
+    assert!(round_trips > 10.0, "{round_trips} round trips");
+    // Once per round trip, beside flow-control updates: not every packet.
+    assert!(
+        (eliciting as f64) < 2.0 * round_trips && eliciting * 4 < sent,
+        "{eliciting} of {sent} packets ack-eliciting in {round_trips:.0} round trips"
+    );
+}
+
 #[test]
 fn transfer_survives_five_percent_loss() {
     let mut pair = Pair::default_pair();
