@@ -157,7 +157,8 @@ impl Agenda {
 
     /// Indexes the deadlines of the stale connections again.
     fn refresh(&mut self, connections: &BTreeMap<ConnectionHandle, Connection>) {
-        for h in std::mem::take(&mut self.stale) {
+        // Emptied in place: the set keeps its node for the next touch.
+        while let Some(h) = self.stale.pop_first() {
             if let Some(t) = self.deadline.remove(&h) {
                 self.timers.remove(&(t, h));
             }

@@ -382,7 +382,7 @@ pub struct Connection {
     last_top_path: Option<PathId>,
     /// Reused by every scheduling decision for the paths' snapshots.
     snapshot_scratch: Vec<PathSnapshot>,
-    /// Reused by every `poll_transmit` for the path IDs.
+    /// Reused by every `poll_transmit` and `handle_timeout` for the path IDs.
     path_id_scratch: Vec<PathId>,
     /// Reused by every scheduling decision for the held-back paths (see
     /// `Connection::held_back_paths`), which a link outage makes non-empty for every packet.

@@ -1211,11 +1211,13 @@ impl Connection {
     ) {
         let exponent = self.config.ack_delay_exponent;
         let multipath = self.multipath.is_some();
-        let mut targets = vec![space];
-        if let AckSpace::Path(own) = space {
-            targets.extend(self.orphan_acks_due(now, own).map(AckSpace::Path));
-        }
-        for target in targets {
+        // The spaces of abandoned paths with acknowledgments due ride along (rarely any:
+        // collecting none allocates nothing).
+        let orphans: Vec<AckSpace> = match space {
+            AckSpace::Path(own) => self.orphan_acks_due(now, own).map(AckSpace::Path).collect(),
+            _ => Vec::new(),
+        };
+        for target in std::iter::once(space).chain(orphans) {
             let Some(s) = self.space_mut(target) else {
                 continue;
             };

@@ -125,10 +125,13 @@ impl Connection {
                 keys.discard_old_key(now, three_pto);
             }
         }
-        let ids: Vec<PathId> = self.paths.keys().copied().collect();
-        for id in ids {
+        let mut ids = std::mem::take(&mut self.path_id_scratch);
+        ids.clear();
+        ids.extend(self.paths.keys().copied());
+        for &id in &ids {
             self.handle_path_timers(now, id);
         }
+        self.path_id_scratch = ids;
         self.run_path_manager(now);
     }
 
