@@ -367,6 +367,17 @@ impl Path {
         self.bytes_in_flight + u64::from(self.mtu) <= self.cc.window()
     }
 
+    /// False if [`Connection`](super::Connection)'s probing (off-path PATH_CHALLENGE and
+    /// PATH_RESPONSE frames, path validation, PTO probes, PMTU probes) has nothing to send
+    /// on this path; true if it may.
+    pub(super) fn may_probe(&self) -> bool {
+        self.off_path.as_ref().is_some_and(OffPathProbe::has_frames)
+            || !self.responses.is_empty()
+            || self.challenge.is_some_and(|c| c.sent_at.is_none())
+            || self.space.probes_owed > 0
+            || matches!(self.mtu_discovery, MtuDiscovery::Pending { .. })
+    }
+
     /// True if stream data or datagram copies wait in the path's own queues.
     pub fn has_queued_data(&self) -> bool {
         !self.queue.is_empty() || !self.datagram_queue.is_empty()

@@ -117,14 +117,17 @@ impl Connection {
     /// The next datagram of the paths `ids`: a probe, else scheduled data, else
     /// acknowledgments and control frames.
     fn poll_paths(&mut self, now: Instant, ids: &[PathId], buf: &mut Vec<u8>) -> Option<Transmit> {
-        for &id in ids {
-            if let Some(t) = self.poll_off_path(now, id, buf) {
-                return Some(t);
+        // One pass over the paths tells whether any may have a probe to send (rarely).
+        if self.paths.values().any(Path::may_probe) {
+            for &id in ids {
+                if let Some(t) = self.poll_off_path(now, id, buf) {
+                    return Some(t);
+                }
             }
-        }
-        for &id in ids {
-            if let Some(t) = self.poll_path_probes(now, id, buf) {
-                return Some(t);
+            for &id in ids {
+                if let Some(t) = self.poll_path_probes(now, id, buf) {
+                    return Some(t);
+                }
             }
         }
         if let Some(t) = self.poll_scheduled(now, buf) {
@@ -132,8 +135,16 @@ impl Connection {
         }
         // No data packet is leaving now (or none could take them): acknowledgments and
         // control frames go on their own.
+        let control_waiting = self.has_control_frames();
+        let leftovers = control_waiting
+            || self.paths.values().any(|p| {
+                p.space.acks.ack_due(now) || p.space.ping_pending || p.abandon_pending.is_some()
+            });
+        if !leftovers {
+            return None;
+        }
         for &id in ids {
-            if let Some(t) = self.poll_path_leftovers(now, id, buf) {
+            if let Some(t) = self.poll_path_leftovers(now, id, buf, control_waiting) {
                 return Some(t);
             }
         }
@@ -417,12 +428,13 @@ impl Connection {
     }
 
     /// A packet for acknowledgments, a keep-alive PING, PATH_ABANDON or other control frames
-    /// on one path, when no data packet carried them.
+    /// (`control_waiting`: some wait) on one path, when no data packet carried them.
     fn poll_path_leftovers(
         &mut self,
         now: Instant,
         id: PathId,
         buf: &mut Vec<u8>,
+        control_waiting: bool,
     ) -> Option<Transmit> {
         let (path, budget) = self.sendable_path(id)?;
         let usable = path.is_usable();
@@ -430,7 +442,7 @@ impl Connection {
             || (usable && self.orphan_acks_due(now, id).next().is_some());
         let needs_ping = path.space.ping_pending;
         let abandoning = path.abandon_pending.is_some();
-        let control = usable && !self.is_stalled(id) && self.has_control_frames();
+        let control = usable && control_waiting && !self.is_stalled(id);
         if !(needs_ack || needs_ping || control || abandoning) {
             return None;
         }
@@ -1168,13 +1180,11 @@ impl Connection {
         })
     }
 
-    /// ACK / PATH_ACK frames for this packet: the packet's own space, plus (in 1-RTT
-    /// packets) due acknowledgments of paths that cannot carry their own.
     /// Whether a packet of `space` that would carry only acknowledgments (`sent`) should
-    /// elicit one: once per round trip on its path, while an acknowledged space reports gaps that only
-    /// the peer's acknowledgment of our ACK frames lets it drop. Without it a receiver of a
-    /// one-way transfer repeats up to [`frame::MAX_ACK_RANGES`] old ranges in every ACK,
-    /// and the sender processes them all each time.
+    /// elicit one: once per round trip on its path, while an acknowledged space reports
+    /// gaps that only the peer's acknowledgment of our ACK frames lets it drop. Without it
+    /// a receiver of a one-way transfer repeats up to [`frame::MAX_ACK_RANGES`] old ranges
+    /// in every ACK, and the sender processes them all each time.
     //= https://www.rfc-editor.org/rfc/rfc9000#section-13.2.4
     //# This could cause the
     //# receiver to maintain state for a large number of ACK frames for a long period of
@@ -1201,6 +1211,8 @@ impl Connection {
         })
     }
 
+    /// ACK / PATH_ACK frames for this packet: the packet's own space, plus (in 1-RTT
+    /// packets) due acknowledgments of paths that cannot carry their own.
     fn write_acks(
         &mut self,
         now: Instant,
