@@ -493,7 +493,14 @@ impl<T> SpaceRecovery<T> {
             _ => return Err(AckError::NotYetSent { pn: end }),
         }
         // Skipped ranges are disjoint and sorted, so only the last one starting at or
-        // below `end` can intersect `start..=end`.
+        // below `end` can intersect `start..=end` (none if the first starts above it).
+        if self
+            .skipped
+            .first_key_value()
+            .is_none_or(|(&first, _)| end < first)
+        {
+            return Ok(());
+        }
         if let Some((&s_start, &s_end)) = self.skipped.range(..=end).next_back()
             && s_end >= start
         {
@@ -587,12 +594,19 @@ impl<T> SpaceRecovery<T> {
         // every tracked packet and lost record, so are all after it.
         let descending = ranges.windows(2).all(|w| w[1].end() < w[0].start());
         let mut outcome = AckOutcome::empty();
+        // The numbers of the lost-packet records span at most this (it only shrinks while
+        // the ranges are applied): ranges outside it cost no search of the records.
+        let lost_span = self
+            .recently_lost
+            .first_key_value()
+            .zip(self.recently_lost.last_key_value())
+            .map(|((&first, _), (&last, _))| first..=last);
         for range in ranges {
             let end = *range.end();
             // A frame repeats older ranges (up to 64) with every acknowledgment: those below
             // every tracked packet and lost record cost no searches.
             let below = |first: Option<u64>| first.is_none_or(|pn| end < pn);
-            if below(self.sent.first_pn()) && below(self.recently_lost.keys().next().copied()) {
+            if below(self.sent.first_pn()) && below(lost_span.as_ref().map(|s| *s.start())) {
                 // As below: the next tracked packet has an acknowledged one before it.
                 if let Some(entry) = self.sent.first_mut() {
                     entry.acked_before = true;
@@ -615,7 +629,12 @@ impl<T> SpaceRecovery<T> {
             {
                 entry.acked_before = true;
             }
-            while let Some((&pn, _)) = self.recently_lost.range(range.clone()).next() {
+            let may_hold_lost = lost_span
+                .as_ref()
+                .is_some_and(|s| *s.start() <= end && *range.start() <= *s.end());
+            while may_hold_lost
+                && let Some((&pn, _)) = self.recently_lost.range(range.clone()).next()
+            {
                 if let Some(rec) = self.recently_lost.remove(&pn) {
                     outcome.spurious.push(SpuriousLoss {
                         pn,
