@@ -159,10 +159,16 @@ impl Agenda {
     fn refresh(&mut self, connections: &BTreeMap<ConnectionHandle, Connection>) {
         // Emptied in place: the set keeps its node for the next touch.
         while let Some(h) = self.stale.pop_first() {
-            if let Some(t) = self.deadline.remove(&h) {
+            let now_due = connections.get(&h).and_then(Connection::poll_timeout);
+            let indexed = self.deadline.get(&h).copied();
+            if now_due == indexed {
+                continue;
+            }
+            if let Some(t) = indexed {
+                self.deadline.remove(&h);
                 self.timers.remove(&(t, h));
             }
-            if let Some(t) = connections.get(&h).and_then(Connection::poll_timeout) {
+            if let Some(t) = now_due {
                 self.deadline.insert(h, t);
                 self.timers.insert((t, h));
             }
