@@ -957,12 +957,11 @@ impl<T> SpaceRecovery<T> {
 
     /// Drops lost-packet records older than the retention period.
     fn prune_lost_records(&mut self, now: Instant, rtt: &RttEstimator) {
-        if let Some(horizon) = now.checked_sub(rtt.pto_base().saturating_mul(LOST_RETENTION_PTOS)) {
-            if self.oldest_lost_record.is_some_and(|t| t < horizon) {
-                self.recently_lost.retain(|_, r| r.declared_lost >= horizon);
-                self.oldest_lost_record =
-                    self.recently_lost.values().map(|r| r.declared_lost).min();
-            }
+        if let Some(horizon) = now.checked_sub(rtt.pto_base().saturating_mul(LOST_RETENTION_PTOS))
+            && self.oldest_lost_record.is_some_and(|t| t < horizon)
+        {
+            self.recently_lost.retain(|_, r| r.declared_lost >= horizon);
+            self.oldest_lost_record = self.recently_lost.values().map(|r| r.declared_lost).min();
         }
     }
 }
