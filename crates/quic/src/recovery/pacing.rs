@@ -88,16 +88,9 @@ pub struct Pacer {
     memo: Option<(DelayQuestion, Option<Instant>)>,
 }
 
-/// The arguments of one [`Pacer::delay_until`] call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DelayQuestion {
-    now: Instant,
-    bytes_to_send: u64,
-    mtu: u16,
-    window: u64,
-    smoothed_rtt: Duration,
-    rate: Option<u64>,
-}
+/// The arguments of one [`Pacer::delay_until`] call: now, bytes to send, MTU, window,
+/// smoothed RTT, rate.
+type DelayQuestion = (Instant, u64, u16, u64, Duration, Option<u64>);
 
 impl Pacer {
     /// A pacer with a full bucket, configured by `config`.
@@ -130,34 +123,22 @@ impl Pacer {
         smoothed_rtt: Duration,
         rate: Option<u64>,
     ) -> Option<Instant> {
-        let question = DelayQuestion {
-            now,
-            bytes_to_send,
-            mtu,
-            window,
-            smoothed_rtt,
-            rate,
-        };
+        let question = (now, bytes_to_send, mtu, window, smoothed_rtt, rate);
         if let Some((asked, answer)) = self.memo
             && asked == question
         {
             return answer;
         }
-        let answer = self.compute_delay(question);
+        let answer = self.delay_of(question);
         self.memo = Some((question, answer));
         answer
     }
 
     /// [`Pacer::delay_until`] without the memo.
-    fn compute_delay(&mut self, question: DelayQuestion) -> Option<Instant> {
-        let DelayQuestion {
-            now,
-            bytes_to_send,
-            mtu,
-            window,
-            smoothed_rtt,
-            rate,
-        } = question;
+    fn delay_of(
+        &mut self,
+        (now, bytes_to_send, mtu, window, smoothed_rtt, rate): DelayQuestion,
+    ) -> Option<Instant> {
         //= https://www.rfc-editor.org/rfc/rfc9002#section-7.7
         //# ~~~pseudocode
         //# rate = N * congestion_window / smoothed_rtt
@@ -301,32 +282,18 @@ mod tests {
         let mut memoized = Pacer::new(PacerConfig::default());
         let mut sent = 0;
         for i in 0..200u64 {
-            let question = DelayQuestion {
-                now: t0 + Duration::from_micros(37 * i),
-                bytes_to_send: 1200,
-                mtu: 1200,
-                window: 60_000,
-                smoothed_rtt: ms(20),
-                rate: (i % 3 == 0).then_some(1_000_000 + 1000 * i),
-            };
-            let ask = |p: &mut Pacer| {
-                p.delay_until(
-                    question.now,
-                    question.bytes_to_send,
-                    question.mtu,
-                    question.window,
-                    question.smoothed_rtt,
-                    question.rate,
-                )
-            };
-            let want = reference.compute_delay(question);
+            let now = t0 + Duration::from_micros(37 * i);
+            let rate = (i % 3 == 0).then_some(1_000_000 + 1000 * i);
+            let question = (now, 1200, 1200, 60_000, ms(20), rate);
+            let ask = |p: &mut Pacer| p.delay_until(now, 1200, 1200, 60_000, ms(20), rate);
+            let want = reference.delay_of(question);
             assert_eq!(ask(&mut memoized), want, "call {i}");
             assert_eq!(ask(&mut memoized), want, "call {i}, again");
             if want.is_none() {
-                reference.on_sent(question.now, 1200);
-                memoized.on_sent(question.now, 1200);
+                reference.on_sent(now, 1200);
+                memoized.on_sent(now, 1200);
                 sent += 1;
-                assert_eq!(ask(&mut memoized), reference.compute_delay(question));
+                assert_eq!(ask(&mut memoized), reference.delay_of(question));
             }
         }
         assert!(sent > 10 && sent < 200, "{sent} sent");
