@@ -378,6 +378,12 @@ impl Path {
             || matches!(self.mtu_discovery, MtuDiscovery::Pending { .. })
     }
 
+    /// True if the path owes a packet of its own even without data: an acknowledgment due,
+    /// a PING or a PATH_ABANDON.
+    pub(super) fn owes_leftovers(&self, now: Instant) -> bool {
+        self.space.acks.ack_due(now) || self.space.ping_pending || self.abandon_pending.is_some()
+    }
+
     /// True if stream data or datagram copies wait in the path's own queues.
     pub fn has_queued_data(&self) -> bool {
         !self.queue.is_empty() || !self.datagram_queue.is_empty()

@@ -136,11 +136,7 @@ impl Connection {
         // No data packet is leaving now (or none could take them): acknowledgments and
         // control frames go on their own.
         let control_waiting = self.has_control_frames();
-        let leftovers = control_waiting
-            || self.paths.values().any(|p| {
-                p.space.acks.ack_due(now) || p.space.ping_pending || p.abandon_pending.is_some()
-            });
-        if !leftovers {
+        if !control_waiting && !self.paths.values().any(|p| p.owes_leftovers(now)) {
             return None;
         }
         for &id in ids {
@@ -438,12 +434,11 @@ impl Connection {
     ) -> Option<Transmit> {
         let (path, budget) = self.sendable_path(id)?;
         let usable = path.is_usable();
-        let needs_ack = path.space.acks.ack_due(now)
-            || (usable && self.orphan_acks_due(now, id).next().is_some());
-        let needs_ping = path.space.ping_pending;
+        let own = path.owes_leftovers(now);
         let abandoning = path.abandon_pending.is_some();
+        let orphan_acks = usable && self.orphan_acks_due(now, id).next().is_some();
         let control = usable && control_waiting && !self.is_stalled(id);
-        if !(needs_ack || needs_ping || control || abandoning) {
+        if !(own || orphan_acks || control) {
             return None;
         }
         let opts = BuildOptions {
@@ -1545,16 +1540,7 @@ impl Connection {
                     fin = next.fin;
                     parts.push(next.data);
                 }
-                sent.stream.push(StreamRange {
-                    id,
-                    offset,
-                    len: len as u64,
-                    fin,
-                });
-                frame::encode_stream_header(id, offset, Some(len), fin, buf);
-                for data in parts.drain(..) {
-                    buf.extend_from_slice(&data);
-                }
+                write_stream_frame(id, offset, fin, &parts, buf, sent);
                 self.stream_parts_scratch = parts;
                 wrote = true;
             }
@@ -1576,7 +1562,7 @@ impl Connection {
                 .streams
                 .poll_stream_data(end.saturating_sub(buf.len()), class)
             {
-                write_stream_chunk(chunk, buf, sent);
+                write_stream_frame(chunk.id, chunk.offset, chunk.fin, &[chunk.data], buf, sent);
                 wrote = true;
             }
         }
@@ -1635,25 +1621,27 @@ impl Connection {
     }
 }
 
-/// Writes a STREAM frame carrying `chunk` and records its range in `sent`.
-fn write_stream_chunk(
-    chunk: crate::streams::StreamChunk,
+/// Writes a STREAM frame (with a Length field) carrying `parts`, the contiguous data of
+/// stream `id` from `offset`, and records it in `sent` for retransmission.
+fn write_stream_frame(
+    id: StreamId,
+    offset: u64,
+    fin: bool,
+    parts: &[Bytes],
     buf: &mut Vec<u8>,
     sent: &mut SentFrames,
 ) {
+    let len: usize = parts.iter().map(Bytes::len).sum();
     sent.stream.push(StreamRange {
-        id: chunk.id,
-        offset: chunk.offset,
-        len: chunk.data.len() as u64,
-        fin: chunk.fin,
+        id,
+        offset,
+        len: len as u64,
+        fin,
     });
-    frame::Stream {
-        id: chunk.id,
-        offset: chunk.offset,
-        fin: chunk.fin,
-        data: chunk.data,
+    frame::encode_stream_header(id, offset, Some(len), fin, buf);
+    for data in parts {
+        buf.extend_from_slice(data);
     }
-    .encode(true, buf);
 }
 
 /// Writes `frame` if it fits before `end`.
