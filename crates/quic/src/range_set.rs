@@ -127,6 +127,14 @@ impl RangeSet {
         if range.is_empty() {
             return true;
         }
+        // Above every range (new data, the common case): no search needed.
+        if self
+            .map
+            .last_key_value()
+            .is_none_or(|(_, &e)| e <= range.start)
+        {
+            return false;
+        }
         self.map
             .range(..=range.start)
             .next_back()

@@ -15,6 +15,7 @@ mod cids;
 mod handshake;
 mod loss;
 mod path_manager;
+mod path_map;
 mod paths;
 mod qlog_frames;
 mod recv;
@@ -40,6 +41,7 @@ use crate::transport_parameters::TransportParameters;
 use crate::{TransportError, TransportErrorCode, VarInt};
 use bytes::Bytes;
 use cids::{LocalCids, PeerCids};
+use path_map::PathMap;
 use paths::Path;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -330,7 +332,7 @@ pub struct Connection {
 
     local_cids: LocalCids,
     peer_cids: PeerCids,
-    paths: BTreeMap<PathId, Path>,
+    paths: PathMap,
     /// Path IDs no longer usable (abandoned).
     retired_paths: RetiredPaths,
     /// Peer path status received for paths not open yet: (sequence, status).
@@ -532,8 +534,8 @@ impl Connection {
             path0.address_validated = true;
             path0.state = PathState::Validated;
         }
-        let mut paths = BTreeMap::new();
-        paths.insert(PathId::ZERO, path0);
+        let mut paths = PathMap::default();
+        paths.insert(path0);
 
         let mut local_cids = LocalCids::default();
         local_cids.issue(PathId::ZERO, p.local_cid, local_reset);

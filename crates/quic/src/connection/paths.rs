@@ -860,7 +860,7 @@ impl Connection {
             path.plan_mtu_discovery(target);
         }
         self.inherit_link_hints(&mut path);
-        self.paths.insert(id, path);
+        self.paths.insert(path);
         let mut data = json!({"path_id": id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "local"});
         self.add_origin(&mut data, origin);
         self.qlog_event(now, "path_assigned", data);

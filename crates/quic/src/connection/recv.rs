@@ -495,7 +495,7 @@ impl Connection {
             path.peer_status = Some(status);
         }
         self.inherit_link_hints(&mut path);
-        self.paths.insert(path_id, path);
+        self.paths.insert(path);
         self.qlog_event(now, "path_assigned", json!({"path_id": path_id.0, "local": local.to_string(), "remote": remote.to_string(), "initiator": "remote"}));
         self.qlog_tuple_assigned(now, path_id, local, remote);
         self.path_event(now, PathEvent::Opened(path_id), true);
@@ -1019,22 +1019,22 @@ impl Connection {
                 //# on which the PATH_CHALLENGE was sent.
                 let validated = self
                     .paths
-                    .iter()
-                    .find(|(_, p)| p.challenge.is_some_and(|c| c.token == token))
-                    .map(|(id, _)| *id);
+                    .values()
+                    .find(|p| p.challenge.is_some_and(|c| c.token == token))
+                    .map(|p| p.id);
                 if let Some(id) = validated {
                     self.on_path_validated(now, id);
                 }
                 let off_path = self
                     .paths
-                    .iter()
-                    .find(|(_, p)| {
+                    .values()
+                    .find(|p| {
                         p.off_path
                             .as_ref()
                             .and_then(|o| o.challenge)
                             .is_some_and(|c| c.token == token)
                     })
-                    .map(|(id, _)| *id);
+                    .map(|p| p.id);
                 if let Some(id) = off_path {
                     self.on_off_path_validated(now, id);
                 }

@@ -1167,11 +1167,11 @@ impl Connection {
     //# PATH_ACK frames have to be sent on a different path than the path being abandoned
     //# after sending the PATH_ABANDON frame as connection IDs are immediately retired.
     fn orphan_acks_due(&self, now: Instant, own: PathId) -> impl Iterator<Item = PathId> + '_ {
-        self.paths.iter().filter_map(move |(id, p)| {
-            (*id != own
+        self.paths.values().filter_map(move |p| {
+            (p.id != own
                 && p.space.acks.ack_due(now)
-                && (p.state == PathState::Abandoned || self.peer_cids.active(*id).is_none()))
-            .then_some(*id)
+                && (p.state == PathState::Abandoned || self.peer_cids.active(p.id).is_none()))
+            .then_some(p.id)
         })
     }
 

@@ -64,6 +64,24 @@ impl Assembler {
         if pos >= end {
             return;
         }
+        // Data above everything held (the common case, in order or past a gap): nothing
+        // to overlap, and only a piece that starts at `contiguous` extends it.
+        if self
+            .segments
+            .last_key_value()
+            .is_none_or(|(&s, b)| s + b.len() as u64 <= pos)
+        {
+            let piece = if pos == offset {
+                data
+            } else {
+                data.slice((pos - offset) as usize..)
+            };
+            self.put(pos, piece);
+            if pos == self.contiguous {
+                self.contiguous = end;
+            }
+            return;
+        }
         if let Some((&s, b)) = self.segments.range(..pos).next_back() {
             pos = pos.max(s + b.len() as u64);
         }
@@ -259,6 +277,25 @@ mod tests {
         assert_eq!(out.as_ptr(), data[400..].as_ptr());
     }
 
+    #[test]
+    fn data_above_everything_held_extends_the_prefix_only_when_it_continues_it() {
+        let data: Bytes = (0..40u8).collect::<Vec<_>>().into();
+        let mut a = Assembler::new();
+        a.insert(0, data.slice(0..10));
+        assert_eq!(a.contiguous_end(), 10);
+        a.insert(20, data.slice(20..30));
+        assert_eq!(a.contiguous_end(), 10);
+        a.insert(30, data.slice(30..40));
+        assert_eq!(a.contiguous_end(), 10);
+        a.insert(5, data.slice(5..20));
+        assert_eq!(a.contiguous_end(), 40);
+        let mut out = Vec::new();
+        while let Some(b) = a.read(100) {
+            out.extend_from_slice(&b);
+        }
+        assert_eq!(out, data);
+    }
+
     proptest! {
         #[test]
         fn reassembles_any_delivery_order(
@@ -271,10 +308,14 @@ mod tests {
             let mut a = Assembler::new();
             let mut out = Vec::new();
             let mut r = reads.iter().cycle();
+            let mut received = vec![false; len];
             for (start, l) in cuts {
                 let s = start % len;
                 let e = (s + l).min(len);
                 a.insert(s as u64, src.slice(s..e));
+                received[s..e].fill(true);
+                let prefix = received.iter().position(|r| !r).unwrap_or(len);
+                prop_assert_eq!(a.contiguous_end(), prefix as u64);
                 if let Some(b) = a.read(*r.next().unwrap()) { out.extend_from_slice(&b); }
             }
             // Fill everything to finish.
