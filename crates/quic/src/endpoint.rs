@@ -118,6 +118,8 @@ pub struct Endpoint {
     receive_budget: Option<Arc<ReceiveBudget>>,
     /// Which connections may have something to send, and when each needs its timers run.
     agenda: Agenda,
+    /// The connections whose timers expired, kept from one timeout to the next.
+    due_scratch: Vec<ConnectionHandle>,
 }
 
 /// What spares a busy endpoint from asking every connection on every datagram: the
@@ -224,6 +226,7 @@ impl Endpoint {
                 .receive_budget
                 .map(|limit| Arc::new(ReceiveBudget::new(limit))),
             agenda: Agenda::default(),
+            due_scratch: Vec::new(),
             config: Arc::new(config),
             server: server.map(Arc::new),
             rng,
@@ -693,14 +696,16 @@ impl Endpoint {
     /// Runs every connection's expired timers.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.agenda.refresh(&self.connections);
-        let due: Vec<ConnectionHandle> = self
-            .agenda
-            .timers
-            .iter()
-            .take_while(|(t, _)| *t <= now)
-            .map(|(_, h)| *h)
-            .collect();
-        for h in due {
+        let mut due = std::mem::take(&mut self.due_scratch);
+        due.clear();
+        due.extend(
+            self.agenda
+                .timers
+                .iter()
+                .take_while(|(t, _)| *t <= now)
+                .map(|(_, h)| *h),
+        );
+        for &h in &due {
             if let Some(conn) = self.connections.get_mut(&h) {
                 conn.handle_timeout(now);
                 self.agenda.touch(h);
@@ -709,6 +714,7 @@ impl Endpoint {
             }
             self.drain_endpoint_events(h);
         }
+        self.due_scratch = due;
     }
 
     fn drain_endpoint_events(&mut self, handle: ConnectionHandle) {

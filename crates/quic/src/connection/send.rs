@@ -518,15 +518,20 @@ impl Connection {
         batch: Option<PathId>,
     ) -> Option<(PathId, Option<QosClass>)> {
         let pacing = self.config.pacing;
+        // Queuing data on a path changes no path's window or pacer, so the paths with data
+        // queued earlier are checked on the first round only.
+        let mut first_round = true;
         loop {
-            for path in self.paths.values_mut() {
-                // Every path with queued data is checked, so each sets its pacing timer.
-                if path.has_queued_data()
-                    && path.is_usable()
-                    && path.can_send_data(now, pacing)
-                    && batch.is_none_or(|id| id == path.id)
-                {
-                    return Some((path.id, path.queue_class));
+            if std::mem::take(&mut first_round) {
+                for path in self.paths.values_mut() {
+                    // Every path with queued data is checked, so each sets its pacing timer.
+                    if path.has_queued_data()
+                        && path.is_usable()
+                        && path.can_send_data(now, pacing)
+                        && batch.is_none_or(|id| id == path.id)
+                    {
+                        return Some((path.id, path.queue_class));
+                    }
                 }
             }
             if !self
@@ -549,7 +554,8 @@ impl Connection {
             }
             let (decision, pending, class) = chosen?;
             let duplicate = matches!(decision, Decision::Duplicate(_));
-            let targets = match decision {
+            let (one, many);
+            let targets: &[PathId] = match decision {
                 Decision::Send(id) => {
                     // The scheduler's own choice (not the control-frame fallback) with
                     // every usable path able to take the packet: its top path.
@@ -569,7 +575,8 @@ impl Connection {
                     if !path.has_queued_data() && path.can_send_data(now, pacing) {
                         return Some((id, Some(class)));
                     }
-                    vec![id]
+                    one = [id];
+                    &one
                 }
                 Decision::Duplicate(ids) => {
                     // A copy on every listed path, each sent when that path's window and
@@ -584,7 +591,8 @@ impl Connection {
                     if !ids.iter().any(room) {
                         return None;
                     }
-                    ids
+                    many = ids;
+                    &many
                 }
                 Decision::Wait => return None,
             };
@@ -606,7 +614,7 @@ impl Connection {
                     .datagrams
                     .pop_outgoing_if_fits(usize::MAX, Some(class))?;
                 let len = data.len() as u64;
-                for id in targets {
+                for &id in targets {
                     if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
                         path.datagram_queue_bytes += data.len();
                         path.queued_bytes += len;
@@ -627,7 +635,7 @@ impl Connection {
                 .streams
                 .poll_stream_data(mtu.saturating_sub(SHORT_PACKET_OVERHEAD), Some(class))?;
             let len = chunk.data.len() as u64;
-            for id in targets {
+            for &id in targets {
                 if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
                     path.queued_bytes += len;
                     path.queue.push_back(chunk.clone());
