@@ -131,6 +131,9 @@ impl Connection {
                 .on_ack_batch_end(now, path.bytes_in_flight, &path.rtt, sample.as_ref());
             path.delivery_rate = path.delivery.delivery_rate();
         }
+        if let Some(s) = self.space_mut(space) {
+            s.recovery.recycle(outcome.acked);
+        }
         self.qlog_metrics(now, path_id);
         Ok(())
     }

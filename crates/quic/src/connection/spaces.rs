@@ -6,6 +6,7 @@ use crate::range_set::RangeSet;
 use crate::recovery::{SpaceKind, SpaceRecovery};
 use crate::shared::{PathId, StreamId};
 use crate::streams::ControlFrame;
+use smallvec::SmallVec;
 use std::time::{Duration, Instant};
 
 /// Tracks received packet numbers of one space and decides when to acknowledge them.
@@ -161,14 +162,16 @@ pub(crate) enum ConnFrame {
 /// What a sent packet carried, kept until it is acknowledged or declared lost.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SentFrames {
-    pub stream: Vec<StreamRange>,
+    /// STREAM data; held inline (no allocation per packet) when the packet carries one
+    /// frame, as nearly every data packet does.
+    pub stream: SmallVec<[StreamRange; 1]>,
     /// CRYPTO data (offset, length) of the packet's space.
     pub crypto: Vec<(u64, u64)>,
     pub stream_control: Vec<ControlFrame>,
     pub conn: Vec<ConnFrame>,
     /// For each ACK/PATH_ACK frame carried: the acknowledged space and its largest
     /// acknowledged packet number (for pruning once this packet is acknowledged).
-    pub acks: Vec<(AckSpace, u64)>,
+    pub acks: SmallVec<[(AckSpace, u64); 1]>,
     /// Bytes of DATAGRAM payload (not retransmitted; counted for statistics).
     pub datagram_bytes: u64,
     /// The packet was a PMTU probe of this size.

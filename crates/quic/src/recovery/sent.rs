@@ -370,6 +370,9 @@ pub struct SpaceRecovery<T> {
     /// The ranges of the acknowledgment being processed, decoded once per frame into a
     /// buffer kept from one frame to the next.
     ack_ranges: Vec<RangeInclusive<u64>>,
+    /// The emptied list of acknowledged packets of an earlier outcome, handed back with
+    /// [`SpaceRecovery::recycle`]: the next outcome's list reuses its allocation.
+    spare_acked: Vec<(u64, SentPacket<T>)>,
 }
 
 impl<T> SpaceRecovery<T> {
@@ -389,6 +392,7 @@ impl<T> SpaceRecovery<T> {
             recently_lost: BTreeMap::new(),
             oldest_lost_record: None,
             ack_ranges: Vec::new(),
+            spare_acked: Vec::new(),
         }
     }
 
@@ -511,6 +515,13 @@ impl<T> SpaceRecovery<T> {
         Ok(())
     }
 
+    /// Takes back the list of acknowledged packets of an outcome the caller is done
+    /// with, emptied, so that the next acknowledgment fills it without allocating.
+    pub fn recycle(&mut self, mut acked: Vec<(u64, SentPacket<T>)>) {
+        acked.clear();
+        self.spare_acked = acked;
+    }
+
     /// Processes the acknowledged ranges of one ACK frame for this space (RFC 9002
     /// Appendix A.7 `OnAckReceived`), then runs loss detection.
     ///
@@ -594,6 +605,7 @@ impl<T> SpaceRecovery<T> {
         // every tracked packet and lost record, so are all after it.
         let descending = ranges.windows(2).all(|w| w[1].end() < w[0].start());
         let mut outcome = AckOutcome::empty();
+        outcome.acked = std::mem::take(&mut self.spare_acked);
         // The numbers of the lost-packet records span at most this (it only shrinks while
         // the ranges are applied): ranges outside it cost no search of the records.
         let lost_span = self
