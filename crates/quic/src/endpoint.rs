@@ -16,6 +16,7 @@ use crate::streams::ReceiveBudget;
 use bytes::BytesMut;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Bound;
@@ -107,6 +108,9 @@ pub struct Endpoint {
     cid_map: BTreeMap<ConnectionId, ConnectionHandle>,
     /// Client-chosen destination IDs of connections still in the handshake (server side).
     initial_map: BTreeMap<ConnectionId, ConnectionHandle>,
+    /// The key of each connection's entry in `initial_map`, to drop it in one lookup when
+    /// the handshake ends (not a walk over every handshake in progress per packet).
+    initial_dcid: BTreeMap<ConnectionHandle, ConnectionId>,
     incoming: VecDeque<ConnectionHandle>,
     /// Datagrams the endpoint itself sends (Version Negotiation, Retry, stateless reset).
     stateless: VecDeque<(Transmit, Vec<u8>)>,
@@ -162,16 +166,21 @@ impl Agenda {
         // Emptied in place: the set keeps its node for the next touch.
         while let Some(h) = self.stale.pop_first() {
             let now_due = connections.get(&h).and_then(Connection::poll_timeout);
-            let indexed = self.deadline.get(&h).copied();
-            if now_due == indexed {
-                continue;
-            }
+            // One lookup of the indexed deadline, changed in place when it moved.
+            let indexed = match (self.deadline.entry(h), now_due) {
+                (Entry::Occupied(e), _) if Some(*e.get()) == now_due => continue,
+                (Entry::Occupied(mut e), Some(t)) => Some(e.insert(t)),
+                (Entry::Occupied(e), None) => Some(e.remove()),
+                (Entry::Vacant(e), Some(t)) => {
+                    e.insert(t);
+                    None
+                }
+                (Entry::Vacant(_), None) => continue,
+            };
             if let Some(t) = indexed {
-                self.deadline.remove(&h);
                 self.timers.remove(&(t, h));
             }
             if let Some(t) = now_due {
-                self.deadline.insert(h, t);
                 self.timers.insert((t, h));
             }
         }
@@ -236,6 +245,7 @@ impl Endpoint {
             next_handle: 0,
             cid_map: BTreeMap::new(),
             initial_map: BTreeMap::new(),
+            initial_dcid: BTreeMap::new(),
             incoming: VecDeque::new(),
             stateless: VecDeque::new(),
             last_served: None,
@@ -527,6 +537,7 @@ impl Endpoint {
         self.connections.insert(handle, conn);
         self.agenda.touch(handle);
         self.initial_map.insert(dcid, handle);
+        self.initial_dcid.insert(handle, dcid);
         self.drain_endpoint_events(handle);
         self.incoming.push_back(handle);
         Some(handle)
@@ -621,7 +632,16 @@ impl Endpoint {
         self.connections.remove(&handle);
         self.agenda.forget(handle);
         self.cid_map.retain(|_, h| *h != handle);
-        self.initial_map.retain(|_, h| *h != handle);
+        self.forget_initial_dcid(handle);
+    }
+
+    /// Stops routing by the client's first destination connection ID to `handle`.
+    fn forget_initial_dcid(&mut self, handle: ConnectionHandle) {
+        if let Some(dcid) = self.initial_dcid.remove(&handle)
+            && self.initial_map.get(&dcid) == Some(&handle)
+        {
+            self.initial_map.remove(&dcid);
+        }
     }
 
     /// Gives a link-layer event to every connection of this endpoint (see
@@ -741,12 +761,12 @@ impl Endpoint {
                 }
                 EndpointEvent::Drained => {
                     self.cid_map.retain(|_, h| *h != handle);
-                    self.initial_map.retain(|_, h| *h != handle);
+                    self.forget_initial_dcid(handle);
                 }
             }
         }
         if handshake_done {
-            self.initial_map.retain(|_, h| *h != handle);
+            self.forget_initial_dcid(handle);
         }
     }
 
