@@ -518,11 +518,13 @@ impl Connection {
         batch: Option<PathId>,
     ) -> Option<(PathId, Option<QosClass>)> {
         let pacing = self.config.pacing;
-        // Queuing data on a path changes no path's window or pacer, so the paths with data
-        // queued earlier are checked on the first round only.
-        let mut first_round = true;
+        // Queuing data on a path changes no path's window or pacer: after the scheduler's
+        // single path took a chunk (that path cannot send now, or it would have gone), the
+        // paths with data queued are not checked again. Copies go on paths whose pacer
+        // was not asked, so after those they are.
+        let mut check_queued = true;
         loop {
-            if std::mem::take(&mut first_round) {
+            if std::mem::take(&mut check_queued) {
                 for path in self.paths.values_mut() {
                     // Every path with queued data is checked, so each sets its pacing timer.
                     if path.has_queued_data()
@@ -596,6 +598,7 @@ impl Connection {
                 }
                 Decision::Wait => return None,
             };
+            check_queued = duplicate;
             if duplicate && self.datagrams.queued(class) > 0 {
                 // While a listed path holds its share of copies already, the datagrams wait
                 // in the class's queue (and the application's): every copy is sent, at the
