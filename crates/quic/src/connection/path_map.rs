@@ -5,8 +5,6 @@
 //! packet. A vector sorted by path ID does both with no tree to descend: a lookup scans a
 //! few adjacent entries, and a walk is a slice iteration.
 
-use std::ops::Index;
-
 use super::paths::Path;
 use crate::shared::PathId;
 
@@ -75,10 +73,12 @@ impl PathMap {
     }
 }
 
-impl Index<&PathId> for PathMap {
+/// Tests read a path as `paths[&id]`.
+#[cfg(test)]
+impl std::ops::Index<&PathId> for PathMap {
     type Output = Path;
 
-    /// Path `id`; panics when there is none (tests only rely on it).
+    /// Path `id`; panics when there is none.
     fn index(&self, id: &PathId) -> &Path {
         self.get(id).expect("no path with this ID")
     }
