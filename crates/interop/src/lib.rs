@@ -33,6 +33,7 @@ pub mod cases;
 pub mod hq;
 pub mod nat;
 pub mod noq_socket;
+pub mod noq_window;
 pub mod peer;
 pub mod report;
 pub mod runner;

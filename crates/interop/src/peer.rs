@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::nat::{Nat, NatPlan};
 use crate::noq_socket::MultiAddrSocket;
+use crate::noq_window::{CappedCubic, MULTIPATH_WINDOW_CAP};
 use crate::report::Stack;
 
 /// The ALPN protocol both sides offer (and the only one).
@@ -145,6 +146,8 @@ fn noq_transport(setup: &Setup) -> Arc<noq::TransportConfig> {
     let mut t = noq::TransportConfig::default();
     if setup.multipath {
         t.max_concurrent_multipath_paths(setup.max_paths.unwrap_or(MAX_PATHS));
+        // So that a noq sender's path 0 fills and path 1 carries data too.
+        t.congestion_controller_factory(Arc::new(CappedCubic::new(MULTIPATH_WINDOW_CAP)));
     }
     if setup.small_windows {
         let (conn, stream, streams) = SMALL_WINDOWS;
