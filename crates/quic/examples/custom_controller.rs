@@ -169,6 +169,7 @@ fn run(factory: &dyn ControllerFactory, count: u64) {
                 cc.window(),
                 rtt.smoothed(),
                 cc.pacing_rate(),
+                cc.send_quantum(),
             );
             if let Some(t) = wait {
                 next_wakeup = Some(next_wakeup.map_or(t, |w| w.min(t)));

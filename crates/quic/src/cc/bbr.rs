@@ -899,6 +899,13 @@ impl CongestionController for Bbr {
         Some((self.pacing_rate.round() as u64).max(1))
     }
 
+    //= https://datatracker.ietf.org/doc/html/draft-cardwell-iccrg-bbr-congestion-control-00#section-4.2.2
+    // Paraphrase: BBR chooses the maximum size of the aggregates a sender schedules and
+    // transmits together, to amortize per-packet costs.
+    fn send_quantum(&self) -> Option<u64> {
+        Some(self.send_quantum)
+    }
+
     /// Sets the window to `bytes` (at least the minimum window). BBR's window follows its
     /// model: a value above the target `cwnd_gain * BDP + quanta` is brought back to the
     /// target by the next ACK once the pipe is full, and a value below it grows back by

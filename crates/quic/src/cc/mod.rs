@@ -270,6 +270,13 @@ pub trait CongestionController: Send {
         None
     }
 
+    /// The size, bytes, of the aggregates the controller wants the pacer to release at
+    /// once ([`crate::recovery::Pacer::delay_until`]); `None` (the default) paces packet
+    /// by packet.
+    fn send_quantum(&self) -> Option<u64> {
+        None
+    }
+
     /// Overrides the congestion window, for a path manager that splits or transfers a
     /// window between paths (for example after a predicted handover).
     ///

@@ -413,6 +413,7 @@ impl Path {
             self.cc.window(),
             self.rtt.smoothed(),
             self.cc.pacing_rate(),
+            self.cc.send_quantum(),
         );
         self.pacing_release = release;
         release.is_none()

@@ -89,8 +89,8 @@ pub struct Pacer {
 }
 
 /// The arguments of one [`Pacer::delay_until`] call: now, bytes to send, MTU, window,
-/// smoothed RTT, rate.
-type DelayQuestion = (Instant, u64, u16, u64, Duration, Option<u64>);
+/// smoothed RTT, rate, send quantum.
+type DelayQuestion = (Instant, u64, u16, u64, Duration, Option<u64>, Option<u64>);
 
 impl Pacer {
     /// A pacer with a full bucket, configured by `config`.
@@ -114,6 +114,14 @@ impl Pacer {
     /// `smoothed_rtt` the path's smoothed RTT; the fill rate is `rate` (bytes per second)
     /// when the controller supplies one ([`crate::cc::CongestionController::pacing_rate`]),
     /// else `N * window / smoothed_rtt`. A zero rate, window or RTT disables pacing.
+    ///
+    /// `send_quantum` is the controller's aggregate size
+    /// ([`crate::cc::CongestionController::send_quantum`]): once the bucket cannot pay for
+    /// the packet, the answer is when it holds a whole quantum, so that the packets leave
+    /// in aggregates rather than one per wake-up. The quantum counts at most half the
+    /// bucket: the other half absorbs a timer that fires late, whose tokens would
+    /// otherwise overflow and be lost. `None` waits for the packet's own bytes only.
+    #[allow(clippy::too_many_arguments)]
     pub fn delay_until(
         &mut self,
         now: Instant,
@@ -122,8 +130,17 @@ impl Pacer {
         window: u64,
         smoothed_rtt: Duration,
         rate: Option<u64>,
+        send_quantum: Option<u64>,
     ) -> Option<Instant> {
-        let question = (now, bytes_to_send, mtu, window, smoothed_rtt, rate);
+        let question = (
+            now,
+            bytes_to_send,
+            mtu,
+            window,
+            smoothed_rtt,
+            rate,
+            send_quantum,
+        );
         if let Some((asked, answer)) = self.memo
             && asked == question
         {
@@ -137,7 +154,7 @@ impl Pacer {
     /// [`Pacer::delay_until`] without the memo.
     fn delay_of(
         &mut self,
-        (now, bytes_to_send, mtu, window, smoothed_rtt, rate): DelayQuestion,
+        (now, bytes_to_send, mtu, window, smoothed_rtt, rate, send_quantum): DelayQuestion,
     ) -> Option<Instant> {
         //= https://www.rfc-editor.org/rfc/rfc9002#section-7.7
         //# ~~~pseudocode
@@ -174,8 +191,10 @@ impl Pacer {
         if self.tokens >= needed {
             return None;
         }
-        // Time until `needed - tokens` whole bytes have accrued, given `frac` already has.
-        let missing = u128::from(needed - self.tokens) * self.den - self.frac;
+        let target =
+            send_quantum.map_or(needed, |quantum| quantum.min(self.capacity / 2).max(needed));
+        // Time until `target - tokens` whole bytes have accrued, given `frac` already has.
+        let missing = u128::from(target - self.tokens) * self.den - self.frac;
         let wait_ns = missing.div_ceil(self.num);
         let wait = u64::try_from(wait_ns)
             .map(Duration::from_nanos)
@@ -273,6 +292,61 @@ mod tests {
         Duration::from_millis(v)
     }
 
+    /// With a send quantum the pacer releases aggregates: a drained bucket waits for half
+    /// its size (the quantum is larger), so there are about five times fewer wake-ups for
+    /// the same bytes at the same rate.
+    #[test]
+    fn a_send_quantum_releases_aggregates_at_the_same_rate() {
+        let t0 = Instant::now();
+        let rate = Some(10_000_000); // 10 MB/s: a 1200-byte packet every 120 us
+        let run = |quantum: Option<u64>| {
+            let mut p = Pacer::new(PacerConfig::default());
+            let (mut now, mut sent, mut wakeups) = (t0, 0u64, 0u32);
+            while now < t0 + Duration::from_secs(1) {
+                match p.delay_until(now, 1200, 1200, 0, ms(10), rate, quantum) {
+                    None => {
+                        p.on_sent(now, 1200);
+                        sent += 1200;
+                    }
+                    Some(t) => {
+                        now = t;
+                        wakeups += 1;
+                    }
+                }
+            }
+            (sent, wakeups, p.capacity())
+        };
+        let (single_bytes, single_wakeups, capacity) = run(None);
+        let (quantum_bytes, quantum_wakeups, _) = run(Some(64 * 1024));
+        // One second at the rate plus the full bucket of the start, either way.
+        assert!(
+            single_bytes.abs_diff(10_000_000 + capacity) <= 1200,
+            "{single_bytes}"
+        );
+        assert!(
+            quantum_bytes.abs_diff(single_bytes) <= capacity / 2,
+            "{quantum_bytes}"
+        );
+        // Five packets (half the ten-packet bucket) per wake-up instead of one.
+        assert!(single_wakeups > 8_000, "{single_wakeups}");
+        assert!(
+            quantum_wakeups * 4 < single_wakeups && quantum_wakeups * 6 > single_wakeups,
+            "{quantum_wakeups} against {single_wakeups}"
+        );
+        // A quantum smaller than the packet waits for the packet.
+        let mut p = Pacer::new(PacerConfig::default());
+        while p
+            .delay_until(t0, 1200, 1200, 0, ms(10), rate, Some(100))
+            .is_none()
+        {
+            p.on_sent(t0, 1200);
+        }
+        assert_eq!(
+            p.delay_until(t0, 1200, 1200, 0, ms(10), rate, Some(100)),
+            Some(t0 + Duration::from_micros(120))
+        );
+    }
+
     /// Asking the same question again, as a scheduler does several times per packet, gets
     /// the answer of the arithmetic, before and after a packet is sent.
     #[test]
@@ -284,8 +358,9 @@ mod tests {
         for i in 0..200u64 {
             let now = t0 + Duration::from_micros(37 * i);
             let rate = (i % 3 == 0).then_some(1_000_000 + 1000 * i);
-            let question = (now, 1200, 1200, 60_000, ms(20), rate);
-            let ask = |p: &mut Pacer| p.delay_until(now, 1200, 1200, 60_000, ms(20), rate);
+            let quantum = (i % 5 == 0).then_some(4800);
+            let question = (now, 1200, 1200, 60_000, ms(20), rate, quantum);
+            let ask = |p: &mut Pacer| p.delay_until(now, 1200, 1200, 60_000, ms(20), rate, quantum);
             let want = reference.delay_of(question);
             assert_eq!(ask(&mut memoized), want, "call {i}");
             assert_eq!(ask(&mut memoized), want, "call {i}, again");
@@ -306,21 +381,27 @@ mod tests {
         let mut p = Pacer::new(PacerConfig::default());
         // window 120 000 B over 100 ms at N = 1.25: 1.5 MB/s, 1200 B every 800 us.
         for _ in 0..10 {
-            assert_eq!(p.delay_until(t0, 1200, 1200, 120_000, ms(100), None), None);
+            assert_eq!(
+                p.delay_until(t0, 1200, 1200, 120_000, ms(100), None, None),
+                None
+            );
             p.on_sent(t0, 1200);
         }
         assert_eq!(p.rate(), Some(1_500_000));
         assert_eq!(
-            p.delay_until(t0, 1200, 1200, 120_000, ms(100), None),
+            p.delay_until(t0, 1200, 1200, 120_000, ms(100), None, None),
             Some(t0 + Duration::from_micros(800))
         );
         let t1 = t0 + Duration::from_micros(799);
         assert_eq!(
-            p.delay_until(t1, 1200, 1200, 120_000, ms(100), None),
+            p.delay_until(t1, 1200, 1200, 120_000, ms(100), None, None),
             Some(t0 + Duration::from_micros(800))
         );
         let t2 = t0 + Duration::from_micros(800);
-        assert_eq!(p.delay_until(t2, 1200, 1200, 120_000, ms(100), None), None);
+        assert_eq!(
+            p.delay_until(t2, 1200, 1200, 120_000, ms(100), None, None),
+            None
+        );
     }
 
     #[test]
@@ -331,17 +412,17 @@ mod tests {
             ..PacerConfig::default()
         });
         assert_eq!(
-            p.delay_until(t0, 1000, 1000, 10, ms(1), Some(1_000_000)),
+            p.delay_until(t0, 1000, 1000, 10, ms(1), Some(1_000_000), None),
             None
         );
         p.on_sent(t0, 1000);
         assert_eq!(
-            p.delay_until(t0, 1000, 1000, 10, ms(1), Some(1_000_000)),
+            p.delay_until(t0, 1000, 1000, 10, ms(1), Some(1_000_000), None),
             Some(t0 + ms(1))
         );
         // Zero rate falls back to the window; zero window and RTT disable pacing.
         assert_eq!(
-            p.delay_until(t0, 1000, 1000, 0, Duration::ZERO, Some(0)),
+            p.delay_until(t0, 1000, 1000, 0, Duration::ZERO, Some(0), None),
             None
         );
     }
@@ -355,11 +436,14 @@ mod tests {
         let mut now = t0;
         let n = 1_000_000u64;
         for _ in 0..n {
-            if let Some(t) = p.delay_until(now, size, 1200, window, srtt, None) {
+            if let Some(t) = p.delay_until(now, size, 1200, window, srtt, None, None) {
                 assert!(t > now);
                 now = t;
             }
-            assert_eq!(p.delay_until(now, size, 1200, window, srtt, None), None);
+            assert_eq!(
+                p.delay_until(now, size, 1200, window, srtt, None, None),
+                None
+            );
             p.on_sent(now, size);
         }
         // The bucket started with 10 * 1200 bytes; packet k (1-based) beyond what that
@@ -375,13 +459,16 @@ mod tests {
     fn idle_refills_only_to_capacity() {
         let t0 = Instant::now();
         let mut p = Pacer::new(PacerConfig::default());
-        p.delay_until(t0, 1200, 1200, 12_000, ms(10), None);
+        p.delay_until(t0, 1200, 1200, 12_000, ms(10), None, None);
         for _ in 0..10 {
             p.on_sent(t0, 1200);
         }
         assert_eq!(p.tokens(), 0);
         let later = t0 + Duration::from_secs(10);
-        assert_eq!(p.delay_until(later, 1200, 1200, 12_000, ms(10), None), None);
+        assert_eq!(
+            p.delay_until(later, 1200, 1200, 12_000, ms(10), None, None),
+            None
+        );
         assert_eq!(p.tokens(), 12_000);
         assert_eq!(p.capacity(), 12_000);
     }
@@ -394,10 +481,10 @@ mod tests {
             ..PacerConfig::default()
         });
         // 125 MB/s explicit: 2 ms worth is 250 000 bytes, above 10 datagrams.
-        p.delay_until(t0, 1200, 1200, 0, ms(10), Some(125_000_000));
+        p.delay_until(t0, 1200, 1200, 0, ms(10), Some(125_000_000), None);
         assert_eq!(p.capacity(), 250_000);
         // Slow: the datagram floor applies.
-        p.delay_until(t0, 1200, 1200, 0, ms(10), Some(1_000));
+        p.delay_until(t0, 1200, 1200, 0, ms(10), Some(1_000), None);
         assert_eq!(p.capacity(), 12_000);
     }
 
@@ -408,14 +495,14 @@ mod tests {
             burst_datagrams: 2,
             ..PacerConfig::default()
         });
-        p.delay_until(t0, 1000, 1000, 0, ms(1), Some(1_000_000));
+        p.delay_until(t0, 1000, 1000, 0, ms(1), Some(1_000_000), None);
         p.on_sent(t0, 1000);
         p.on_sent(t0, 1000);
         // 500 us at 1 MB/s: 500 bytes accrued.
         let t1 = t0 + Duration::from_micros(500);
         // Now at 2 MB/s: the remaining 500 bytes take 250 us.
         assert_eq!(
-            p.delay_until(t1, 1000, 1000, 0, ms(1), Some(2_000_000)),
+            p.delay_until(t1, 1000, 1000, 0, ms(1), Some(2_000_000), None),
             Some(t1 + Duration::from_micros(250))
         );
     }
