@@ -223,8 +223,11 @@ pub struct Bbr {
     cwnd: u64,
     /// BBR.prior_cwnd.
     prior_cwnd: u64,
-    /// BBR.pacing_rate, bytes per second.
+    /// BBR.pacing_rate, bytes per second (set through [`Bbr::set_pacing_rate`]).
     pacing_rate: f64,
+    /// `pacing_rate` rounded to whole bytes per second (at least 1), as the pacer is
+    /// given it.
+    pacing_rate_whole: u64,
     pacing_gain: f64,
     cwnd_gain: f64,
     /// BBR.send_quantum, bytes.
@@ -316,7 +319,8 @@ impl Bbr {
             //= https://datatracker.ietf.org/doc/html/draft-cardwell-iccrg-bbr-congestion-control-00#section-4.2.1
             // Paraphrase: BBRInitPacingRate uses InitialCwnd over the smoothed RTT, or over
             // 1 ms when no RTT sample exists yet.
-            pacing_rate: HIGH_GAIN * cwnd as f64 / 0.001,
+            pacing_rate: 0.0,
+            pacing_rate_whole: 1,
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
             send_quantum: 0,
@@ -353,6 +357,7 @@ impl Bbr {
             persistent_congestion_events: 0,
             spurious_undos: 0,
         };
+        bbr.set_pacing_rate(HIGH_GAIN * cwnd as f64 / 0.001);
         bbr.enter_startup();
         bbr.set_send_quantum();
         bbr
@@ -513,8 +518,14 @@ impl Bbr {
     fn set_pacing_rate_with_gain(&mut self, gain: f64) {
         let rate = gain * self.btl_bw.get() as f64;
         if rate > 0.0 && (self.filled_pipe || rate > self.pacing_rate) {
-            self.pacing_rate = rate;
+            self.set_pacing_rate(rate);
         }
+    }
+
+    /// Sets BBR.pacing_rate, and the whole bytes per second the pacer is given.
+    fn set_pacing_rate(&mut self, rate: f64) {
+        self.pacing_rate = rate;
+        self.pacing_rate_whole = (rate.round() as u64).max(1);
     }
 
     //= https://datatracker.ietf.org/doc/html/draft-cardwell-iccrg-bbr-congestion-control-00#section-4.2.2
@@ -781,7 +792,7 @@ impl CongestionController for Bbr {
             // BBRInitPacingRate once an RTT sample exists (as TCP BBR does when its first
             // RTT sample arrives).
             let srtt = rtt.smoothed().as_secs_f64().max(1e-6);
-            self.pacing_rate = HIGH_GAIN * self.cwnd as f64 / srtt;
+            self.set_pacing_rate(HIGH_GAIN * self.cwnd as f64 / srtt);
             self.pacing_from_rtt = true;
         }
         let prior_inflight = bytes_in_flight + self.ack_acked + self.ack_lost;
@@ -876,7 +887,7 @@ impl CongestionController for Bbr {
         if !self.touched && self.cwnd == old_initial {
             self.cwnd = self.initial_cwnd();
             if !self.pacing_from_rtt {
-                self.pacing_rate = HIGH_GAIN * self.cwnd as f64 / 0.001;
+                self.set_pacing_rate(HIGH_GAIN * self.cwnd as f64 / 0.001);
             }
         }
         self.cwnd = self.cwnd.max(self.minimum_window());
@@ -896,7 +907,7 @@ impl CongestionController for Bbr {
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        Some((self.pacing_rate.round() as u64).max(1))
+        Some(self.pacing_rate_whole)
     }
 
     //= https://datatracker.ietf.org/doc/html/draft-cardwell-iccrg-bbr-congestion-control-00#section-4.2.2

@@ -1106,12 +1106,15 @@ impl Connection {
     //# When this specification is used, these states SHOULD instead persist for at least three
     //# times the largest PTO among all paths.
     fn largest_pto(&self) -> Duration {
-        let max_ack_delay = self.peer_max_ack_delay();
+        // The PTO grows with its base (the rest is common to every path): the path with
+        // the largest base has the largest PTO, worked out once.
         self.paths
             .values()
-            .map(|p| crate::recovery::pto_duration(&p.rtt, max_ack_delay, 0))
-            .max()
-            .unwrap_or(self.config.initial_rtt * 3)
+            .map(|p| &p.rtt)
+            .max_by_key(|rtt| rtt.pto_base())
+            .map_or(self.config.initial_rtt * 3, |rtt| {
+                crate::recovery::pto_duration(rtt, self.peer_max_ack_delay(), 0)
+            })
     }
 
     fn peer_max_ack_delay(&self) -> Duration {
