@@ -250,9 +250,15 @@ fn aggregation_reaches_nine_tenths_of_the_summed_capacity() {
     );
 }
 
+/// How early [`decisions`] may place a decision: the work flow's script writes its start
+/// (`date`, from a shell) some milliseconds after the emulator started it, and every time
+/// converted through it is early by that much (a busy CI machine measured 10.000 s for a
+/// return that cannot come before 10 s). Lower bounds on those times allow for it.
+const CLOCK_SLACK_S: f64 = 0.05;
+
 /// The QoS decisions client gateway `name` logged (JSON lines), with their times on the
 /// emulation's clock: the work flow wrote its start on the system clock (`work-start`) and
-/// the emulator recorded it on the run's clock.
+/// the emulator recorded it on the run's clock (early by up to [`CLOCK_SLACK_S`]).
 fn decisions(report: &EmuReport, out: &Path, name: &str) -> Vec<(f64, Value)> {
     let work_unix: f64 = read(&out.join("work-start")).trim().parse().unwrap_or(0.0);
     let work_run = report
@@ -354,12 +360,12 @@ fn failover_gap_is_bounded_and_the_path_returns() {
         away.0, away.1["reason"], back.0, back.1["reason"]
     );
     assert!(
-        (6.0..6.5).contains(&away.0),
+        (6.0 - CLOCK_SLACK_S..6.5).contains(&away.0),
         "switched to Wi-Fi at {:.3} s",
         away.0
     );
     assert!(
-        (10.0..11.0).contains(&back.0),
+        (10.0 - CLOCK_SLACK_S..11.0).contains(&back.0),
         "back to Ethernet at {:.3} s",
         back.0
     );
@@ -428,7 +434,7 @@ fn the_qos_switch_follows_the_delay_with_hysteresis() {
         window * 1e3
     );
     assert!(
-        late > 0.0 && late <= window + slack,
+        late > -CLOCK_SLACK_S && late <= window + slack,
         "moved {late:.3} s after the step (window {window:.3} s, slack {slack:.3} s)"
     );
     // 0.9 ms from 8 s is inside the limit but not the 20 % margin: no return before 11 s.
@@ -442,7 +448,7 @@ fn the_qos_switch_follows_the_delay_with_hysteresis() {
         after * 1e3
     );
     assert!(
-        back.0 > 11.0 + 1.0,
+        back.0 > 11.0 + 1.0 - CLOCK_SLACK_S,
         "returned at {:.3} s, before the hysteresis allowed",
         back.0
     );
@@ -478,8 +484,20 @@ fn duplication_leaves_the_product_of_the_loss_rates() {
         .count();
     let tun: Value =
         serde_json::from_str(&read(&out.join("gwc-dup2-tun.json"))).unwrap_or_default();
+    // Datagram copies the client's stack dropped (its send buffer was full, or a path
+    // holding a copy stopped taking data).
+    let status = read_json(&out.join("gwc-dup2-status.json"));
+    let stack_dropped: u64 = status["sessions"]
+        .as_object()
+        .map(|s| {
+            s.values()
+                .filter_map(|v| v["stack_datagrams_dropped"].as_u64())
+                .sum()
+        })
+        .unwrap_or(0);
     eprintln!(
-        "second copies sent: {copies:?}; interfaces taken for down: {downs}; client TUN drops: {}",
+        "second copies sent: {copies:?}; interfaces taken for down: {downs}; client TUN drops: \
+         {}; datagrams the client's stack dropped: {stack_dropped}",
         tun[0]["stats64"]["tx"]["dropped"]
     );
     for (port, pa, pb) in [(6000, 0.10, 0.05), (6001, 0.10, 0.10)] {
@@ -503,13 +521,26 @@ fn duplication_leaves_the_product_of_the_loss_rates() {
             }
         );
         assert!(n >= 100_000.0, "{r}");
-        // Within four standard deviations of the binomial count.
+        // Eq. 1 holds for the datagrams sent twice. A copy the client's stack dropped (its
+        // path held back as stalled: a busy machine delays the ACKs) leaves its datagram to
+        // the other path alone, lost with that path's probability, at most max(pa, pb).
+        // The counter covers both classes, so each may have all of them.
+        let sent_once = stack_dropped as f64 * pa.max(pb);
+        // Within four standard deviations of the binomial count, above it by at most what
+        // the datagrams sent once add.
         assert!(
-            z.abs() <= 4.0,
-            "residual loss {lost} vs {:.0} expected (z = {z:.2})",
+            z >= -4.0 && lost - n * p <= 4.0 * sd + sent_once,
+            "residual loss {lost} vs {:.0} expected (z = {z:.2}; {stack_dropped} copies \
+             dropped by the stack allow {sent_once:.0} more)",
             n * p
         );
     }
+    // Nearly every datagram was sent twice: a class that lost its duplication would show
+    // here (and in its residual loss).
+    assert!(
+        stack_dropped <= 4_000,
+        "the client's stack dropped {stack_dropped} copies of 400 000"
+    );
     let metrics = read(&out.join("gws-metrics.txt"));
     let discarded: f64 = metrics
         .lines()
