@@ -32,6 +32,12 @@ pub struct Config {
     pub shrink: bool,
     /// Burst thresholds of the buffer estimation (Sec. 4.3, footnote 3).
     pub burst: BurstThresholds,
+    /// Learn a cell's buffer from its first burst after a commanded handover too. That
+    /// burst clears the data the source forwarded (Sec. 4.4), which the target holds
+    /// whatever its own buffer, so it is no lower bound of that buffer; the paper updates
+    /// the estimate "in every burst" (Sec. 4.3). Default `false`: the first burst only
+    /// releases the suppression.
+    pub learn_from_forwarded_burst: bool,
     /// The buffer assumed for a target of which nothing is known (no burst seen on any cell
     /// of its type), bytes; `None`: no shrinking then. Not from the paper, which starts
     /// from a history of cells.
@@ -69,6 +75,7 @@ impl Default for Config {
             fallback_a1: true,
             shrink: true,
             burst: BurstThresholds::default(),
+            learn_from_forwarded_burst: false,
             default_buffer_bytes: None,
             suppress_dup_acks: true,
             max_suppression_ms: 200.0,

@@ -234,6 +234,8 @@ pub struct Controller {
     rate_control: bool,
     suppression_since: Option<u64>,
     smoothing_cell: Option<CellId>,
+    /// The cell whose next burst clears the data forwarded to it at a handover.
+    forwarded_burst_cell: Option<CellId>,
     pre_handover_high: BTreeMap<ConnKey, u32>,
     handover_ra_ns: Option<u64>,
     conns: ConnTable,
@@ -256,6 +258,7 @@ impl Controller {
             rate_control: false,
             suppression_since: None,
             smoothing_cell: None,
+            forwarded_burst_cell: None,
             pre_handover_high: BTreeMap::new(),
             handover_ra_ns: None,
             conns: ConnTable::new(cfg.max_connections, (cfg.idle_timeout_s * 1e9) as u64),
@@ -607,7 +610,10 @@ impl Controller {
                 bytes,
             } => {
                 if let Some(burst) = self.bursts.slot(*cell, *slot, *rbs, *total_rbs, *bytes) {
-                    self.stats.buffers.record(&burst);
+                    let forwarded = self.forwarded_burst_cell.take_if(|c| *c == *cell).is_some();
+                    if !forwarded || self.cfg.learn_from_forwarded_burst {
+                        self.stats.buffers.record(&burst);
+                    }
                     //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
                     //# Second, the suppression ends when M2HO observes the end of the first
                     //# burst period.
@@ -700,6 +706,8 @@ impl Controller {
         //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
         //# M2HO confirms handover execution completion by finding random access procedure
         //# messages at the link layer, and subsequently enters the smoothing state.
+        // A commanded handover forwards the source's backlog, cleared by the first burst.
+        self.forwarded_burst_cell = commanded.then_some(cell);
         if self.cfg.suppress_dup_acks && commanded {
             self.go(now, State::Smoothing, Reason::RandomAccess);
             self.suppression_since = Some(now);

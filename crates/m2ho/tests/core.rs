@@ -690,6 +690,15 @@ fn smoothing_suppresses_duplicate_acks_until_either_release() {
                     m.stats().transitions.last().unwrap().reason,
                     Reason::FirstBurstEnded
                 );
+                // That burst cleared what cell 1 forwarded: it says nothing of cell 2's
+                // buffer. Cell 1's burst and cell 2's next one are learnt.
+                let per_cell = &m.stats().buffers.per_cell;
+                assert_eq!(per_cell.get(&CellId(1)), Some(&10_500));
+                assert_eq!(per_cell.get(&CellId(2)), None);
+                m.on_link_event(230 * MS, &rb(2, 2100, 106, 8_000));
+                m.on_link_event(230 * MS, &rb(2, 2101, 5, 500));
+                m.on_link_event(230 * MS, &rb(2, 2102, 0, 0));
+                assert_eq!(m.stats().buffers.per_cell.get(&CellId(2)), Some(&8_500));
                 // Duplicates pass again.
                 let mut p = ack_pkt(15001, 4000);
                 assert_eq!(
@@ -713,6 +722,35 @@ fn smoothing_suppresses_duplicate_acks_until_either_release() {
         assert_eq!(h.earliness_ns, Some(170 * MS));
         assert_eq!(h.command_earliness_ns, Some(30 * MS));
         assert_eq!(s.t2_ns, (146_200_000 + 140 * MS) / 2);
+    }
+}
+
+/// The first burst after a commanded handover clears the forwarded data: learnt from only
+/// when `learn_from_forwarded_burst` asks for it (the paper's "in every burst").
+#[test]
+fn the_forwarded_burst_teaches_the_buffer_only_on_request() {
+    for learn in [false, true] {
+        let mut m = Controller::new(Config {
+            learn_from_forwarded_burst: learn,
+            ..Config::default()
+        });
+        m.on_link_event(MS, &command(1, 2, RadioType::NrFr1));
+        m.on_link_event(
+            30 * MS,
+            &LinkEventKind::HandoverExecution {
+                source: CellId(1),
+                target: CellId(2),
+            },
+        );
+        m.on_link_event(
+            60 * MS,
+            &LinkEventKind::RandomAccessComplete { cell: CellId(2) },
+        );
+        m.on_link_event(61 * MS, &rb(2, 200, 106, 300_000));
+        m.on_link_event(61 * MS, &rb(2, 201, 5, 500));
+        m.on_link_event(61 * MS, &rb(2, 202, 0, 0));
+        let learnt = m.stats().buffers.per_cell.get(&CellId(2)).copied();
+        assert_eq!(learnt, learn.then_some(300_500), "learn {learn}");
     }
 }
 

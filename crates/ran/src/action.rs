@@ -9,14 +9,16 @@
 //!
 //! * [`LinkAction::Up`]: the path carries data at `dl_bps` / `ul_bps`; the queue limit
 //!   becomes `buffer_limit_bytes` (the serving cell's per-UE buffer). Packets kept during an
-//!   interruption (forwarded data) are served first, in queue order.
+//!   interruption (forwarded data) are served first, in queue order, all of them: the limit
+//!   only refuses arrivals.
 //! * [`LinkAction::Rate`]: new rates while up (channel or load changed). While interrupted
 //!   or down, remember them for the next `Up`.
 //! * [`LinkAction::Interrupt`]: stop serving both directions but keep the queue — it now
-//!   models the *target* cell's buffer: the limit becomes `buffer_limit_bytes`; queued bytes
-//!   beyond it are dropped from the tail at once, and new arrivals that would exceed it are
-//!   dropped (drop-tail in bytes: M2HO finding 3, "only new data sent after the handover
-//!   commencement are lost"). Uplink packets sent by the UE are held (not lost) until `Up`.
+//!   models the *target* cell's buffer: the limit becomes `buffer_limit_bytes`. The source's
+//!   backlog is forwarded whole, however far it exceeds the limit; new arrivals that would
+//!   exceed it are dropped (drop-tail in bytes: M2HO finding 3, "only new data sent after
+//!   the handover commencement, are lost"). Uplink packets sent by the UE are held (not
+//!   lost) until `Up`.
 //! * [`LinkAction::ContextRelease`]: applied just before the `Interrupt` of a handover
 //!   (same timestamp). Call [`ContextRelease::fates`] with the sizes of the packets queued
 //!   for downlink, head first, and apply each [`PacketFate`]: deliver now (these overtake

@@ -177,15 +177,14 @@ impl ReferenceLink {
                 self.state = State::Up;
                 self.limit = *buffer_limit_bytes;
                 self.slot = Some(*slot);
-                self.trim_to_limit(t, DropCause::Overflow);
             }
             LinkAction::Rate { slot, .. } => self.slot = Some(*slot),
             LinkAction::Interrupt {
                 buffer_limit_bytes, ..
             } => {
+                // The backlog is forwarded whole; the limit refuses arrivals only.
                 self.state = State::Interrupted;
                 self.limit = *buffer_limit_bytes;
-                self.trim_to_limit(t, DropCause::TargetBufferOverflow);
             }
             LinkAction::ContextRelease(cr) => {
                 let sizes: Vec<u32> = self.queue.iter().map(|p| p.size).collect();
@@ -214,19 +213,6 @@ impl ReferenceLink {
                 self.queued_bytes = 0;
                 self.head_sent = 0;
             }
-        }
-    }
-
-    fn trim_to_limit(&mut self, t: u64, cause: DropCause) {
-        while self.queued_bytes > self.limit {
-            let Some(p) = self.queue.pop_back() else {
-                break;
-            };
-            self.queued_bytes -= p.size as u64;
-            self.dropped.push((t, p.id, cause));
-        }
-        if self.queue.is_empty() {
-            self.head_sent = 0;
         }
     }
 
@@ -443,6 +429,44 @@ mod tests {
             },
         });
         assert!(!l.enqueue(60_000_000, 99, 1000));
+    }
+
+    /// M2HO finding 3: the source's backlog reaches the target whole, however far it
+    /// exceeds the target's buffer; only what arrives while the queue is over the limit is
+    /// lost, until it drains below it.
+    #[test]
+    fn a_backlog_beyond_the_target_buffer_is_kept_and_arrivals_dropped() {
+        let mut l = ReferenceLink::new(0, 0, 1);
+        l.apply(&up(0, 1.0, 100_000));
+        assert!((0..8).all(|i| l.enqueue(0, i, 1000)));
+        l.apply(&LinkChange {
+            t_ns: 0,
+            ue: 0,
+            iface: 0,
+            action: LinkAction::Interrupt {
+                buffer_limit_bytes: 5_000,
+                reason: DownReason::Handover,
+            },
+        });
+        assert_eq!(l.queued_bytes(), 8_000);
+        assert!(!l.enqueue(1_000_000, 8, 1000));
+        // Up on the target with its 5 kB buffer: the backlog is still whole.
+        l.apply(&up(30_000_000, 1.0, 5_000));
+        assert_eq!(l.queued_bytes(), 8_000);
+        assert!(!l.enqueue(30_000_000, 9, 1000));
+        l.run_until(40_000_000);
+        assert_eq!(l.queued_bytes(), 0);
+        assert!(l.enqueue(40_000_000, 10, 1000));
+        let dropped: Vec<_> = l.dropped.iter().map(|d| (d.1, d.2)).collect();
+        assert_eq!(
+            dropped,
+            [
+                (8, DropCause::TargetBufferOverflow),
+                (9, DropCause::Overflow)
+            ]
+        );
+        let delivered: Vec<u64> = l.delivered.iter().map(|d| d.1).collect();
+        assert_eq!(delivered, (0..8).collect::<Vec<_>>());
     }
 
     #[test]

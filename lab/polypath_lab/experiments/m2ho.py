@@ -310,9 +310,10 @@ def _retrans(out: Path) -> list[tuple[float, int]]:
 
 def _around(t: float, series, end: float) -> dict:
     lo, hi = max(t - WINDOW_S, 1.5), min(t + WINDOW_S, end)
-    vals = [d for (x, d, _) in series if lo < x <= hi]
+    vals = [(d, c) for (x, d, c) in series if lo < x <= hi]
     conv = next((x - t for (x, d, c) in series if x > t and c > 0 and d >= 0.75 * c), None)
-    return {"tput": mean(vals), "conv_s": conv}
+    return {"tput": mean([d for d, _ in vals]), "capacity": mean([c for _, c in vals]),
+            "conv_s": conv}
 
 
 def _interruptions(out: Path, cell_rat: dict[int, str]) -> list[dict]:
@@ -344,9 +345,9 @@ def _causes(e: Experiment, runs: dict, hos: list, cell_rat: dict[int, str],
     """Table of the paper's three causes as the runs produced them, per handover type:
     how much of the capacity plain CUBIC used around handovers (finding 4's slow regrowth
     shows as low use), target-buffer overflows (finding 3) with and without M2HO, the
-    source queue at execution against the target's buffer (what M2HO's shrinking must
-    bring in-flight data under before the execution), and context-release gaps
-    (finding 2)."""
+    source queue at execution against the target's buffer (the target keeps that backlog
+    whole, so beyond its buffer every new segment of the interruption is lost unless
+    M2HO's shrink has stopped the sender), and context-release gaps (finding 2)."""
     recs = {v: _interruptions(r["out"], cell_rat) for v, r in runs.items() if v != "bbr"}
     series = _series(runs["cubic"]["out"])
     use = []
@@ -380,7 +381,6 @@ def _causes(e: Experiment, runs: dict, hos: list, cell_rat: dict[int, str],
                "overflow_m2ho_pct": _pct(m, over),
                "m2ho_predicted_overflow_pct": _pct(m_pred, over),
                "m2ho_predicted_queue_over_target_pct": _pct(m_pred, deep),
-               "m2ho_overflowed_with_deep_queue_pct": _pct([x for x in m_pred if over(x)], deep),
                "gap_pct": _pct(c, gap)}
         data[k] = row
         paper_over = (f"{f['overflow_pct']:.1f}" if k == "total" else
@@ -458,18 +458,18 @@ def _explain(e: Experiment, causes: dict, st: dict | None, cubic_out: Path,
         f"{fmt(c('total', 'gap_pct'), 0)} % (paper: duplicate ACKs at 18.4 %; a gap needs "
         "packets queued at the source).")
     e.notes.append(
-        "What M2HO can act on: its window shrink stops new data, it cannot drain what the "
-        "source cell already holds. Of its predicted handovers "
-        f"{fmt(c('total', 'm2ho_predicted_overflow_pct'), 0)} % still overflowed; of those, "
-        f"{fmt(c('total', 'm2ho_overflowed_with_deep_queue_pct'), 0)} % had a source queue "
-        "larger than the target's buffer at execution (mmW→sub6, overflowed / deep queue: "
-        f"{fmt(c('mmW-sub6', 'm2ho_predicted_overflow_pct'), 0)} / "
-        f"{fmt(c('mmW-sub6', 'm2ho_predicted_queue_over_target_pct'), 0)} %): a mmWave cell "
-        "failing towards its A2 serves a few Mbit/s in the 150-230 ms between prediction and "
-        "execution and drains only a fraction of its queue (the paper: 97.9 % of predicted "
-        "handovers without loss). Those lost mmW→sub6 handovers also cut the window that "
-        "Sec. 4.5's rate control would have kept for the next sub6→mmW handover, where the "
-        "paper has its largest gain.")
+        "What M2HO can act on: the target keeps the backlog the source forwards and drops "
+        "what arrives beyond its buffer (finding 3: \"only new data sent after the handover "
+        "commencement, are lost\"), so a window shrink that stops new data before the "
+        "execution prevents the overflow however deep the source's queue. Predicted "
+        "handovers that still overflowed with M2HO: "
+        f"{fmt(c('total', 'm2ho_predicted_overflow_pct'), 0)} % (paper: 97.9 % of predicted "
+        "handovers without loss); at mmW→sub6 ones the source queue exceeded the target's "
+        f"buffer at {fmt(c('mmW-sub6', 'm2ho_predicted_queue_over_target_pct'), 0)} % (a "
+        "mmWave cell failing towards its A2 drains little in the 150-230 ms between "
+        "prediction and execution), so without the shrink every new segment of those "
+        "interruptions would have been lost, as plain CUBIC's were "
+        f"({fmt(c('mmW-sub6', 'overflow_cubic_pct'), 0)} % of mmW→sub6 overflowed).")
     e.notes.append(
         f"Plain CUBIC retransmitted in {fmt(_loss_episodes_per_min(cubic_out), 1)} episodes "
         "a minute over the whole stretch (the paper: 1.25 losses a minute without "
@@ -525,7 +525,8 @@ def emulated(ctx: Context, e: Experiment) -> None:
         for t, kind in hos:
             a = _around(t, series, seconds)
             lo, hi = t - WINDOW_S, t + WINDOW_S
-            a["loss_free"] = sum(n for (x, n) in rt if lo < x <= hi) == 0
+            a["retrans"] = sum(n for (x, n) in rt if lo < x <= hi)
+            a["loss_free"] = a["retrans"] == 0
             a["type"], a["t"] = kind, t
             rows.append(a)
         per[name] = rows
@@ -553,6 +554,22 @@ def emulated(ctx: Context, e: Experiment) -> None:
          "BBR polypath", "ratio paper", "ratio polypath",
          "convergence s (M2HO / CUBIC" + (" / BBR)" if "bbr" in per else ")")],
         rows2, data2))
+    # Each handover: where the total's ratio comes from.
+    rows_h = []
+    for i, (t, kind) in enumerate(hos):
+        x = {v: per[v][i] for v in per}
+        ratio = x["m2ho"]["tput"] / x["cubic"]["tput"] if x["cubic"]["tput"] else float("nan")
+        rows_h.append([fmt(t, 1), kind, fmt(x["cubic"]["capacity"], 1)]
+                      + [fmt(x[v]["tput"], 1) for v in per] + [fmt(ratio, 2)]
+                      + [" / ".join(str(x[v]["retrans"]) for v in per)])
+    e.tables.append(Table(
+        "Each handover: mean capacity and throughput (Mbit/s) in [-5, 5] s, and the "
+        "segments each variant retransmitted there",
+        ["t s", "type", "capacity"] + list(per) + ["ratio M2HO / CUBIC",
+                                                   "retransmitted (" + " / ".join(per) + ")"],
+        rows_h,
+        [{"t_s": t, "type": kind} | {v: per[v][i] for v in per}
+         for i, (t, kind) in enumerate(hos)]))
     # Fig. 13: handovers without a retransmission around them.
     nl = {v: 100.0 * sum(x["loss_free"] for x in per[v]) / max(len(per[v]), 1) for v in per}
     e.tables.append(Table(

@@ -104,9 +104,8 @@ impl Simulator {
                     d.service = Service::Fluid(dl_bps as f64);
                     d.up = true;
                 }
-                // Kept (forwarded) packets are served first; beyond the new limit they
-                // overflow.
-                self.radio_trim(dl, DropReason::Queue);
+                // Kept (forwarded) packets are served first, all of them: the limit
+                // refuses arrivals only (crates/ran/src/action.rs).
                 self.ensure_slot(dl);
                 self.apply_rate(ul, ul_bps as f64);
                 self.go_up(ul);
@@ -136,8 +135,9 @@ impl Simulator {
                     x.limit = buffer_limit_bytes;
                     d.up = false;
                 }
-                // The queue is now the target cell's buffer: trimmed from the tail.
-                self.radio_trim(dl, DropReason::TargetBuffer);
+                // The queue is now the target cell's buffer. The source's backlog is
+                // forwarded whole; arrivals beyond the limit are dropped (M2HO finding 3:
+                // only data sent after the handover commencement is lost).
                 self.ensure_slot(dl);
                 // The uplink holds what the UE sends until the path is up again.
                 if let Some(d) = self.dirs.get_mut(ul as usize) {
@@ -221,30 +221,6 @@ impl Simulator {
         }
         for (p, w) in lost {
             self.radio_drop(dl, p, w, DropReason::ContextRelease);
-        }
-    }
-
-    /// Drops packets from the tail of the radio downlink `dir` until it fits its limit.
-    fn radio_trim(&mut self, dir: u32, reason: DropReason) {
-        loop {
-            let Some(d) = self.dirs.get_mut(dir as usize) else {
-                return;
-            };
-            let Some(x) = d.radio.as_mut() else {
-                return;
-            };
-            if d.queued_bytes <= x.limit {
-                return;
-            }
-            let Some(p) = d.queue.pop_back() else {
-                return;
-            };
-            let wire = self.packets.get(p as usize).map(|p| p.wire).unwrap_or(0);
-            d.queued_bytes = d.queued_bytes.saturating_sub(u64::from(wire));
-            if d.queue.is_empty() {
-                x.head_sent = 0;
-            }
-            self.radio_drop(dir, p, wire, reason);
         }
     }
 
