@@ -340,8 +340,8 @@ def _mean_rtt_ms(out: Path) -> float:
     return mean([i["rtt_ms"] for i in rep.get("intervals", []) if i.get("rtt_ms")])
 
 
-def _causes(e: Experiment, runs: dict, hos: list, cell_rat: dict[int, str],
-            buffers: dict[int, int], seconds: int, st: dict | None) -> dict:
+def _causes(e: Experiment, runs: dict, cubic_around: list[dict], cell_rat: dict[int, str],
+            buffers: dict[int, int], st: dict | None) -> dict:
     """Table of the paper's three causes as the runs produced them, per handover type:
     how much of the capacity plain CUBIC used around handovers (finding 4's slow regrowth
     shows as low use), target-buffer overflows (finding 3) with and without M2HO, the
@@ -349,13 +349,8 @@ def _causes(e: Experiment, runs: dict, hos: list, cell_rat: dict[int, str],
     whole, so beyond its buffer every new segment of the interruption is lost unless
     M2HO's shrink has stopped the sender), and context-release gaps (finding 2)."""
     recs = {v: _interruptions(r["out"], cell_rat) for v, r in runs.items() if v != "bbr"}
-    series = _series(runs["cubic"]["out"])
-    use = []
-    for t, kind in hos:
-        lo, hi = t - WINDOW_S, min(t + WINDOW_S, seconds)
-        cap = sum(c for (x, _, c) in series if lo < x <= hi)
-        got = sum(d for (x, d, _) in series if lo < x <= hi)
-        use.append((kind, 100.0 * got / cap if cap else float("nan")))
+    use = [(x["type"], 100.0 * x["tput"] / x["capacity"] if x["capacity"] else float("nan"))
+           for x in cubic_around]
     # The daemon's handovers (its clock is the feed's) matched to the interruption records
     # by the nearest execution time.
     daemon = [(h["t_ns"] / 1e9, h["predicted"]) for h in st["handovers"]] if st else []
@@ -600,7 +595,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
              "rewritten": st["packets"]["rewritten"]}))
     buffers = {c["id"]: c["buffer_bytes"]
                for c in emu_scenario(base, seconds, "cubic", False)["radio"]["cells"]}
-    causes = _causes(e, runs, hos, cell_rat, buffers, seconds, st)
+    causes = _causes(e, runs, per["cubic"], cell_rat, buffers, st)
     lat = {v: r["report"]["realtime"] for v, r in runs.items()}
     e.tables.append(Table(
         "Emulator lateness per run (against the model's schedule)",
