@@ -2,7 +2,7 @@
 //! correlated shadow fading for the 3GPP cells; a log-distance model for Wi-Fi; a Lambertian
 //! line-of-sight model for LiFi; thermal noise.
 
-use crate::dist::{GaussMarkov, normal_cdf};
+use crate::dist::{GaussMarkov, SmoothGaussMarkov, normal_cdf};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -200,7 +200,9 @@ impl Default for LifiParams {
 #[serde(rename_all = "snake_case")]
 pub enum LosMode {
     /// Drawn from the TR 38.901 LOS probability with a spatially consistent (50 m correlated)
-    /// random variable, as in TR 38.901 §7.6.3.1.
+    /// random variable, as in TR 38.901 §7.6.3.1. The variable is smooth along the UE's
+    /// path ([`SmoothGaussMarkov`]), so the state changes once where a street corner or a
+    /// building edge would change it, not in a burst of 40 ms flips around each change.
     #[default]
     Stochastic,
     /// Always line of sight.
@@ -214,7 +216,7 @@ pub enum LosMode {
 /// travels.
 #[derive(Debug, Clone)]
 pub struct LargeScale {
-    los_state: GaussMarkov,
+    los_state: SmoothGaussMarkov,
     sf_los: GaussMarkov,
     sf_nlos: GaussMarkov,
 }
@@ -224,7 +226,7 @@ impl LargeScale {
     /// (used for Wi-Fi); `None` uses the UMi values.
     pub fn new<R: Rng + ?Sized>(sf_corr_m: Option<f64>, rng: &mut R) -> Self {
         LargeScale {
-            los_state: GaussMarkov::new(UMI_LOS_CORR_M, rng),
+            los_state: SmoothGaussMarkov::new(UMI_LOS_CORR_M, rng),
             sf_los: GaussMarkov::new(sf_corr_m.unwrap_or(UMI_SF_CORR_LOS_M), rng),
             sf_nlos: GaussMarkov::new(sf_corr_m.unwrap_or(UMI_SF_CORR_NLOS_M), rng),
         }

@@ -198,6 +198,76 @@ impl GaussMarkov {
     }
 }
 
+/// `x` solving `(1 + x)·exp(−x) = exp(−1)`: where the correlation of a
+/// [`SmoothGaussMarkov`] with scale `L` falls to 1/e is `x·L`.
+const SMOOTH_E_FOLD_IN_SCALES: f64 = 2.146_193_220_620_582_5;
+
+/// A stationary Gaussian process over travelled distance, like [`GaussMarkov`] but with
+/// differentiable sample paths: the first-order process passed once more through the same
+/// first-order filter, so its autocorrelation is `(1 + |Δx|/L)·exp(−|Δx|/L)`, with `L`
+/// chosen to fall to 1/e at the given correlation distance (as [`GaussMarkov`] does).
+///
+/// What it is for: a state decided by a threshold on the process (LOS or not). A
+/// first-order path is nowhere differentiable, so around each crossing of the threshold it
+/// crosses it again and again, more often the finer it is sampled; a path of this process
+/// crosses at isolated points (Rice: `1/(π·L)` crossings per metre at the median), the same
+/// however finely it is sampled.
+#[derive(Debug, Clone)]
+pub struct SmoothGaussMarkov {
+    /// The first-order process that drives the filter (unit variance).
+    driver: f64,
+    /// The filter's output (variance 1/2, covariance 1/2 with `driver`).
+    filtered: f64,
+    scale_m: f64,
+}
+
+impl SmoothGaussMarkov {
+    /// Starts the process at a draw from its stationary distribution.
+    pub fn new<R: Rng + ?Sized>(corr_dist_m: f64, rng: &mut R) -> Self {
+        let driver = std_normal(rng);
+        let filtered = 0.5 * driver + 0.5 * std_normal(rng);
+        SmoothGaussMarkov {
+            driver,
+            filtered,
+            scale_m: corr_dist_m.max(0.0) / SMOOTH_E_FOLD_IN_SCALES,
+        }
+    }
+
+    /// Current value (unit variance).
+    pub fn value(&self) -> f64 {
+        std::f64::consts::SQRT_2 * self.filtered
+    }
+
+    /// Moves the coordinate on by `delta_m` metres: the exact transition of the pair
+    /// (driver, filtered) over that distance, whatever its length.
+    pub fn advance<R: Rng + ?Sized>(&mut self, delta_m: f64, rng: &mut R) {
+        if delta_m <= 0.0 || !delta_m.is_finite() {
+            return;
+        }
+        if self.scale_m <= 0.0 {
+            *self = SmoothGaussMarkov::new(0.0, rng);
+            return;
+        }
+        let r = delta_m / self.scale_m;
+        let e = (-r).exp();
+        let e2 = e * e;
+        // Mean: exp(A·Δ) with A = [[−1, 0], [1, −1]] / L.
+        let driver = e * self.driver;
+        let filtered = e * (r * self.driver + self.filtered);
+        // Covariance of the noise picked up over Δ (driving intensity 2/L), and its
+        // Cholesky factor.
+        let q11 = 1.0 - e2;
+        let q12 = 0.5 * (1.0 - e2 * (1.0 + 2.0 * r));
+        let q22 = 0.5 * (1.0 - e2 * (1.0 + 2.0 * r + 2.0 * r * r));
+        let a = q11.sqrt();
+        let b = if a > 0.0 { q12 / a } else { 0.0 };
+        let c = (q22 - b * b).max(0.0).sqrt();
+        let (n1, n2) = (std_normal(rng), std_normal(rng));
+        self.driver = driver + a * n1;
+        self.filtered = filtered + b * n1 + c * n2;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +309,92 @@ mod tests {
             prev = g.value();
         }
         assert!((sxy / sxx - (-1.0f64).exp()).abs() < 0.02);
+    }
+
+    /// Correlation of a process's values `lag_m` apart, over many independent steps.
+    fn lag_correlation(mut step: impl FnMut() -> (f64, f64)) -> f64 {
+        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        for _ in 0..50_000 {
+            let (x, y) = step();
+            sxy += x * y;
+            sxx += x * x;
+            syy += y * y;
+        }
+        sxy / (sxx * syy).sqrt()
+    }
+
+    #[test]
+    fn smooth_gauss_markov_has_unit_variance_and_the_e_fold_distance() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut g = SmoothGaussMarkov::new(50.0, &mut rng);
+        let (mut n, mut s2) = (0.0, 0.0);
+        let rho = lag_correlation(|| {
+            let x = g.value();
+            g.advance(50.0, &mut rng);
+            n += 1.0;
+            s2 += x * x;
+            (x, g.value())
+        });
+        assert!((rho - (-1.0f64).exp()).abs() < 0.02, "{rho}");
+        assert!((s2 / n - 1.0).abs() < 0.03, "{}", s2 / n);
+        // Two halves of a step give the same transition as the whole step.
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let mut g = SmoothGaussMarkov::new(50.0, &mut rng);
+        let rho = lag_correlation(|| {
+            let x = g.value();
+            g.advance(25.0, &mut rng);
+            g.advance(25.0, &mut rng);
+            (x, g.value())
+        });
+        assert!((rho - (-1.0f64).exp()).abs() < 0.02, "{rho}");
+    }
+
+    /// Crossings of zero per kilometre over 20 km sampled every `step_m`.
+    fn zero_crossings_per_km(mut value: impl FnMut(f64) -> f64, step_m: f64) -> f64 {
+        let steps = (20_000.0 / step_m) as usize;
+        let mut prev = value(0.0);
+        let mut crossings = 0;
+        for _ in 0..steps {
+            let v = value(step_m);
+            if (v < 0.0) != (prev < 0.0) {
+                crossings += 1;
+            }
+            prev = v;
+        }
+        crossings as f64 / 20.0
+    }
+
+    #[test]
+    fn smooth_gauss_markov_crossings_do_not_depend_on_the_sampling() {
+        // A threshold on the first-order process is crossed more the finer it is sampled;
+        // on the smooth one the count stays at Rice's 1/(π·L) per metre.
+        let rice_per_km = 1000.0 * SMOOTH_E_FOLD_IN_SCALES / (std::f64::consts::PI * 50.0);
+        let mut counts = Vec::new();
+        for step in [0.05, 0.5] {
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let mut smooth = SmoothGaussMarkov::new(50.0, &mut rng);
+            let s = zero_crossings_per_km(
+                |d| {
+                    smooth.advance(d, &mut rng);
+                    smooth.value()
+                },
+                step,
+            );
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let mut rough = GaussMarkov::new(50.0, &mut rng);
+            let r = zero_crossings_per_km(
+                |d| {
+                    rough.advance(d, &mut rng);
+                    rough.value()
+                },
+                step,
+            );
+            assert!((s / rice_per_km - 1.0).abs() < 0.25, "{s} vs {rice_per_km}");
+            counts.push((s, r));
+        }
+        let (fine, coarse) = (counts[0], counts[1]);
+        assert!((fine.0 / coarse.0 - 1.0).abs() < 0.25, "{counts:?}");
+        assert!(fine.1 > 2.0 * coarse.1, "{counts:?}");
     }
 
     #[test]
