@@ -3,6 +3,7 @@
 
 use clap::{Args, Subcommand};
 use polypath_link::feed::{FEED_ENV, FeedEvent};
+use polypath_m2ho::buffer::BufferDb;
 use polypath_m2ho::daemon::{self, DaemonOptions, EventSource};
 use polypath_m2ho::{Config, Controller, PredictorKind};
 use polypath_scenario::units::parse_duration;
@@ -39,6 +40,11 @@ pub struct ParamArgs {
     /// clamp_rwnd_bytes, max_preparation_ms, max_connections, idle_timeout_s, max_records.
     #[arg(long = "param", value_name = "KEY=VALUE")]
     params: Vec<String>,
+    /// The local buffer database (M2HO Sec. 4.3): per-cell buffer estimates read at the
+    /// start (a missing file is an empty history) and written back with what this run
+    /// learnt (`run`: every --stats-interval and at exit; `replay`: at the end).
+    #[arg(long = "buffer-db", value_name = "FILE")]
+    buffer_db: Option<PathBuf>,
 }
 
 impl ParamArgs {
@@ -173,6 +179,7 @@ fn run_daemon(args: RunArgs) -> Result<(), String> {
         local: args.local,
         stats: args.stats,
         stats_interval: args.stats_interval,
+        buffer_db: args.params.buffer_db.clone(),
         csv: args.csv,
         duration: args.duration,
         on_ready: Some(ready),
@@ -207,6 +214,9 @@ fn replay(args: ReplayArgs) -> Result<(), String> {
     let file =
         std::fs::File::open(&args.events).map_err(|e| format!("{}: {e}", args.events.display()))?;
     let mut c = Controller::new(config);
+    if let Some(path) = &args.params.buffer_db {
+        c.remember_buffers(&BufferDb::load(path)?);
+    }
     let mut last = 0u64;
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| format!("{}: line {}: {e}", args.events.display(), i + 1))?;
@@ -222,6 +232,13 @@ fn replay(args: ReplayArgs) -> Result<(), String> {
         c.on_link_event(ev.event.t_ns, &ev.event.event);
     }
     c.poll(last.saturating_add(10_000_000_000));
+    if let Some(path) = &args.params.buffer_db {
+        c.stats()
+            .buffers
+            .to_db()
+            .save(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let predictor = match c.config().predictor {
         PredictorKind::M2ho => "m2ho",
         PredictorKind::Naive => "naive",

@@ -981,7 +981,8 @@ $P m2ho clean > $O/clean.txt
 rules > $O/t-cleaned.txt
 $P m2ho run > $O/d3.out 2>&1 & D=$!; wait_ready $O/d3.out; kill -9 $D; wait $D
 rules > $O/t-killed2.txt
-$P m2ho run --duration 300ms > $O/d4.out 2>&1
+echo '{{"cells": [{{"cell": 7, "rat": "nr_fr1", "bytes": 150000}}]}}' > $O/buffers.json
+$P m2ho run --duration 300ms --buffer-db $O/buffers.json > $O/d4.out 2>&1
 rules > $O/t-restarted.txt
 "#
     );
@@ -1038,6 +1039,12 @@ command = "{{polypath}} tcp send --connect {{addr:b}}:5201 --bytes {BYTES} --cc 
         stats["queues"]["packets"], stats["queues"]["unparsed"]
     );
     assert!(rewritten > 100, "{rewritten} windows rewritten");
+    // The last daemon read the buffer database it was given and wrote it back: the history
+    // outlives the run (M2HO Sec. 4.3).
+    assert_eq!(
+        read_json(&out.join("buffers.json")),
+        serde_json::json!({"cells": [{"cell": 7, "rat": "nr_fr1", "bytes": 150000}]})
+    );
 
     // What the UE sent, as the emulator captured it after the kernel and the daemon.
     let tx = std::fs::read_dir(out.join("pcap"))

@@ -7,8 +7,9 @@
 
 use crate::predict::is_mmwave;
 use polypath_link::{CellId, RadioType};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Thresholds of a burst's slots (M2HO footnote 3, after BurstTracker).
 #[derive(Debug, Copy, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -173,6 +174,34 @@ impl BufferEstimates {
         }
     }
 
+    /// The estimates as a database (cells in ID order).
+    pub fn to_db(&self) -> BufferDb {
+        BufferDb {
+            cells: self
+                .per_cell
+                .iter()
+                .map(|(cell, bytes)| BufferDbCell {
+                    cell: *cell,
+                    rat: self.cell_rat.get(cell).copied(),
+                    bytes: *bytes,
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes what a database remembers: each cell's estimate rises to the database's when
+    /// that is larger (an estimate is a lower bound: the largest burst ever seen), and cells
+    /// of known type keep the type this run has seen, if any.
+    pub fn remember(&mut self, db: &BufferDb) {
+        for c in &db.cells {
+            let e = self.per_cell.entry(c.cell).or_insert(0);
+            *e = (*e).max(c.bytes);
+            if let Some(rat) = c.rat {
+                self.cell_rat.entry(c.cell).or_insert(rat);
+            }
+        }
+    }
+
     /// Smallest estimate among cells of type `rat`.
     fn min_of_type(&self, rat: RadioType) -> Option<u64> {
         self.per_cell
@@ -214,6 +243,79 @@ impl BufferEstimates {
             return Some(*e);
         }
         rat.and_then(|r| self.min_of_type(r))
+    }
+}
+
+//= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.3
+//# M2HO also records the cell ID and stores its buffer size in the local database. When a
+//# handover happens, M2HO reads the target cell ID and gets the buffer size estimate from
+//# the history.
+/// The local database of buffer estimates as a file, so that the history outlives one run
+/// of the daemon: `{"cells": [{"cell": 10, "rat": "nr_fr1", "bytes": 150000}, ...]}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferDb {
+    /// One entry per cell.
+    pub cells: Vec<BufferDbCell>,
+}
+
+/// One cell of a [`BufferDb`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferDbCell {
+    /// The cell.
+    pub cell: CellId,
+    /// Its type, when known (the estimate for an unknown cell takes the smallest of its
+    /// type, and a mmWave target the smallest sub-6 GHz one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rat: Option<RadioType>,
+    /// The largest burst seen on it, bytes.
+    pub bytes: u64,
+}
+
+impl BufferDb {
+    /// Reads a database file; a missing file is an empty database. Errors name the file,
+    /// and the line, column and field (or cell) at fault.
+    pub fn load(path: &Path) -> Result<BufferDb, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BufferDb::default()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let db: BufferDb = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}: line {} column {}: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &db.cells {
+            if !seen.insert(c.cell) {
+                return Err(format!(
+                    "{}: cell {}: listed twice",
+                    path.display(),
+                    c.cell.0
+                ));
+            }
+            if c.bytes == 0 {
+                return Err(format!(
+                    "{}: cell {}: bytes must be positive",
+                    path.display(),
+                    c.cell.0
+                ));
+            }
+        }
+        Ok(db)
+    }
+
+    /// Writes the database atomically (a temporary file renamed over `path`).
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text + "\n")?;
+        std::fs::rename(&tmp, path)
     }
 }
 
@@ -379,5 +481,86 @@ mod tests {
             slots: 1,
             bytes: 1
         }));
+    }
+
+    /// A scratch path of this test process.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("m2ho-buffer-db-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn the_database_carries_estimates_to_the_next_run() {
+        let path = scratch("carry.json");
+        let _ = std::fs::remove_file(&path);
+        // A missing file is an empty history.
+        assert_eq!(BufferDb::load(&path).unwrap(), BufferDb::default());
+        let mut first = BufferEstimates::default();
+        first.learn_rat(CellId(1), RadioType::NrFr1);
+        first.learn_rat(CellId(2), RadioType::NrFr2);
+        for (cell, bytes) in [(1, 150_000), (2, 900_000), (7, 40_000)] {
+            first.record(&Burst {
+                cell: CellId(cell),
+                first_slot: 0,
+                slots: 10,
+                bytes,
+            });
+        }
+        first.to_db().save(&path).unwrap();
+        let db = BufferDb::load(&path).unwrap();
+        assert_eq!(db, first.to_db());
+        assert_eq!(db.cells[2].rat, None, "cell 7's type was never seen");
+
+        // The next run has seen cell 1 with a smaller burst: the database's larger one wins,
+        // and a handover to cell 1 or to an unseen mmWave cell finds the history.
+        let mut next = BufferEstimates::default();
+        next.record(&Burst {
+            cell: CellId(1),
+            first_slot: 0,
+            slots: 10,
+            bytes: 90_000,
+        });
+        assert_eq!(
+            next.estimate(Some(CellId(1)), Some(RadioType::NrFr1)),
+            Some(90_000)
+        );
+        next.remember(&db);
+        assert_eq!(next.estimate(Some(CellId(1)), None), Some(150_000));
+        assert_eq!(
+            next.estimate(Some(CellId(9)), Some(RadioType::NrFr2)),
+            Some(150_000)
+        );
+        assert_eq!(next.to_db(), db);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_bad_database_names_the_file_and_the_fault() {
+        let cases = [
+            (
+                "{\"cells\": [{\"cell\": 1, \"bytes\": 5}],\n \"extra\": 1}",
+                "line 2",
+            ),
+            (
+                "{\"cells\": [{\"cell\": 1, \"rat\": \"nr_fr9\", \"bytes\": 5}]}",
+                "nr_fr9",
+            ),
+            (
+                "{\"cells\": [{\"cell\": 1, \"bytes\": 0}]}",
+                "cell 1: bytes must be positive",
+            ),
+            (
+                "{\"cells\": [{\"cell\": 4, \"bytes\": 5}, {\"cell\": 4, \"bytes\": 6}]}",
+                "cell 4: listed twice",
+            ),
+            ("{\"cells\": [{\"cell\": 1}]}", "missing field `bytes`"),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let path = scratch(&format!("bad-{i}.json"));
+            std::fs::write(&path, text).unwrap();
+            let err = BufferDb::load(&path).unwrap_err();
+            let _ = std::fs::remove_file(&path);
+            assert!(err.starts_with(&path.display().to_string()), "{err}");
+            assert!(err.contains(want), "{err} lacks {want}");
+        }
     }
 }

@@ -8,7 +8,7 @@
 //# execution; and 3) Smoothing state, after handover execution. After the packets buffered
 //# before handover are delivered, the state machine goes back to the stable state.
 
-use crate::buffer::{BufferEstimates, BurstDetector};
+use crate::buffer::{BufferDb, BufferEstimates, BurstDetector};
 use crate::config::{Config, PredictorKind, ms_ns};
 use crate::conn::{ClosedHole, ConnKey, ConnTable, Direction, seq_gt};
 use crate::packet::{self, ParseError, TcpSegment, flags};
@@ -289,6 +289,13 @@ impl Controller {
     /// The window budget of the preparation state (bytes, all connections), if one is set.
     pub fn shrink_bytes(&self) -> Option<u64> {
         self.shrink_bytes
+    }
+
+    /// Takes the buffer estimates a [`BufferDb`] remembers from earlier runs (Sec. 4.3's
+    /// "local database"); what this run learns is in [`Stats::buffers`]
+    /// ([`BufferEstimates::to_db`] to store it).
+    pub fn remember_buffers(&mut self, db: &BufferDb) {
+        self.stats.buffers.remember(db);
     }
 
     /// The statistics so far.

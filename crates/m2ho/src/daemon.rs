@@ -21,6 +21,7 @@
 //! * **Outputs.** JSON statistics ([`DaemonReport`]): on exit, and every
 //!   `stats_interval` to a file if asked; a per-packet CSV log on request.
 
+use crate::buffer::BufferDb;
 use crate::config::Config;
 use crate::conn::Direction;
 use crate::controller::{Controller, Stats, Verdict};
@@ -102,6 +103,9 @@ pub struct DaemonOptions {
     pub stats: Option<PathBuf>,
     /// How often the statistics file is rewritten.
     pub stats_interval: Duration,
+    /// The local buffer database (M2HO Sec. 4.3): read at start (a missing file is an empty
+    /// history), written every `stats_interval` and at exit with what the run learnt.
+    pub buffer_db: Option<PathBuf>,
     /// Write a CSV line per packet here.
     pub csv: Option<PathBuf>,
     /// Stop after this long.
@@ -120,6 +124,7 @@ impl Default for DaemonOptions {
             local: None,
             stats: None,
             stats_interval: Duration::from_secs(1),
+            buffer_db: None,
             csv: None,
             duration: None,
             on_ready: None,
@@ -590,6 +595,10 @@ impl Csv {
 /// Runs the daemon until `duration`, SIGINT or SIGTERM; returns the final statistics.
 pub fn run(opts: &DaemonOptions) -> Result<DaemonReport, DaemonError> {
     opts.config.validate().map_err(DaemonError::Config)?;
+    let history = match &opts.buffer_db {
+        Some(path) => BufferDb::load(path).map_err(DaemonError::Config)?,
+        None => BufferDb::default(),
+    };
     let signals = Signals::install();
     let cleaned = clean()?;
     if !cleaned.removed.is_empty() {
@@ -617,8 +626,10 @@ pub fn run(opts: &DaemonOptions) -> Result<DaemonReport, DaemonError> {
     }
     let rules = Rules::install(q_out, opts.local)?;
     let mut csv = opts.csv.as_deref().map(Csv::create).transpose()?;
+    let mut controller = Controller::new(opts.config.clone());
+    controller.remember_buffers(&history);
     let shared = Arc::new(Shared {
-        controller: Mutex::new(Controller::new(opts.config.clone())),
+        controller: Mutex::new(controller),
         feed: Mutex::new((FeedCounts::default(), None)),
         queues: Mutex::new(QueueCounts::default()),
         start: Instant::now(),
@@ -640,6 +651,7 @@ pub fn run(opts: &DaemonOptions) -> Result<DaemonReport, DaemonError> {
     let timer = {
         let s = shared.clone();
         let (duration, stats, every) = (opts.duration, opts.stats.clone(), opts.stats_interval);
+        let buffer_db = opts.buffer_db.clone();
         let (table, q) = (rules.name.clone(), q_out);
         std::thread::spawn(move || {
             let mut next_stats = every;
@@ -649,11 +661,15 @@ pub fn run(opts: &DaemonOptions) -> Result<DaemonReport, DaemonError> {
                 let now = s.now();
                 lock(&s.controller).poll(now);
                 let elapsed = s.start.elapsed();
-                if let Some(path) = &stats
-                    && elapsed >= next_stats
-                {
+                if elapsed >= next_stats {
                     next_stats += every;
-                    let _ = write_report(path, &s.report(&table, q, "running"));
+                    if let Some(path) = &stats {
+                        let _ = write_report(path, &s.report(&table, q, "running"));
+                    }
+                    if let Some(path) = &buffer_db {
+                        let db = lock(&s.controller).stats().buffers.to_db();
+                        let _ = db.save(path);
+                    }
                 }
                 if duration.is_some_and(|d| elapsed >= d) {
                     STOP.store(true, Ordering::SeqCst);
@@ -754,6 +770,14 @@ pub fn run(opts: &DaemonOptions) -> Result<DaemonReport, DaemonError> {
     drop(signals);
     if let Some(path) = &opts.stats {
         write_report(path, &report)?;
+    }
+    if let Some(path) = &opts.buffer_db {
+        report
+            .m2ho
+            .buffers
+            .to_db()
+            .save(path)
+            .map_err(io_err(path))?;
     }
     match failure {
         Some(e) => Err(e),
