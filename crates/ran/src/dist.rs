@@ -371,24 +371,24 @@ mod tests {
         let rice_per_km = 1000.0 * SMOOTH_E_FOLD_IN_SCALES / (std::f64::consts::PI * 50.0);
         let mut counts = Vec::new();
         for step in [0.05, 0.5] {
-            let mut rng = ChaCha8Rng::seed_from_u64(9);
-            let mut smooth = SmoothGaussMarkov::new(50.0, &mut rng);
-            let s = zero_crossings_per_km(
-                |d| {
-                    smooth.advance(d, &mut rng);
-                    smooth.value()
-                },
-                step,
-            );
-            let mut rng = ChaCha8Rng::seed_from_u64(9);
-            let mut rough = GaussMarkov::new(50.0, &mut rng);
-            let r = zero_crossings_per_km(
-                |d| {
-                    rough.advance(d, &mut rng);
-                    rough.value()
-                },
-                step,
-            );
+            let crossings = |smooth: bool| {
+                let mut rng = ChaCha8Rng::seed_from_u64(9);
+                let mut s = SmoothGaussMarkov::new(50.0, &mut rng);
+                let mut r = GaussMarkov::new(50.0, &mut rng);
+                zero_crossings_per_km(
+                    |d| {
+                        if smooth {
+                            s.advance(d, &mut rng);
+                            s.value()
+                        } else {
+                            r.advance(d, &mut rng);
+                            r.value()
+                        }
+                    },
+                    step,
+                )
+            };
+            let (s, r) = (crossings(true), crossings(false));
             assert!((s / rice_per_km - 1.0).abs() < 0.25, "{s} vs {rice_per_km}");
             counts.push((s, r));
         }
