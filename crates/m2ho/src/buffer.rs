@@ -312,10 +312,7 @@ impl BufferDb {
 
     /// Writes the database atomically (a temporary file renamed over `path`).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(self)?;
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, path)
+        crate::write_json_atomically(path, self)
     }
 }
 

@@ -467,11 +467,7 @@ impl Shared {
 
 /// Writes `report` to `path` through a temporary file (readers never see half a file).
 fn write_report(path: &Path, report: &DaemonReport) -> Result<(), DaemonError> {
-    let tmp = path.with_extension("tmp");
-    let text = serde_json::to_string_pretty(report)
-        .map_err(|e| DaemonError::Config(format!("statistics: {e}")))?;
-    std::fs::write(&tmp, text).map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
+    crate::write_json_atomically(path, report).map_err(io_err(path))
 }
 
 /// Reads events from `source` into the controller until it ends or the daemon stops.

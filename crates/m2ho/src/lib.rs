@@ -40,3 +40,15 @@ pub mod rate;
 pub use config::{Config, PredictorKind};
 pub use conn::Direction;
 pub use controller::{Controller, State, Stats, Verdict};
+
+/// Writes `value` as pretty JSON to `path` atomically: a temporary file beside it, renamed
+/// over it, so a reader (or a crash) never sees half a file.
+pub(crate) fn write_json_atomically<T: serde::Serialize>(
+    path: &std::path::Path,
+    value: &T,
+) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text + "\n")?;
+    std::fs::rename(&tmp, path)
+}
