@@ -1,7 +1,7 @@
 //! The `[radio]` section of a scenario, as serde types. Every key is documented in
 //! `crates/ran/README.md`; examples live under `scenarios/`.
 
-use crate::channel::{LifiParams, LosMode};
+use crate::channel::{Environment, LifiParams, LosMode};
 use crate::dist::DelayDist;
 use crate::mobility::{MobilityConfig, Point};
 use crate::phy::{self, CqiTable};
@@ -419,7 +419,11 @@ pub struct CellConfig {
     pub rat: RadioType,
     /// Position in metres.
     pub position: Point,
-    /// Antenna height (m). Default 10 m (UMi), 3 m for Wi-Fi/LiFi (ceiling).
+    /// TR 38.901 scenario of a 3GPP cell's links: `umi` (street-canyon small cell, the
+    /// default) or `uma` (macro cell above the rooftops).
+    #[serde(default)]
+    pub environment: Option<Environment>,
+    /// Antenna height (m). Default 10 m (UMi), 25 m (UMa), 3 m for Wi-Fi/LiFi (ceiling).
     #[serde(default)]
     pub height_m: Option<f64>,
     /// Carrier frequency (GHz). Default 3.5 (FR1), 28 (FR2), 1.8 (LTE), 5.2 (Wi-Fi).
@@ -493,6 +497,7 @@ impl CellConfig {
             id,
             rat,
             position,
+            environment: None,
             height_m: None,
             carrier_ghz: None,
             bandwidth_mhz: None,
@@ -524,6 +529,8 @@ pub struct CellParams {
     pub rat: RadioType,
     /// Position.
     pub position: Point,
+    /// TR 38.901 scenario of the cell's links (3GPP cells).
+    pub environment: Environment,
     /// Antenna height (m).
     pub height_m: f64,
     /// Carrier (GHz).
@@ -571,10 +578,14 @@ impl CellParams {
         let rat = c.rat;
         let err = |k: &str, m: &str| ConfigError::new(format!("{at}.{k}"), m);
         let finite_pos = |v: f64| v.is_finite() && v > 0.0;
+        if c.environment.is_some() && !rat.is_3gpp() {
+            return Err(err("environment", "applies to 3GPP cells only"));
+        }
+        let environment = c.environment.unwrap_or_default();
         let height_m = c.height_m.unwrap_or(if matches!(rat, Wifi | Lifi) {
             3.0
         } else {
-            10.0
+            environment.default_height_m()
         });
         if !finite_pos(height_m) {
             return Err(err("height_m", "must be positive"));
@@ -592,7 +603,7 @@ impl CellParams {
         if rat.is_3gpp() && !(0.5..=100.0).contains(&carrier_ghz) {
             return Err(err(
                 "carrier_ghz",
-                "TR 38.901 UMi is valid for 0.5..=100 GHz",
+                "TR 38.901 UMi and UMa are valid for 0.5..=100 GHz",
             ));
         }
         let bandwidth_mhz = c.bandwidth_mhz.unwrap_or(match rat {
@@ -690,6 +701,7 @@ impl CellParams {
             id: c.id,
             rat,
             position: c.position,
+            environment,
             height_m,
             carrier_ghz,
             bandwidth_hz: bandwidth_mhz * 1e6,

@@ -2,7 +2,7 @@
 //! handed over by the network, with per-path capacities, interruptions and link events.
 
 use crate::action::{ContextRelease, LinkAction, LinkChange, SlotParams};
-use crate::channel::{self, LargeScale};
+use crate::channel::{self, Environment, LargeScale};
 use crate::config::{
     CellGroup, CellParams, ConfigError, EventAction, InterfaceKind, PredictorConfig, PredictorKind,
     RadioConfig,
@@ -161,7 +161,11 @@ struct Ue {
     pos: Point,
     speed_mps: f64,
     chan: Vec<LargeScale>,
+    /// The UE's site-independent shadowing component of UMi links.
     common: LargeScale,
+    /// The same for UMa links, when some cell is a UMa cell (drawn after every other
+    /// channel, so a scenario without UMa cells draws what it drew before they existed).
+    common_uma: Option<LargeScale>,
     filt: Vec<[L3Filter; 3]>,
     radio: Vec<Option<Radio>>,
     meas: Vec<Option<CellMeasurement>>,
@@ -271,15 +275,19 @@ impl RadioModel {
             let mobility = Mobility::from_config(&u.mobility)?;
             let mut rng_chan = ChaCha8Rng::seed_from_u64(mix(seed, u.id as u64, 1));
             let rng_proc = ChaCha8Rng::seed_from_u64(mix(seed, u.id as u64, 2));
-            let common = LargeScale::new(None, &mut rng_chan);
+            let common = LargeScale::new(Environment::Umi, None, &mut rng_chan);
             let chan = cells
                 .iter()
                 .map(|c| {
                     let corr =
                         (c.rat == RadioType::Wifi).then_some(config.channel.wifi_shadowing_corr_m);
-                    LargeScale::new(corr, &mut rng_chan)
+                    LargeScale::new(c.environment, corr, &mut rng_chan)
                 })
                 .collect();
+            let common_uma = cells
+                .iter()
+                .any(|c| c.rat.is_3gpp() && c.environment == Environment::Uma)
+                .then(|| LargeScale::new(Environment::Uma, None, &mut rng_chan));
             let k = config.measurement.filter_coefficient;
             let mut iface: u16 = 0;
             let mut modems = Vec::new();
@@ -399,6 +407,7 @@ impl RadioModel {
                 speed_mps: 0.0,
                 chan,
                 common,
+                common_uma,
                 filt: vec![[L3Filter::new(k); 3]; cells.len()],
                 radio: vec![None; cells.len()],
                 meas: vec![None; cells.len()],
@@ -639,6 +648,9 @@ impl RadioModel {
             for ch in &mut u.chan {
                 ch.advance(moved, &mut u.rng_chan);
             }
+            if let Some(c) = &mut u.common_uma {
+                c.advance(moved, &mut u.rng_chan);
+            }
             self.measure(ui);
         }
         self.evaluate_events(t);
@@ -684,7 +696,7 @@ impl RadioModel {
                     let sf = if ch.shadowing {
                         u.chan[ci].shadow_db(
                             true,
-                            Some(ch.wifi_shadowing_db),
+                            ch.wifi_shadowing_db,
                             &u.common,
                             ch.inter_site_correlation,
                         )
@@ -697,14 +709,20 @@ impl RadioModel {
                     info[ci] = Some((rx, coupling));
                 }
                 _ => {
-                    let los = u.chan[ci].is_los(d2d, ch.los);
-                    let pl = if los {
-                        channel::umi_los_path_loss_db(d2d, c.carrier_ghz, c.height_m, u.height)
-                    } else {
-                        channel::umi_nlos_path_loss_db(d2d, c.carrier_ghz, c.height_m, u.height)
-                    };
+                    let env = c.environment;
+                    let los = u.chan[ci].is_los(env, d2d, u.height, ch.los);
+                    let pl = env.path_loss_db(los, d2d, c.carrier_ghz, c.height_m, u.height);
                     let sf = if ch.shadowing {
-                        u.chan[ci].shadow_db(los, None, &u.common, ch.inter_site_correlation)
+                        let common = match (env, &u.common_uma) {
+                            (Environment::Uma, Some(c)) => c,
+                            _ => &u.common,
+                        };
+                        u.chan[ci].shadow_db(
+                            los,
+                            env.shadowing_std_db(los),
+                            common,
+                            ch.inter_site_correlation,
+                        )
                     } else {
                         0.0
                     };
@@ -1876,6 +1894,25 @@ mod tests {
             "{a} vs {single}"
         );
         assert_eq!(two.path_state(1, 0).unwrap().dl_bps, b);
+    }
+
+    #[test]
+    fn a_macro_cell_is_a_uma_cell_on_a_25_m_mast_and_wifi_has_no_3gpp_environment() {
+        let mut macro_cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+        macro_cell.environment = Some(channel::Environment::Uma);
+        let p = CellParams::resolve(&macro_cell, "radio.cells[0]").unwrap();
+        assert_eq!(p.environment, channel::Environment::Uma);
+        assert_eq!(p.height_m, 25.0);
+        let small = CellConfig::new(2, RadioType::NrFr1, [0.0, 0.0]);
+        let p = CellParams::resolve(&small, "radio.cells[1]").unwrap();
+        assert_eq!(
+            (p.environment, p.height_m),
+            (channel::Environment::Umi, 10.0)
+        );
+        let mut ap = CellConfig::new(3, RadioType::Wifi, [0.0, 0.0]);
+        ap.environment = Some(channel::Environment::Uma);
+        let e = CellParams::resolve(&ap, "radio.cells[2]").unwrap_err();
+        assert_eq!(e.field, "radio.cells[2].environment");
     }
 
     #[test]
