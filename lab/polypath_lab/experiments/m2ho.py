@@ -640,8 +640,12 @@ def emulated(ctx: Context, e: Experiment) -> None:
         save(fig, ctx.out / "m2ho_tput_cdf.png")
         e.plots.append(("m2ho_tput_cdf.png", "Per-handover throughput, CDF"))
     tot = data2.get("total")
-    same = {v: [round(h[0], 3) for h in _handovers(r["out"], cell_rat)] for v, r in runs.items()}
-    e.check("every variant went through the same handovers (same radio realisation)",
+    # Compared over the emulated stretch: each run then goes on for as long as its sender
+    # takes to drain (DRAIN_S at most), so a run's tail holds more or fewer handovers.
+    same = {v: [round(h[0], 3) for h in _handovers(r["out"], cell_rat) if h[0] <= seconds]
+            for v, r in runs.items()}
+    e.check("every variant went through the same handovers in the emulated stretch (same radio "
+            "realisation)",
             all(x == same["cubic"] for x in same.values()),
             ", ".join(f"{v} {len(x)}" for v, x in same.items()))
     if st is not None:
