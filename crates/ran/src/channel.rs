@@ -111,7 +111,12 @@ pub fn d3d(d2d: f64, h_bs: f64, h_ut: f64) -> f64 {
 //# h'BS = hBS − hE and h'UT = hUT − hE, hE = 1.0 m (UMi)
 /// Breakpoint distance d'_BP in metres for carrier `fc_ghz`.
 pub fn umi_breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
-    4.0 * (h_bs - UMI_H_E) * (h_ut - UMI_H_E) * fc_ghz * 1e9 / C
+    breakpoint_m(fc_ghz, h_bs, h_ut, UMI_H_E)
+}
+
+/// d'_BP for an effective environment height `h_e`.
+fn breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64, h_e: f64) -> f64 {
+    4.0 * (h_bs - h_e) * (h_ut - h_e) * fc_ghz * 1e9 / C
 }
 
 //= 3GPP TR 38.901 V17 Table 7.4.1-1, UMi-Street Canyon, LOS
@@ -121,14 +126,29 @@ pub fn umi_breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
 /// UMi-Street Canyon LOS path loss in dB. `d2d` is clamped to the model's validity range
 /// [10 m, 5 km]; `fc_ghz` in GHz, heights in metres.
 pub fn umi_los_path_loss_db(d2d: f64, fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
+    let bp = umi_breakpoint_m(fc_ghz, h_bs, h_ut);
+    two_slope_los_db(d2d, fc_ghz, h_bs, h_ut, bp, (32.4, 21.0, 9.5))
+}
+
+/// The LOS path loss both TR 38.901 street scenarios share in shape: `a + n1·log10(d3D) +
+/// 20·log10(fc)` up to the breakpoint `bp`, `a + 40·log10(d3D) + 20·log10(fc) −
+/// k·log10(bp² + (hBS − hUT)²)` beyond it, with `(a, n1, k)` the scenario's coefficients and
+/// `d2d` clamped to [10 m, 5 km].
+fn two_slope_los_db(
+    d2d: f64,
+    fc_ghz: f64,
+    h_bs: f64,
+    h_ut: f64,
+    bp: f64,
+    (a, n1, k): (f64, f64, f64),
+) -> f64 {
     let d2d = d2d.clamp(10.0, 5000.0);
     let d3 = d3d(d2d, h_bs, h_ut);
-    let bp = umi_breakpoint_m(fc_ghz, h_bs, h_ut);
     if d2d <= bp {
-        32.4 + 21.0 * d3.log10() + 20.0 * fc_ghz.log10()
+        a + n1 * d3.log10() + 20.0 * fc_ghz.log10()
     } else {
-        32.4 + 40.0 * d3.log10() + 20.0 * fc_ghz.log10()
-            - 9.5 * (bp * bp + (h_bs - h_ut) * (h_bs - h_ut)).log10()
+        a + 40.0 * d3.log10() + 20.0 * fc_ghz.log10()
+            - k * (bp * bp + (h_bs - h_ut) * (h_bs - h_ut)).log10()
     }
 }
 
@@ -160,7 +180,7 @@ pub fn umi_los_probability(d2d: f64) -> f64 {
 //# h'BS = hBS − hE and h'UT = hUT − hE
 /// UMa breakpoint distance d'_BP in metres for carrier `fc_ghz` (h_E = 1 m: a UE below 13 m).
 pub fn uma_breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
-    4.0 * (h_bs - UMA_H_E) * (h_ut - UMA_H_E) * fc_ghz * 1e9 / C
+    breakpoint_m(fc_ghz, h_bs, h_ut, UMA_H_E)
 }
 
 //= 3GPP TR 38.901 V17 Table 7.4.1-1, UMa, LOS
@@ -170,15 +190,8 @@ pub fn uma_breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
 /// UMa LOS path loss in dB. `d2d` is clamped to the model's validity range [10 m, 5 km];
 /// `fc_ghz` in GHz, heights in metres.
 pub fn uma_los_path_loss_db(d2d: f64, fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
-    let d2d = d2d.clamp(10.0, 5000.0);
-    let d3 = d3d(d2d, h_bs, h_ut);
     let bp = uma_breakpoint_m(fc_ghz, h_bs, h_ut);
-    if d2d <= bp {
-        28.0 + 22.0 * d3.log10() + 20.0 * fc_ghz.log10()
-    } else {
-        28.0 + 40.0 * d3.log10() + 20.0 * fc_ghz.log10()
-            - 9.0 * (bp * bp + (h_bs - h_ut) * (h_bs - h_ut)).log10()
-    }
+    two_slope_los_db(d2d, fc_ghz, h_bs, h_ut, bp, (28.0, 22.0, 9.0))
 }
 
 //= 3GPP TR 38.901 V17 Table 7.4.1-1, UMa, NLOS
