@@ -178,7 +178,9 @@ pub fn umi_los_probability(d2d: f64) -> f64 {
 //= 3GPP TR 38.901 V17 Table 7.4.1-1 note 1
 //# d'BP = 4 h'BS h'UT fc / c, where fc is the centre frequency in Hz, c = 3.0×10^8 m/s,
 //# h'BS = hBS − hE and h'UT = hUT − hE
-/// UMa breakpoint distance d'_BP in metres for carrier `fc_ghz` (h_E = 1 m: a UE below 13 m).
+/// UMa breakpoint distance d'_BP in metres for carrier `fc_ghz`, with h_E = 1 m: exact for a
+/// UE below 13 m; above 13 m TR 38.901 sometimes draws a higher h_E, which this model does
+/// not (the UE on a high floor then keeps the 1 m value).
 pub fn uma_breakpoint_m(fc_ghz: f64, h_bs: f64, h_ut: f64) -> f64 {
     breakpoint_m(fc_ghz, h_bs, h_ut, UMA_H_E)
 }
