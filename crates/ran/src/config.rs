@@ -529,7 +529,7 @@ pub struct CellParams {
     pub rat: RadioType,
     /// Position.
     pub position: Point,
-    /// TR 38.901 scenario of the cell's links (3GPP cells).
+    /// TR 38.901 scenario of the cell's links (3GPP cells; `Umi` for Wi-Fi and LiFi, which never use it).
     pub environment: Environment,
     /// Antenna height (m).
     pub height_m: f64,

@@ -286,7 +286,7 @@ impl RadioModel {
                 .collect();
             let common_uma = cells
                 .iter()
-                .any(|c| c.rat.is_3gpp() && c.environment == Environment::Uma)
+                .any(|c| c.environment == Environment::Uma)
                 .then(|| LargeScale::new(Environment::Uma, None, &mut rng_chan));
             let k = config.measurement.filter_coefficient;
             let mut iface: u16 = 0;
