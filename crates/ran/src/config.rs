@@ -445,6 +445,12 @@ pub struct CellConfig {
     /// Combined antenna/beamforming gain (dBi). Default 8 (FR1, LTE), 24 (FR2), 3 (Wi-Fi).
     #[serde(default)]
     pub antenna_gain_dbi: Option<f64>,
+    /// Combined antenna gain (dBi) with which this cell's signal reaches a UE it does not
+    /// serve: the gain its interference arrives with. Default `antenna_gain_dbi`, except
+    /// FR2 (8): a mmWave cell steers its beam to its own UEs and the UE steers its beam to
+    /// its serving cell, so interference gets neither array gain, only the element gain.
+    #[serde(default)]
+    pub interference_gain_dbi: Option<f64>,
     /// Maximum MIMO layers. Default 4 (FR1), 2 otherwise, 1 for LiFi.
     #[serde(default)]
     pub mimo_layers: Option<u8>,
@@ -505,6 +511,7 @@ impl CellConfig {
             n_rb: None,
             tx_power_dbm: None,
             antenna_gain_dbi: None,
+            interference_gain_dbi: None,
             mimo_layers: None,
             overhead: None,
             dl_fraction: None,
@@ -547,6 +554,8 @@ pub struct CellParams {
     pub tx_power_dbm: f64,
     /// Antenna gain (dBi).
     pub antenna_gain_dbi: f64,
+    /// Antenna gain (dBi) of this cell's interference at UEs it does not serve.
+    pub interference_gain_dbi: f64,
     /// Maximum MIMO layers.
     pub mimo_layers: u8,
     /// Overhead fraction.
@@ -652,6 +661,14 @@ impl CellParams {
         if !antenna_gain_dbi.is_finite() {
             return Err(err("antenna_gain_dbi", "must be a number"));
         }
+        // FR2: the element gain alone, TR 38.901 Table 7.3-1 (G_E,max = 8 dBi).
+        let interference_gain_dbi = c.interference_gain_dbi.unwrap_or(match rat {
+            NrFr2 => 8.0,
+            _ => antenna_gain_dbi,
+        });
+        if !interference_gain_dbi.is_finite() {
+            return Err(err("interference_gain_dbi", "must be a number"));
+        }
         let mimo_layers = c.mimo_layers.unwrap_or(match rat {
             NrFr1 => 4,
             Lifi => 1,
@@ -710,6 +727,7 @@ impl CellParams {
             slot_ns: phy::slot_ns(scs_khz),
             tx_power_dbm,
             antenna_gain_dbi,
+            interference_gain_dbi,
             mimo_layers,
             overhead,
             dl_fraction,

@@ -220,6 +220,12 @@ fn mix(seed: u64, a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Power (mW) at which a cell received at `rx_dbm` by its own UEs interferes at a UE it
+/// does not serve: with its interference gain instead of its antenna gain.
+fn interference_at_others_mw(c: &CellParams, rx_dbm: f64) -> f64 {
+    dbm_to_mw(rx_dbm + (c.interference_gain_dbi - c.antenna_gain_dbi))
+}
+
 fn dbm_to_mw(x: f64) -> f64 {
     10f64.powf(x / 10.0)
 }
@@ -669,8 +675,10 @@ impl RadioModel {
         let detect = self.cfg.measurement.detect_threshold_dbm;
         let cells = &self.cells;
         let u = &mut self.ues[ui];
-        // Wideband received powers first (mW), for interference.
+        // Wideband received powers first (mW): as the cell's own UE receives it, and as
+        // interference at a UE the cell does not serve.
         let mut rx_mw = vec![0.0f64; cells.len()];
+        let mut interference_mw = vec![0.0f64; cells.len()];
         let mut info: Vec<Option<(f64, f64)>> = vec![None; cells.len()]; // (rsrp or rx dBm, coupling)
         let mut lifi_snr = vec![None; cells.len()];
         for (ci, c) in cells.iter().enumerate() {
@@ -706,6 +714,7 @@ impl RadioModel {
                     let coupling = pl + sf - c.antenna_gain_dbi;
                     let rx = c.tx_power_dbm - coupling;
                     rx_mw[ci] = dbm_to_mw(rx);
+                    interference_mw[ci] = interference_at_others_mw(c, rx);
                     info[ci] = Some((rx, coupling));
                 }
                 _ => {
@@ -729,6 +738,7 @@ impl RadioModel {
                     let coupling = pl + sf - c.antenna_gain_dbi;
                     let rx = c.tx_power_dbm - coupling;
                     rx_mw[ci] = dbm_to_mw(rx);
+                    interference_mw[ci] = interference_at_others_mw(c, rx);
                     // RSRP: power of one resource element of the reference signal, with the
                     // total power spread evenly over the 12·N_RB subcarriers.
                     let rsrp = rx - 10.0 * (12.0 * c.n_rb as f64).log10();
@@ -760,7 +770,7 @@ impl RadioModel {
                     .iter()
                     .enumerate()
                     .filter(|(cj, o)| *cj != ci && o.carrier_ghz == c.carrier_ghz && o.rat == c.rat)
-                    .map(|(cj, _)| rx_mw[cj])
+                    .map(|(cj, _)| interference_mw[cj])
                     .sum::<f64>()
                     * ch.interference_load;
                 let s = rx_mw[ci];
@@ -1913,6 +1923,47 @@ mod tests {
         ap.environment = Some(channel::Environment::Uma);
         let e = CellParams::resolve(&ap, "radio.cells[2]").unwrap_err();
         assert_eq!(e.field, "radio.cells[2].environment");
+    }
+
+    /// SINR (dB) of a static UE at the origin served by the first of `cells`, after one
+    /// measurement period.
+    fn sinr_at_origin(cells: Vec<CellConfig>) -> f64 {
+        let at = MobilityConfig::Static {
+            position: [0.0, 0.0],
+        };
+        let mut m = RadioModel::new(&cfg(cells, vec![ue(0, at)]), 1).unwrap();
+        m.advance(100_000_000);
+        m.ues[0].radio[0].unwrap().sinr
+    }
+
+    #[test]
+    fn a_mmwave_neighbour_interferes_without_its_beam_gain() {
+        // Two cells of a type, 120 m either side of the UE: the same received power.
+        let pair = |rat, interference_gain_dbi| {
+            let mut a = CellConfig::new(1, rat, [-120.0, 0.0]);
+            let mut b = CellConfig::new(2, rat, [120.0, 0.0]);
+            a.interference_gain_dbi = interference_gain_dbi;
+            b.interference_gain_dbi = interference_gain_dbi;
+            vec![a, b]
+        };
+        let alone = |rat| sinr_at_origin(vec![CellConfig::new(1, rat, [-120.0, 0.0])]);
+        // Sub-6 GHz: the neighbour interferes with its full antenna gain, so the SINR is
+        // below 0 dB (equal powers, plus noise).
+        let fr1 = sinr_at_origin(pair(RadioType::NrFr1, None));
+        assert!((-1.0..0.0).contains(&fr1), "{fr1}");
+        // mmWave: 24 dBi for the serving beam, 8 dBi for the neighbour's interference, so
+        // the signal-to-interference ratio alone is 16 dB.
+        let snr = alone(RadioType::NrFr2);
+        let fr2 = sinr_at_origin(pair(RadioType::NrFr2, None));
+        let s_over_i = 16.0;
+        let expected = -10.0 * (10f64.powf(-s_over_i / 10.0) + 10f64.powf(-snr / 10.0)).log10();
+        assert!(
+            (fr2 - expected).abs() < 1e-9,
+            "{fr2} vs {expected} (SNR {snr})"
+        );
+        // The key restores the interference-limited mmWave cell.
+        let full = sinr_at_origin(pair(RadioType::NrFr2, Some(24.0)));
+        assert!((-1.0..0.0).contains(&full), "{full}");
     }
 
     #[test]
