@@ -447,7 +447,7 @@ pub struct CellConfig {
     pub antenna_gain_dbi: Option<f64>,
     /// Combined antenna gain (dBi) with which this cell's signal reaches a UE it does not
     /// serve: the gain its interference arrives with. Default `antenna_gain_dbi`, except
-    /// FR2 (8): a mmWave cell steers its beam to its own UEs and the UE steers its beam to
+    /// FR2 (8, or the antenna gain if lower): a mmWave cell steers its beam to its own UEs and the UE steers its beam to
     /// its serving cell, so interference gets neither array gain, only the element gain.
     #[serde(default)]
     pub interference_gain_dbi: Option<f64>,
@@ -661,9 +661,10 @@ impl CellParams {
         if !antenna_gain_dbi.is_finite() {
             return Err(err("antenna_gain_dbi", "must be a number"));
         }
-        // FR2: the element gain alone, TR 38.901 Table 7.3-1 (G_E,max = 8 dBi).
+        // FR2: the element gain alone, TR 38.901 Table 7.3-1 (G_E,max = 8 dBi), never more
+        // than the cell's own gain.
         let interference_gain_dbi = c.interference_gain_dbi.unwrap_or(match rat {
-            NrFr2 => 8.0,
+            NrFr2 => antenna_gain_dbi.min(8.0),
             _ => antenna_gain_dbi,
         });
         if !interference_gain_dbi.is_finite() {
