@@ -447,8 +447,9 @@ pub struct CellConfig {
     pub antenna_gain_dbi: Option<f64>,
     /// Combined antenna gain (dBi) with which this cell's signal reaches a UE it does not
     /// serve: the gain its interference arrives with. Default `antenna_gain_dbi`, except
-    /// FR2 (8, or the antenna gain if lower): a mmWave cell steers its beam to its own UEs and the UE steers its beam to
-    /// its serving cell, so interference gets neither array gain, only the element gain.
+    /// FR2 (8, or the antenna gain if lower): a mmWave cell steers its beam to its own UEs
+    /// and the UE steers its beam to its serving cell, so interference gets neither array
+    /// gain, only the element gain.
     #[serde(default)]
     pub interference_gain_dbi: Option<f64>,
     /// Maximum MIMO layers. Default 4 (FR1), 2 otherwise, 1 for LiFi.
