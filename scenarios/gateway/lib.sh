@@ -27,6 +27,15 @@ wait_ready() {
   grep -q '"ready"' "$out/gwc-$1.out" 2>/dev/null
 }
 
+# wait_paths COUNT: waits until the client gateway's status (127.0.0.1:9101) lists COUNT
+# paths (30 s at most): "ready" comes with the first path, the others open after it.
+wait_paths() {
+  local tries=600
+  while [ "$(curl -s -m 1 http://127.0.0.1:9101/status | grep -o '"remote":' | wc -l)" -lt "$1" ] \
+    && [ $tries -gt 0 ]; do sleep 0.05; tries=$((tries - 1)); done
+  [ $tries -gt 0 ]
+}
+
 # start_client NAME SERVER_ADDR IFACE...: starts client gateway NAME (token NAME-token, the
 # server's certificate pinned, status on 127.0.0.1:9101) with one --interface per IFACE;
 # sets $client_pid. Its output goes to $out/gwc-NAME.out and .log.

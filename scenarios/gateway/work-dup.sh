@@ -8,6 +8,8 @@ trap 'touch "$out/done"' EXIT
 date +%s.%N > "$out/work-start"
 start_client "$name" "$server" "$@" || exit 1
 wait_ready "$name" || { echo "$name: the tunnel did not come up" >&2; exit 1; }
+# Every datagram is to be sent twice: start once every interface has its path.
+wait_paths $# || { echo "$name: not every interface opened its path" >&2; exit 1; }
 wait_for "$out/udp-6000.json" 10 && wait_for "$out/udp-6001.json" 10
 "$bin" udp send --to "$dst:6000" --count "$count" --rate "$rate" --size "$size" > "$out/udp-send-6000.json" 2>&1 &
 a=$!
