@@ -240,7 +240,9 @@ def test_quick_m2ho_prediction_tables(quick_experiment):
 def test_m2ho_emulated_cells_scale_buffers_with_rates():
     """The emulated M2HO stretches scale the network down: every cell's per-UE buffer
     shrinks with its rate (same share), so it stays as many round trips deep as at full
-    rate, and the scenario the prediction runs use keeps the model's buffers."""
+    rate, the phone's TCP receive buffer shrinks with them in the UE's namespace (whatever
+    the host's tcp_rmem), and the scenario the prediction runs use keeps the model's
+    buffers."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
@@ -251,6 +253,13 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
         assert after["ue_share"] == m2ho.UE_SHARE
         assert after["buffer_bytes"] == round(m2ho.UE_SHARE * full), after
     assert all("buffer_bytes" not in c for c in base["radio"]["cells"]), "base not modified"
+    for m2ho_on in (False, True):
+        flows = m2ho.emu_scenario(base, 20, "cubic", m2ho_on)["flow"]
+        recv = next(f for f in flows if f["name"] == "recv")
+        assert recv["from"] == "ue"
+        rmem = [round(m2ho.UE_SHARE * b) for b in m2ho.UE_TCP_RMEM]
+        assert f"echo '{' '.join(map(str, rmem))}' > /proc/sys/net/ipv4/tcp_rmem && " \
+            in recv["command"], recv
 
 
 def test_jain_index_by_hand():

@@ -212,6 +212,12 @@ MODEL_BUFFER_BYTES = {"nr_fr1": 1_000_000, "nr_fr2": 4_000_000}
 #: about the 69.7 ms M2HO measured (Sec. 3.3, finding 1); the scenario's 10 ms would make
 #: bandwidth-delay products, and so CUBIC's recovery after a loss, three times shorter.
 WIRED_DELAY = "30ms"
+#: The phone's TCP receive buffer (net.ipv4.tcp_rmem: min, default, max bytes): Android's
+#: values for NR (TCP_BUFFER_SIZES_NR in its telephony framework; M2HO's receivers are Pixel
+#: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers. A new network
+#: namespace copies the host's tcp_rmem (on this machine a 32 MB maximum), so without this
+#: the UE's largest window would be whatever the host running the lab has.
+UE_TCP_RMEM = (2_097_152, 6_291_456, 16_777_216)
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
 WINDOW_S = 5.0
@@ -242,7 +248,9 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
     s["radio"].pop("predictors", None)
-    recv = ("{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
+    rmem = " ".join(str(round(UE_SHARE * b)) for b in UE_TCP_RMEM)
+    recv = (f"echo '{rmem}' > /proc/sys/net/ipv4/tcp_rmem && "
+            "{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
             "> {out}/recv.json")
     if m2ho:
         recv = ("{polypath} m2ho run --stats {out}/m2ho.json --stats-interval 1s "
@@ -448,7 +456,9 @@ def _explain(e: Experiment, causes: dict, st: dict | None, cubic_out: Path,
         "trips deep as at full rate. With the model's 1 MB / 4 MB buffers at x0.15 rates the "
         "queues stood at several BDPs (RTTs of seconds against the paper's 69.7 ms): CUBIC "
         "kept the link busy through every window cut, handovers cost it nothing and M2HO "
-        "could only lose.")
+        "could only lose. The UE's TCP receive buffer is the phone's (Android's NR "
+        f"tcp_rmem, {UE_TCP_RMEM[2] / 2**20:.0f} MB at most) at the same scale: "
+        f"{UE_SHARE * UE_TCP_RMEM[2] / 1e6:.1f} MB.")
     e.notes.append(
         f"Causes, measured (table above): plain CUBIC used {fmt(c('total', 'cubic_use_pct'), 0)} % "
         f"of the capacity around handovers and {fmt(c('sub6-mmW', 'cubic_use_pct'), 0)} % around "
