@@ -154,6 +154,61 @@ command = "ping -n -c 40 -i 0.05 {remote}"
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Each namespace gets its host's TCP buffer limits: the scenario's where set, Linux's own
+/// where not, whatever the machine's are (a new namespace copies those).
+#[test]
+fn hosts_get_their_tcp_buffer_limits() {
+    let Some((_g, dir)) = testbed("tcpbuf") else {
+        return;
+    };
+    let toml = two_hosts(
+        "5s",
+        "rate = \"10Mbit/s\"\ndelay = \"1ms\"",
+        r#"
+[[flow]]
+name = "show-a"
+kind = "command"
+from = "a"
+to = "b"
+command = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem"
+[[flow]]
+name = "show-b"
+kind = "command"
+from = "b"
+to = "a"
+command = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem"
+"#,
+    )
+    .replacen(
+        "name = \"a\"",
+        "name = \"a\"\ntcp_rmem = [8192, 65536, 1000000]",
+        1,
+    );
+    let report = emulate(&dir, &toml);
+    let shown = |flow: &str| -> Vec<Vec<u64>> {
+        let out = std::fs::read_to_string(dir.join(format!("out/procs/{flow}-0.stdout"))).unwrap();
+        out.lines()
+            .map(|l| l.split_whitespace().map(|v| v.parse().unwrap()).collect())
+            .collect()
+    };
+    assert_eq!(
+        shown("show-a"),
+        [vec![8192, 65536, 1_000_000], vec![4096, 16384, 4_194_304]]
+    );
+    assert_eq!(
+        shown("show-b"),
+        [vec![4096, 131_072, 6_291_456], vec![4096, 16384, 4_194_304]]
+    );
+    assert!(
+        report
+            .summary
+            .processes
+            .iter()
+            .all(|p| p.exit_code == Some(0))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn lumos5g_trace_delivers_its_mean_under_saturation() {
     let Some((_g, dir)) = testbed("lumos") else {

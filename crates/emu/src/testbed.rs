@@ -97,6 +97,11 @@ fn ns_part(name: &str) -> String {
         .collect()
 }
 
+/// `net.ipv4.<key>=min initial largest`.
+fn tcp_buffer_sysctl(key: &str, [min, initial, largest]: [u64; 3]) -> String {
+    format!("net.ipv4.{key}={min} {initial} {largest}")
+}
+
 fn prefix_len(a: IpAddr) -> u8 {
     if a.is_ipv4() { 32 } else { 128 }
 }
@@ -116,6 +121,9 @@ pub(crate) fn build(scenario: &Scenario, run: &RunLock, mtu: u32) -> Result<Vec<
             "net.ipv4.conf.all.rp_filter=0".to_string(),
             "net.ipv4.conf.default.rp_filter=0".to_string(),
             format!("net.ipv4.ip_forward={}", u8::from(h.forward)),
+            // A new namespace copies the machine's TCP buffer limits: set the scenario's.
+            tcp_buffer_sysctl("tcp_rmem", h.tcp_buffers.rmem),
+            tcp_buffer_sysctl("tcp_wmem", h.tcp_buffers.wmem),
         ];
         if !any_v6 {
             settings.push("net.ipv6.conf.all.disable_ipv6=1".into());

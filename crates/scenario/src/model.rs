@@ -108,6 +108,32 @@ pub struct Host {
     pub interfaces: Vec<Interface>,
     /// Forwarding routes, first match wins.
     pub routes: Vec<Route>,
+    /// Kernel TCP buffer limits of the host, for real processes in the emulator.
+    pub tcp_buffers: TcpBuffers,
+}
+
+/// A host's kernel TCP buffer limits (`net.ipv4.tcp_rmem` and `net.ipv4.tcp_wmem`: the
+/// minimum, initial and largest buffer in bytes that autotuning gives a socket). The
+/// emulator writes them into the host's network namespace, which otherwise copies the
+/// machine's own values, so that a result does not depend on the machine it ran on. The
+/// simulator has no kernel TCP and ignores them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpBuffers {
+    /// Receive buffer: the largest one bounds the window the host advertises.
+    pub rmem: [u64; 3],
+    /// Send buffer.
+    pub wmem: [u64; 3],
+}
+
+impl Default for TcpBuffers {
+    /// Linux's own defaults (Documentation/networking/ip-sysctl.rst: tcp_rmem 4096, 131072,
+    /// 6291456; tcp_wmem 4096, 16384, 4194304).
+    fn default() -> Self {
+        TcpBuffers {
+            rmem: [4096, 131_072, 6_291_456],
+            wmem: [4096, 16_384, 4_194_304],
+        }
+    }
 }
 
 /// One network interface of a host.

@@ -50,6 +50,8 @@ pub(crate) struct RawHost {
     pub name: String,
     pub count: Option<u32>,
     pub forward: Option<bool>,
+    pub tcp_rmem: Option<Vec<u64>>,
+    pub tcp_wmem: Option<Vec<u64>>,
     #[serde(default)]
     pub interfaces: Vec<RawIface>,
     #[serde(default)]

@@ -791,6 +791,11 @@ fn hosts(
             };
             template.push((iface.name.clone(), addr, attach));
         }
+        let default = TcpBuffers::default();
+        let tcp_buffers = TcpBuffers {
+            rmem: tcp_buffer(ctx, &format!("{p}.tcp_rmem"), &h.tcp_rmem, default.rmem)?,
+            wmem: tcp_buffer(ctx, &format!("{p}.tcp_wmem"), &h.tcp_wmem, default.wmem)?,
+        };
         let mut routes = Vec::new();
         for (ri, r) in h.routes.iter().enumerate() {
             let rp = format!("{p}.routes[{ri}]");
@@ -846,10 +851,43 @@ fn hosts(
                 forward: h.forward.unwrap_or(false),
                 interfaces,
                 routes: routes.clone(),
+                tcp_buffers,
             });
         }
     }
     Ok(out)
+}
+
+/// A `tcp_rmem` or `tcp_wmem` key: three sizes in bytes, 1 ≤ minimum ≤ initial ≤ largest,
+/// each a C `int` (the kernel stores them so); `default` when absent.
+fn tcp_buffer(
+    ctx: &Ctx<'_>,
+    path: &str,
+    raw: &Option<Vec<u64>>,
+    default: [u64; 3],
+) -> Result<[u64; 3], Error> {
+    let Some(v) = raw else {
+        return Ok(default);
+    };
+    let b: [u64; 3] = v.as_slice().try_into().map_err(|_| {
+        ctx.err(
+            path,
+            format!(
+                "needs 3 sizes in bytes [minimum, initial, largest], got {}",
+                v.len()
+            ),
+        )
+    })?;
+    if b[0] < 1 || b[0] > b[1] || b[1] > b[2] || b[2] > i32::MAX as u64 {
+        return Err(ctx.err(
+            path,
+            format!(
+                "{b:?}: needs 1 <= minimum <= initial <= largest <= {}",
+                i32::MAX
+            ),
+        ));
+    }
+    Ok(b)
 }
 
 /// Host indices named by `name`: a group's members, or one host.

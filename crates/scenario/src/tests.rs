@@ -256,6 +256,43 @@ fn semantic_errors_name_line_and_field() {
     assert_eq!(e.line, Some(line));
 }
 
+/// A host's kernel TCP buffers default to Linux's own; set ones are kept; a wrong count or
+/// order is refused with the field and its line.
+#[test]
+fn tcp_buffers_default_to_linux_and_are_checked() {
+    let s = parse(TWO_PATH).unwrap();
+    assert_eq!(s.hosts[0].tcp_buffers.rmem, [4096, 131_072, 6_291_456]);
+    assert_eq!(s.hosts[0].tcp_buffers.wmem, [4096, 16_384, 4_194_304]);
+
+    let set = TWO_PATH.replacen(
+        "name = \"client\"",
+        "name = \"client\"\ntcp_rmem = [314573, 943718, 2516582]",
+        1,
+    );
+    let s = parse(&set).unwrap();
+    assert_eq!(s.hosts[0].tcp_buffers.rmem, [314_573, 943_718, 2_516_582]);
+    assert_eq!(s.hosts[0].tcp_buffers.wmem, TcpBuffers::default().wmem);
+    assert_eq!(s.hosts[1].tcp_buffers, TcpBuffers::default());
+
+    for (value, says) in [
+        ("[4096, 131072]", "needs 3 sizes"),
+        ("[4096, 131072, 65536]", "minimum <= initial <= largest"),
+        ("[0, 131072, 6291456]", "1 <= minimum"),
+        ("[4096, 131072, 4294967296]", "largest <= 2147483647"),
+    ] {
+        let bad = TWO_PATH.replacen(
+            "name = \"server\"",
+            &format!("name = \"server\"\ntcp_wmem = {value}"),
+            1,
+        );
+        let e = err_of(&bad);
+        assert_eq!(e.field.as_deref(), Some("host[1].tcp_wmem"), "{e}");
+        let line = bad.lines().position(|l| l.starts_with("tcp_wmem")).unwrap() + 1;
+        assert_eq!(e.line, Some(line), "{e}");
+        assert!(e.message.contains(says), "{value}: {e}");
+    }
+}
+
 #[test]
 fn error_at_for_consumers() {
     let s = parse(TWO_PATH).unwrap();

@@ -214,9 +214,8 @@ MODEL_BUFFER_BYTES = {"nr_fr1": 1_000_000, "nr_fr2": 4_000_000}
 WIRED_DELAY = "30ms"
 #: The phone's TCP receive buffer (net.ipv4.tcp_rmem: min, default, max bytes): Android's
 #: values for NR (TCP_BUFFER_SIZES_NR in its telephony framework; M2HO's receivers are Pixel
-#: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers. A new network
-#: namespace copies the host's tcp_rmem (on this machine a 32 MB maximum), so without this
-#: the UE's largest window would be whatever the host running the lab has.
+#: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers (the UE host's
+#: ``tcp_rmem``; without it the emulator gives Linux's defaults, a 6 MB maximum).
 UE_TCP_RMEM = (2_097_152, 6_291_456, 16_777_216)
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
@@ -248,9 +247,10 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
     s["radio"].pop("predictors", None)
-    rmem = " ".join(str(round(UE_SHARE * b)) for b in UE_TCP_RMEM)
-    recv = (f"echo '{rmem}' > /proc/sys/net/ipv4/tcp_rmem && "
-            "{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
+    for h in s["host"]:
+        if h["name"] == "ue":
+            h["tcp_rmem"] = [round(UE_SHARE * b) for b in UE_TCP_RMEM]
+    recv = ("{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
             "> {out}/recv.json")
     if m2ho:
         recv = ("{polypath} m2ho run --stats {out}/m2ho.json --stats-interval 1s "
