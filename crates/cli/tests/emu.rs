@@ -91,6 +91,26 @@ name = "l"
     )
 }
 
+/// A `command` flow `name` run on host `from` (`{remote}` is `to`'s address).
+fn command_flow(name: &str, from: &str, to: &str, command: &str) -> String {
+    assert!(!command.contains('\''), "a TOML literal string: {command}");
+    format!(
+        "[[flow]]\nname = \"{name}\"\nkind = \"command\"\nfrom = \"{from}\"\nto = \"{to}\"\n\
+         command = '{command}'\n"
+    )
+}
+
+/// Every process of the run exited with status 0.
+fn assert_all_exited_cleanly(report: &EmuReport) {
+    let failed: Vec<_> = report
+        .summary
+        .processes
+        .iter()
+        .filter(|p| p.exit_code != Some(0))
+        .collect();
+    assert!(failed.is_empty(), "processes that failed: {failed:?}");
+}
+
 fn link_summary<'a>(report: &'a EmuReport, link: &str, dir: &str) -> &'a polypath_sim::LinkSummary {
     report
         .summary
@@ -117,14 +137,7 @@ fn ping_rtt_matches_the_configured_delay() {
     let toml = two_hosts(
         "30s",
         "rate = \"100Mbit/s\"\ndelay = \"20ms\"",
-        r#"
-[[flow]]
-name = "ping"
-kind = "command"
-from = "a"
-to = "b"
-command = "ping -n -c 40 -i 0.05 {remote}"
-"#,
+        &command_flow("ping", "a", "b", "ping -n -c 40 -i 0.05 {remote}"),
     );
     let report = emulate(&dir, &toml);
     let out = std::fs::read_to_string(dir.join("out/procs/ping-0.stdout")).unwrap();
@@ -161,25 +174,9 @@ fn hosts_get_their_tcp_buffer_limits() {
     let Some((_g, dir)) = testbed("tcpbuf") else {
         return;
     };
-    let toml = two_hosts(
-        "5s",
-        "rate = \"10Mbit/s\"\ndelay = \"1ms\"",
-        r#"
-[[flow]]
-name = "show-a"
-kind = "command"
-from = "a"
-to = "b"
-command = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem"
-[[flow]]
-name = "show-b"
-kind = "command"
-from = "b"
-to = "a"
-command = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem"
-"#,
-    )
-    .replacen(
+    let show = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem";
+    let flows = command_flow("show-a", "a", "b", show) + &command_flow("show-b", "b", "a", show);
+    let toml = two_hosts("5s", "rate = \"10Mbit/s\"\ndelay = \"1ms\"", &flows).replacen(
         "name = \"a\"",
         "name = \"a\"\ntcp_rmem = [8192, 65536, 1000000]",
         1,
@@ -199,13 +196,7 @@ command = "cat /proc/sys/net/ipv4/tcp_rmem /proc/sys/net/ipv4/tcp_wmem"
         shown("show-b"),
         [vec![4096, 131_072, 6_291_456], vec![4096, 16384, 4_194_304]]
     );
-    assert!(
-        report
-            .summary
-            .processes
-            .iter()
-            .all(|p| p.exit_code == Some(0))
-    );
+    assert_all_exited_cleanly(&report);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -529,13 +520,7 @@ queue = "1bdp"
         recv["goodput_mbps"].as_f64().unwrap_or(0.0),
         send["subflows"]
     );
-    assert!(
-        report
-            .summary
-            .processes
-            .iter()
-            .all(|p| p.exit_code == Some(0))
-    );
+    assert_all_exited_cleanly(&report);
     assert!(r1 + r2 >= 90.0, "aggregate {:.1} Mbit/s < 90", r1 + r2);
     let _ = std::fs::remove_dir_all(&dir);
 }
