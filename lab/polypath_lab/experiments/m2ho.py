@@ -215,7 +215,7 @@ WIRED_DELAY = "30ms"
 #: The phone's TCP receive buffer (net.ipv4.tcp_rmem: min, default, max bytes): Android's
 #: values for NR (TCP_BUFFER_SIZES_NR in its telephony framework; M2HO's receivers are Pixel
 #: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers (the UE host's
-#: ``tcp_rmem``; without it the emulator gives Linux's defaults, a 6 MB maximum).
+#: ``tcp_rmem``; without it the emulator gives Linux's defaults, a 6 MiB maximum).
 UE_TCP_RMEM = (2_097_152, 6_291_456, 16_777_216)
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
@@ -457,8 +457,8 @@ def _explain(e: Experiment, causes: dict, st: dict | None, cubic_out: Path,
         "queues stood at several BDPs (RTTs of seconds against the paper's 69.7 ms): CUBIC "
         "kept the link busy through every window cut, handovers cost it nothing and M2HO "
         "could only lose. The UE's TCP receive buffer is the phone's (Android's NR "
-        f"tcp_rmem, {UE_TCP_RMEM[2] / 2**20:.0f} MB at most) at the same scale: "
-        f"{UE_SHARE * UE_TCP_RMEM[2] / 1e6:.1f} MB.")
+        f"tcp_rmem, {UE_TCP_RMEM[2] / 2**20:.0f} MiB at most) at the same scale: "
+        f"{UE_SHARE * UE_TCP_RMEM[2] / 2**20:.1f} MiB.")
     e.notes.append(
         f"Causes, measured (table above): plain CUBIC used {fmt(c('total', 'cubic_use_pct'), 0)} % "
         f"of the capacity around handovers and {fmt(c('sub6-mmW', 'cubic_use_pct'), 0)} % around "
