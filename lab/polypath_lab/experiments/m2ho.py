@@ -217,6 +217,8 @@ WIRED_DELAY = "30ms"
 #: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers (the UE host's
 #: ``tcp_rmem``; without it the emulator gives Linux's defaults, a 6 MiB maximum).
 UE_TCP_RMEM = (2_097_152, 6_291_456, 16_777_216)
+#: The UE host's ``tcp_rmem`` in the emulated stretches: the phone's at x UE_SHARE.
+UE_TCP_RMEM_SCALED = [round(UE_SHARE * b) for b in UE_TCP_RMEM]
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
 WINDOW_S = 5.0
@@ -249,7 +251,7 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
     s["radio"].pop("predictors", None)
     for h in s["host"]:
         if h["name"] == "ue":
-            h["tcp_rmem"] = [round(UE_SHARE * b) for b in UE_TCP_RMEM]
+            h["tcp_rmem"] = list(UE_TCP_RMEM_SCALED)
     recv = ("{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
             "> {out}/recv.json")
     if m2ho:
@@ -458,7 +460,7 @@ def _explain(e: Experiment, causes: dict, st: dict | None, cubic_out: Path,
         "kept the link busy through every window cut, handovers cost it nothing and M2HO "
         "could only lose. The UE's TCP receive buffer is the phone's (Android's NR "
         f"tcp_rmem, {UE_TCP_RMEM[2] / 2**20:.0f} MiB at most) at the same scale: "
-        f"{UE_SHARE * UE_TCP_RMEM[2] / 2**20:.1f} MiB.")
+        f"{UE_TCP_RMEM_SCALED[2] / 2**20:.1f} MiB.")
     e.notes.append(
         f"Causes, measured (table above): plain CUBIC used {fmt(c('total', 'cubic_use_pct'), 0)} % "
         f"of the capacity around handovers and {fmt(c('sub6-mmW', 'cubic_use_pct'), 0)} % around "
