@@ -120,6 +120,9 @@ pub struct Conn {
     window_bytes: u64,
     /// Bytes received in the last complete round trip: M2HO's c_est (Sec. 4.5).
     pub bytes_last_rtt: Option<u64>,
+    /// The window rate control holds while c_est has no round trip on the current cell
+    /// yet (set when the estimate restarts at a handover).
+    pub held_rwnd: Option<u64>,
     /// Payload bytes received in total.
     pub bytes_received: u64,
     /// The open hole episode, if any.
@@ -214,9 +217,14 @@ impl Conn {
         if seg.flags & (flags::FIN | flags::RST) != 0 {
             self.closing = true;
         }
-        // Receiver-side RTT: the peer echoes a TSval the device sent (RFC 7323 4.1).
+        let start = seg.seq.wrapping_add(u32::from(seg.has(flags::SYN)));
+        // Receiver-side RTT: the peer echoes a TSval the device sent (RFC 7323 4.1). Only
+        // new data gives a sample (Karn's rule, RFC 6298 section 3): a retransmission, or a
+        // segment filling a hole, echoes the last TSval the sender had, which after a
+        // stall or a timeout is as old as the stall, not a round trip.
         if let Some((_, ecr)) = seg.options.timestamps
             && seg.payload_len > 0
+            && self.rcv_high.is_none_or(|h| seq_ge(start, h))
             && let Some(pos) = self.ts_sent.iter().position(|(v, _)| *v == ecr)
         {
             let sample = now.saturating_sub(self.ts_sent[pos].1).max(1);
@@ -229,7 +237,6 @@ impl Conn {
         }
         self.bytes_received += u64::from(seg.payload_len);
         self.count_bytes(u64::from(seg.payload_len), now);
-        let start = seg.seq.wrapping_add(u32::from(seg.has(flags::SYN)));
         let end = start
             .wrapping_add(seg.payload_len)
             .wrapping_add(u32::from(seg.has(flags::FIN)));
@@ -293,11 +300,13 @@ impl Conn {
     }
 
     /// Forgets the bytes counted so far for c_est: the next estimate counts only what
-    /// arrives from now on (from the cell the device has just handed over to).
-    pub fn restart_rate_estimate(&mut self) {
+    /// arrives from now on (from the cell the device has just handed over to). Until then
+    /// rate control holds the window at `hold` (none: the kernel's).
+    pub fn restart_rate_estimate(&mut self, hold: Option<u64>) {
         self.window_start = None;
         self.window_bytes = 0;
         self.bytes_last_rtt = None;
+        self.held_rwnd = hold;
     }
 
     fn count_bytes(&mut self, bytes: u64, now: u64) {

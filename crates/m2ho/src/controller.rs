@@ -10,7 +10,7 @@
 
 use crate::buffer::{BufferDb, BufferEstimates, BurstDetector};
 use crate::config::{Config, PredictorKind, ms_ns};
-use crate::conn::{ClosedHole, ConnKey, ConnTable, Direction, seq_gt};
+use crate::conn::{ClosedHole, Conn, ConnKey, ConnTable, Direction, seq_gt};
 use crate::packet::{self, ParseError, TcpSegment, flags};
 use crate::predict::{Outcome, Prediction, Predictor, Rule, is_mmwave, is_sub6};
 use crate::rate::eq2_rwnd;
@@ -689,6 +689,7 @@ impl Controller {
         //# To ensure a fast cwnd convergence after an abrupt bandwidth increase, M2HO opts
         //# to control the sending rate using rwnd after a vertical handover to a sub-6GHz
         //# cell.
+        let was_rate_control = self.rate_control;
         if self.cfg.rate_control {
             if source_rat.is_some_and(is_mmwave) && rat.is_some_and(is_sub6) {
                 self.rate_control = true;
@@ -703,12 +704,24 @@ impl Controller {
         //# arbitrarily but needs to faithfully reflect the channel capacity.
         // The bytes of the last round trip came from the source cell (a mmWave cell after
         // a vertical handover): c_est starts again on the new cell. Until its first round
-        // trip there is counted, Eq. 2 has no estimate and the window is the kernel's (Sec.
-        // 4.3: "if packet loss indeed occurs, the sending rate after handover will be
-        // decided by cwnd"; a window held below the data in flight would leave a sender
-        // whose forwarded tail was lost with nothing to send and no ACK to wait for).
+        // trip there is counted, Eq. 2 has no estimate, and the window stays where the
+        // handover left it: the preparation state's budget for the target's buffer (Sec.
+        // 4.3), or, within rate control, the source cell's Eq. 2 window if that is smaller.
+        // Releasing it at once would let the sender's whole cwnd into the target's buffer
+        // behind the forwarded backlog. Without either (an unpredicted handover), the
+        // kernel's window stands (Sec. 4.3: "the sending rate after handover will be
+        // decided by cwnd").
+        let budget = self.connection_budget(now);
+        let rate_control = self.rate_control;
+        let (lambda, floor) = (self.cfg.lambda, self.cfg.min_rwnd_bytes);
         for (_, c) in self.conns.iter_mut() {
-            c.restart_rate_estimate();
+            let source_window = was_rate_control
+                .then(|| eq2_window(lambda, c).or(c.held_rwnd))
+                .flatten();
+            let hold = rate_control
+                .then(|| min_some(budget, source_window).map(|w| w.max(floor)))
+                .flatten();
+            c.restart_rate_estimate(hold);
         }
         //= M2HO: Mitigating the Adverse Effects of 5G Handovers on TCP, Section 4.4
         //# M2HO confirms handover execution completion by finding random access procedure
@@ -725,24 +738,34 @@ impl Controller {
         }
     }
 
-    /// The window budget (bytes) for connection `key` now, if any applies.
-    fn target_window(&self, key: &ConnKey, now: u64) -> Option<u64> {
-        let mut target: Option<u64> = self.cfg.clamp_rwnd_bytes;
-        let mut take = |v: u64| target = Some(target.map_or(v, |t| t.min(v)));
-        if matches!(self.state, State::Preparation | State::Smoothing)
-            && let Some(b) = self.shrink_bytes
-        {
-            // The target cell's buffer is shared by the device's connections.
-            take(b / self.conns.active(now, 1_000_000_000) as u64);
+    /// Each connection's share of the preparation state's budget, if one is set: the
+    /// target cell's buffer is shared by the device's connections.
+    fn connection_budget(&self, now: u64) -> Option<u64> {
+        self.shrink_bytes
+            .map(|b| b / self.conns.active(now, 1_000_000_000) as u64)
+    }
+
+    /// The window (bytes from `ack`) for connection `key` now, if any applies.
+    fn target_window(&self, key: &ConnKey, ack: u32, now: u64) -> Option<u64> {
+        let conn = self.conns.get(key);
+        let mut target = self.cfg.clamp_rwnd_bytes;
+        if matches!(self.state, State::Preparation | State::Smoothing) {
+            target = min_some(target, self.connection_budget(now));
         }
         if self.rate_control
-            && let Some(c) = self.conns.get(key)
-            && let (Some(bytes), Some(min), Some(rtt)) = (c.bytes_last_rtt, c.rtt_min_ns, c.rtt_ns)
-            && let Some(w) = eq2_rwnd(self.cfg.lambda, bytes, min, rtt)
+            && let Some(c) = conn
         {
-            take(w);
+            target = min_some(target, eq2_window(self.cfg.lambda, c).or(c.held_rwnd));
         }
-        target.map(|t| t.max(self.cfg.min_rwnd_bytes))
+        // The budget limits what is in the network. Bytes the device already holds beyond a
+        // hole are out of it, and a right edge below them would only stop the sender from
+        // retransmitting into the hole (a sender retransmits nothing beyond the window but
+        // its first unacknowledged segment), leaving it to a timeout.
+        let held_beyond_ack = conn
+            .and_then(|c| c.rcv_high)
+            .filter(|h| seq_gt(*h, ack))
+            .map_or(0, |h| u64::from(h.wrapping_sub(ack)));
+        target.map(|t| t.max(held_beyond_ack + self.cfg.min_rwnd_bytes))
     }
 
     /// A packet going `dir` at `now`, modified in place when M2HO rewrites its window.
@@ -858,7 +881,7 @@ impl Controller {
         if seg.has(flags::SYN) || !seg.has(flags::ACK) || !whole {
             return Verdict::Pass;
         }
-        let Some(target) = self.target_window(&key, now) else {
+        let Some(target) = self.target_window(&key, seg.ack, now) else {
             return Verdict::Pass;
         };
         let Some(shift) = shift else {
@@ -878,5 +901,21 @@ impl Controller {
             }
             None => Verdict::Pass,
         }
+    }
+}
+
+/// Eq. 2's window for connection `c`, once it has counted a round trip and has an RTT.
+fn eq2_window(lambda: f64, c: &Conn) -> Option<u64> {
+    match (c.bytes_last_rtt, c.rtt_min_ns, c.rtt_ns) {
+        (Some(bytes), Some(min), Some(rtt)) => eq2_rwnd(lambda, bytes, min, rtt),
+        _ => None,
+    }
+}
+
+/// The smaller of two optional limits (none where neither applies).
+fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
     }
 }

@@ -814,8 +814,8 @@ fn duplicate_ack_events_are_classified_by_timestamps() {
 }
 
 /// Sec. 4.5: after mmWave -> sub-6, windows follow Eq. 2 with c_est counted on the new
-/// cell (until its first round trip there, the kernel's window stands); back on mmWave,
-/// they are free.
+/// cell (until its first round trip there, with no buffer estimate to hold, the kernel's
+/// window stands); back on mmWave, they are free.
 #[test]
 fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     let mut m = Controller::new(Config {
@@ -876,7 +876,8 @@ fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     assert!(m.rate_control_active());
     t += 100 * MS;
     // The mmWave cell's bytes are forgotten; until a round trip on the sub-6 cell is
-    // counted, Eq. 2 has no estimate and the kernel's window passes.
+    // counted, Eq. 2 has no estimate, and with no budget to hold (no buffer estimate) the
+    // kernel's window passes.
     let c = m.connections().iter().next().unwrap().1;
     assert_eq!(c.bytes_last_rtt, None);
     assert_eq!(send_ack(&mut m, t, tsval, seq), Verdict::Pass);
@@ -947,4 +948,155 @@ fn radio_link_failure_is_an_unpredicted_handover() {
     let h = m.stats().handovers.last().unwrap();
     assert!(!h.commanded && !h.predicted);
     assert_eq!(h.source, Some(CellId(5)));
+}
+
+/// `segs` in-order segments of 1000 bytes from `seq` at `t`, echoing `tsval` (none: no
+/// timestamps); returns the next sequence number.
+fn data_in(m: &mut Controller, t: u64, seq: u32, segs: u32, tsval: Option<u32>) -> u32 {
+    let mut seq = seq;
+    for _ in 0..segs {
+        let mut d = Seg::new(false).seq(seq).ack(101).win(500).data(1000);
+        if let Some(v) = tsval {
+            d = d.ts(7, v);
+        }
+        m.on_packet(t, Direction::Inbound, &mut d.build());
+        seq += 1000;
+    }
+    seq
+}
+
+/// An outbound ACK carrying TSval `ts` (the connection of `handshake` with timestamps).
+fn ts_ack(m: &mut Controller, t: u64, ts: u32, ack: u32) -> Verdict {
+    let mut p = Seg::new(true).seq(101).ack(ack).win(4000).ts(ts, 1).build();
+    m.on_packet(t, Direction::Outbound, &mut p)
+}
+
+/// A commanded handover from `from` to `to` at `t`: command, execution 30 ms later,
+/// random access 60 ms later.
+fn commanded_handover(m: &mut Controller, t: u64, from: (u32, RadioType), to: (u32, RadioType)) {
+    m.on_link_event(t, &command(from.0, to.0, to.1));
+    m.on_link_event(
+        t + 30 * MS,
+        &LinkEventKind::HandoverExecution {
+            source: CellId(from.0),
+            target: CellId(to.0),
+        },
+    );
+    m.on_link_event(
+        t + 60 * MS,
+        &LinkEventKind::RandomAccessComplete { cell: CellId(to.0) },
+    );
+}
+
+/// Sec. 4.3 and 4.5 joined: after a predicted mmWave -> sub-6 handover, the window stays at
+/// the target's buffer estimate until Eq. 2 has counted a round trip on the new cell;
+/// within rate control, a later handover holds the smaller of the source cell's Eq. 2
+/// window and the target's budget.
+#[test]
+fn rate_control_holds_the_handover_budget_until_its_first_round_trip() {
+    let mut m = Controller::new(Config {
+        suppress_dup_acks: false,
+        ..Config::default()
+    });
+    handshake(&mut m, false, Some(7), Some(7), true);
+    teach_burst(&mut m, MS, 1, 100, 100_000);
+    // RTT 40 ms on the mmWave cell.
+    assert_eq!(ts_ack(&mut m, 10 * MS, 10, 5001), Verdict::Pass);
+    let mut seq = data_in(&mut m, 50 * MS, 5001, 20, Some(10));
+    // A2 on mmWave: predicted, the budget is the sub-6 estimate.
+    m.on_link_event(60 * MS, &report(MeasEvent::A2, mmw(5), None));
+    assert_eq!(m.shrink_bytes(), Some(100_000));
+    commanded_handover(&mut m, 100 * MS, mmw(5), sub6(1));
+    assert!(m.rate_control_active());
+    assert_eq!(m.state(), State::Stable);
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!((c.bytes_last_rtt, c.held_rwnd), (None, Some(100_000)));
+    // 100 000 bytes = 781.25 -> 782 units of 128, not the kernel's 4000.
+    assert_eq!(
+        ts_ack(&mut m, 200 * MS, 11, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 782
+        }
+    );
+    // Two round trips at 60 ms on the sub-6 cell: Eq. 2 takes over (2 · 30 000 · 40/60).
+    let mut t = 200 * MS;
+    for ts in [11, 12] {
+        ts_ack(&mut m, t, ts, seq);
+        t += 60 * MS;
+        seq = data_in(&mut m, t, seq, 30, Some(ts));
+    }
+    assert_eq!(
+        ts_ack(&mut m, t, 13, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 313
+        }
+    );
+    // An unpredicted sub-6 -> sub-6 handover (the command alone sets the budget: the
+    // smallest sub-6 estimate, 100 000): the source's 40 000 is the smaller.
+    commanded_handover(&mut m, t, sub6(1), sub6(2));
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!(c.held_rwnd, Some(40_000));
+    assert_eq!(
+        ts_ack(&mut m, t + 100 * MS, 14, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 313
+        }
+    );
+    // Back on mmWave nothing is held.
+    commanded_handover(&mut m, t + 200 * MS, sub6(2), mmw(6));
+    assert!(!m.rate_control_active());
+    assert_eq!(ts_ack(&mut m, t + 300 * MS, 15, seq), Verdict::Pass);
+}
+
+/// A window budget never puts the right edge below data the device already holds beyond a
+/// hole: the sender could not retransmit into the hole.
+#[test]
+fn a_budget_never_ends_the_window_below_data_held_beyond_a_hole() {
+    let mut m = clamp(10_000);
+    handshake(&mut m, false, Some(7), Some(7), false);
+    let next = data_in(&mut m, 10 * MS, 5001, 1, None);
+    assert_eq!(next, 6001);
+    // 6001..7001 lost; 20 segments beyond it arrive: the device holds up to 27 001.
+    data_in(&mut m, 20 * MS, 7001, 20, None);
+    // 21 000 bytes held beyond the ACK point + the 2896-byte floor = 23 896 -> 187 units.
+    let mut p = ack_pkt(6001, 4000);
+    assert_eq!(
+        m.on_packet(30 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 187
+        }
+    );
+    // The hole filled: the budget alone, 10 000 -> 79 units.
+    data_in(&mut m, 40 * MS, 6001, 1, None);
+    let mut p = ack_pkt(27_001, 4000);
+    assert_eq!(
+        m.on_packet(50 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten { old: 4000, new: 79 }
+    );
+}
+
+/// Only new data gives the device an RTT sample (Karn's rule): a segment filling a hole
+/// echoes the TSval of the last ACK the sender had, as old as the stall before it.
+#[test]
+fn segments_filling_a_hole_give_no_rtt_sample() {
+    let mut m = clamp(1_000_000);
+    handshake(&mut m, false, Some(7), Some(7), true);
+    ts_ack(&mut m, 10 * MS, 10, 5001);
+    data_in(&mut m, 50 * MS, 5001, 1, Some(10));
+    // 6001..7001 lost, the next segment arrives: a duplicate ACK with TSval 11.
+    data_in(&mut m, 55 * MS, 7001, 1, Some(10));
+    ts_ack(&mut m, 60 * MS, 11, 6001);
+    // The retransmission fills the hole a second later, echoing 11: no 1000 ms sample.
+    data_in(&mut m, 1060 * MS, 6001, 1, Some(11));
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!((c.rtt_ns, c.rtt_min_ns), (Some(40 * MS), Some(40 * MS)));
+    // New data echoing a fresh TSval does.
+    ts_ack(&mut m, 1070 * MS, 12, 8001);
+    data_in(&mut m, 1120 * MS, 8001, 1, Some(12));
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!(c.rtt_ns, Some(50 * MS));
 }
