@@ -828,51 +828,16 @@ fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     // One round trip: the device sends TSval k at t, the data echoing it arrives 40 ms
     // later (RTT 40 ms) and then 60 ms later (RTT 60 ms, queueing).
     let mut t = 10 * MS;
-    let send_ack = |m: &mut Controller, t: u64, ts: u32, ack: u32| {
-        let mut p = Seg::new(true).seq(101).ack(ack).win(4000).ts(ts, 1).build();
-        m.on_packet(t, Direction::Outbound, &mut p)
-    };
     for (rtt_ms, segs) in [(40u64, 20u32), (60, 30), (60, 30)] {
-        send_ack(&mut m, t, tsval, seq);
+        ts_ack(&mut m, t, tsval, seq);
         t += rtt_ms * MS;
-        for _ in 0..segs {
-            let mut d = Seg::new(false)
-                .seq(seq)
-                .ack(101)
-                .win(500)
-                .data(1000)
-                .ts(7, tsval)
-                .build();
-            m.on_packet(t, Direction::Inbound, &mut d);
-            seq += 1000;
-        }
+        seq = data_in(&mut m, t, seq, segs, Some(tsval));
         tsval += 1;
     }
     // Not yet: no vertical handover to sub-6 happened.
     assert!(!m.rate_control_active());
-    assert_eq!(send_ack(&mut m, t, tsval, seq), Verdict::Pass);
-    let ho = |m: &mut Controller, t: u64, from: (u32, RadioType), to: (u32, RadioType)| {
-        m.on_link_event(
-            t,
-            &LinkEventKind::Measurement {
-                serving: Some(CellId(from.0)),
-                cells: vec![meas(from.0, from.1), meas(to.0, to.1)],
-            },
-        );
-        m.on_link_event(t, &command(from.0, to.0, to.1));
-        m.on_link_event(
-            t + 30 * MS,
-            &LinkEventKind::HandoverExecution {
-                source: CellId(from.0),
-                target: CellId(to.0),
-            },
-        );
-        m.on_link_event(
-            t + 60 * MS,
-            &LinkEventKind::RandomAccessComplete { cell: CellId(to.0) },
-        );
-    };
-    ho(&mut m, t, mmw(5), sub6(1));
+    assert_eq!(ts_ack(&mut m, t, tsval, seq), Verdict::Pass);
+    commanded_handover(&mut m, t, mmw(5), sub6(1));
     assert!(m.rate_control_active());
     t += 100 * MS;
     // The mmWave cell's bytes are forgotten; until a round trip on the sub-6 cell is
@@ -880,21 +845,11 @@ fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     // kernel's window passes.
     let c = m.connections().iter().next().unwrap().1;
     assert_eq!(c.bytes_last_rtt, None);
-    assert_eq!(send_ack(&mut m, t, tsval, seq), Verdict::Pass);
+    assert_eq!(ts_ack(&mut m, t, tsval, seq), Verdict::Pass);
     for _ in 0..2 {
-        send_ack(&mut m, t, tsval, seq);
+        ts_ack(&mut m, t, tsval, seq);
         t += 60 * MS;
-        for _ in 0..30 {
-            let mut d = Seg::new(false)
-                .seq(seq)
-                .ack(101)
-                .win(500)
-                .data(1000)
-                .ts(7, tsval)
-                .build();
-            m.on_packet(t, Direction::Inbound, &mut d);
-            seq += 1000;
-        }
+        seq = data_in(&mut m, t, seq, 30, Some(tsval));
         tsval += 1;
     }
     // c_est: the 30 000 bytes of the first full round trip on the sub-6 cell; RTT 60 ms,
@@ -903,20 +858,20 @@ fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     assert_eq!((c.rtt_min_ns, c.rtt_ns), (Some(40 * MS), Some(60 * MS)));
     assert_eq!(c.bytes_last_rtt, Some(30_000));
     assert_eq!(
-        send_ack(&mut m, t, tsval, seq),
+        ts_ack(&mut m, t, tsval, seq),
         Verdict::Rewritten {
             old: 4000,
             new: 313
         }
     );
     // Horizontal sub-6 handovers keep it on; a handover to mmWave releases it.
-    ho(&mut m, t, sub6(1), sub6(2));
+    commanded_handover(&mut m, t, sub6(1), sub6(2));
     assert!(m.rate_control_active());
-    ho(&mut m, t + 200 * MS, sub6(2), mmw(6));
+    commanded_handover(&mut m, t + 200 * MS, sub6(2), mmw(6));
     assert!(!m.rate_control_active());
-    assert_eq!(send_ack(&mut m, t + 400 * MS, tsval, seq), Verdict::Pass);
+    assert_eq!(ts_ack(&mut m, t + 400 * MS, tsval, seq), Verdict::Pass);
     // Sub-6 to mmWave never turns it on.
-    ho(&mut m, t + 600 * MS, mmw(6), sub6(3));
+    commanded_handover(&mut m, t + 600 * MS, mmw(6), sub6(3));
     assert!(m.rate_control_active());
 }
 
@@ -971,9 +926,16 @@ fn ts_ack(m: &mut Controller, t: u64, ts: u32, ack: u32) -> Verdict {
     m.on_packet(t, Direction::Outbound, &mut p)
 }
 
-/// A commanded handover from `from` to `to` at `t`: command, execution 30 ms later,
-/// random access 60 ms later.
+/// A commanded handover from `from` to `to` at `t`: a measurement naming both cells'
+/// types, the command, execution 30 ms later, random access 60 ms later.
 fn commanded_handover(m: &mut Controller, t: u64, from: (u32, RadioType), to: (u32, RadioType)) {
+    m.on_link_event(
+        t,
+        &LinkEventKind::Measurement {
+            serving: Some(CellId(from.0)),
+            cells: vec![meas(from.0, from.1), meas(to.0, to.1)],
+        },
+    );
     m.on_link_event(t, &command(from.0, to.0, to.1));
     m.on_link_event(
         t + 30 * MS,
