@@ -712,14 +712,13 @@ impl Controller {
         // kernel's window stands (Sec. 4.3: "the sending rate after handover will be
         // decided by cwnd").
         let budget = self.connection_budget(now);
-        let rate_control = self.rate_control;
-        let (lambda, floor) = (self.cfg.lambda, self.cfg.min_rwnd_bytes);
+        let (rate_control, lambda) = (self.rate_control, self.cfg.lambda);
         for (_, c) in self.conns.iter_mut() {
             let source_window = was_rate_control
                 .then(|| eq2_window(lambda, c).or(c.held_rwnd))
                 .flatten();
             let hold = rate_control
-                .then(|| min_some(budget, source_window).map(|w| w.max(floor)))
+                .then(|| min_some(budget, source_window))
                 .flatten();
             c.restart_rate_estimate(hold);
         }
