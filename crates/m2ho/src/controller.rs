@@ -708,9 +708,9 @@ impl Controller {
         // handover left it: the preparation state's budget for the target's buffer (Sec.
         // 4.3), or, within rate control, the source cell's Eq. 2 window if that is smaller.
         // Releasing it at once would let the sender's whole cwnd into the target's buffer
-        // behind the forwarded backlog. Without either (an unpredicted handover), the
-        // kernel's window stands (Sec. 4.3: "the sending rate after handover will be
-        // decided by cwnd").
+        // behind the forwarded backlog. Without either (a re-establishment with no command,
+        // or no buffer estimate yet), the kernel's window stands (Sec. 4.3: "the sending
+        // rate after handover will be decided by cwnd").
         let budget = self.connection_budget(now);
         let (rate_control, lambda) = (self.rate_control, self.cfg.lambda);
         for (_, c) in self.conns.iter_mut() {
