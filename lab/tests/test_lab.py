@@ -259,6 +259,31 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
     assert all("tcp_rmem" not in h for h in base["host"]), "base not modified"
 
 
+def test_m2ho_window_use_by_hand(tmp_path):
+    """The table of what held each sender back splits each sender's intervals by the
+    serving cell's type (the target of the last handover before them, the source of the
+    first one before any) and sums the time the receiver's window stalled it."""
+    from polypath_lab.experiments import m2ho
+    from polypath_lab.report import Experiment
+
+    out = tmp_path / "emu-m2ho"
+    out.mkdir()
+    # Sender time t_s is model time - 1 s; a handover to mmWave at 3.0 s (model time).
+    iv = [{"t_s": 1.0, "seconds": 1.0, "rwnd_limited_ms": 250.0, "cwnd_bytes": 100_000},
+          {"t_s": 1.5, "seconds": 0.5, "rwnd_limited_ms": 500.0, "cwnd_bytes": 200_000},
+          {"t_s": 3.0, "seconds": 1.0, "rwnd_limited_ms": 0.0, "cwnd_bytes": 900_000},
+          {"t_s": 9.0, "seconds": 1.0, "rwnd_limited_ms": 1000.0, "cwnd_bytes": 1}]
+    (out / "send.json").write_text(json.dumps({"intervals": iv}))
+    e = Experiment("m2ho", "M2HO", "by hand")
+    data = m2ho._window_use(e, {"m2ho": {"out": out}}, [(3.0, "sub6-mmW")], seconds=5)
+    sub6, mmw = data["m2ho"]["sub6"], data["m2ho"]["mmW"]
+    assert sub6["seconds"] == 1.5 and sub6["rwnd_limited_pct"] == 50.0
+    assert sub6["cwnd_kb"] == 150.0
+    # The interval past the emulated stretch (10 s > 5 s) is left out.
+    assert mmw["seconds"] == 1.0 and mmw["rwnd_limited_pct"] == 0.0 and mmw["cwnd_kb"] == 900.0
+    assert e.tables[-1].rows == [["m2ho", "2", "50", "150", "1", "0", "900"]]
+
+
 def test_jain_index_by_hand():
     from polypath_lab.netmetrics import jain
 

@@ -35,7 +35,8 @@ pub struct CommonArgs {
     /// Print the report as JSON on stdout (one object; `recv`: one line per connection).
     #[arg(long)]
     json: bool,
-    /// Write the per-interval rows (t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans) here.
+    /// Write the per-interval rows (t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,
+    /// rwnd_limited_ms) here.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
 }

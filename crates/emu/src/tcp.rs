@@ -6,8 +6,8 @@
 //! its write side down and waits for the receiver to close, so its time covers delivery. The
 //! receiver ([`listen`], then [`recv_one`] per connection) reads to end of stream and counts.
 //! Both sides measure per interval and in total; the sender adds what the kernel knows of the
-//! connection (`TCP_INFO`: round-trip time, congestion window, retransmissions) and, over
-//! MPTCP, the number of subflows (`MPTCP_INFO`).
+//! connection (`TCP_INFO`: round-trip time, congestion window, retransmissions, time stalled
+//! by the receiver's window) and, over MPTCP, the number of subflows (`MPTCP_INFO`).
 //!
 //! With [`SendConfig::mptcp`] / [`RecvConfig::mptcp`] the socket is opened with
 //! `IPPROTO_MPTCP`; a kernel without MPTCP is an error ([`TcpToolError::MptcpUnavailable`]),
@@ -213,6 +213,9 @@ pub struct Interval {
     pub cwnd_bytes: Option<u64>,
     /// Segments retransmitted in the interval (sender only).
     pub retrans: Option<u32>,
+    /// Time in the interval the sender was stalled by the receiver's window, ms (sender
+    /// only; `tcpi_rwnd_limited`, kernels from 4.10).
+    pub rwnd_limited_ms: Option<f64>,
 }
 
 /// What one transfer was, from one side.
@@ -340,6 +343,7 @@ struct Meter {
     last_t: Duration,
     last_bytes: u64,
     last_retrans: Option<u32>,
+    last_rwnd_limited_us: u64,
     intervals: Vec<Interval>,
 }
 
@@ -352,6 +356,7 @@ impl Meter {
             last_t: Duration::ZERO,
             last_bytes: 0,
             last_retrans: None,
+            last_rwnd_limited_us: 0,
             intervals: Vec::new(),
         }
     }
@@ -391,6 +396,11 @@ impl Meter {
             self.last_retrans = Some(i.total_retrans);
             delta
         });
+        let rwnd_limited_ms = info.and_then(|i| i.rwnd_limited_us).map(|total| {
+            let delta = total.saturating_sub(self.last_rwnd_limited_us);
+            self.last_rwnd_limited_us = total;
+            delta as f64 / 1000.0
+        });
         let interval = Interval {
             t_s: t.as_secs_f64(),
             seconds,
@@ -399,6 +409,7 @@ impl Meter {
             rtt_ms: info.map(TcpInfo::rtt_ms),
             cwnd_bytes: info.map(TcpInfo::cwnd_bytes),
             retrans,
+            rwnd_limited_ms,
         };
         on_interval(&interval);
         self.intervals.push(interval);
@@ -738,7 +749,8 @@ pub fn recv_one_with(
     })
 }
 
-/// Writes intervals as CSV rows `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans` (empty
+/// Writes intervals as CSV rows
+/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms` (empty
 /// where a value is unknown), without the header ([`CSV_HEADER`]).
 pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result<()> {
     fn opt<T: ToString>(v: Option<T>) -> String {
@@ -747,20 +759,21 @@ pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result
     for i in intervals {
         writeln!(
             out,
-            "{:.6},{},{:.3},{},{},{}",
+            "{:.6},{},{:.3},{},{},{},{}",
             i.t_s,
             i.bytes,
             i.goodput_mbps,
             opt(i.rtt_ms.map(|r| format!("{r:.3}"))),
             opt(i.cwnd_bytes),
             opt(i.retrans),
+            opt(i.rwnd_limited_ms.map(|r| format!("{r:.3}"))),
         )?;
     }
     Ok(())
 }
 
 /// The CSV header line of [`write_csv_rows`].
-pub const CSV_HEADER: &str = "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans";
+pub const CSV_HEADER: &str = "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms";
 
 #[cfg(test)]
 mod tests {
@@ -817,6 +830,7 @@ mod tests {
                 rtt_ms: Some(0.05),
                 cwnd_bytes: Some(14480),
                 retrans: Some(0),
+                rwnd_limited_ms: Some(12.5),
             },
             Interval {
                 t_s: 1.5,
@@ -826,12 +840,13 @@ mod tests {
                 rtt_ms: None,
                 cwnd_bytes: None,
                 retrans: None,
+                rwnd_limited_ms: None,
             },
         ];
         write_csv_rows(&mut out, &rows).expect("write to a Vec");
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "1.000000,125000,1.000,0.050,14480,0\n1.500000,0,0.000,,,\n"
+            "1.000000,125000,1.000,0.050,14480,0,12.500\n1.500000,0,0.000,,,,\n"
         );
     }
 }

@@ -110,6 +110,12 @@ pub struct TcpInfo {
     pub min_rtt_us: Option<u32>,
     /// `tcpi_delivery_rate`: the most recent delivery rate estimate, bytes/s.
     pub delivery_rate: Option<u64>,
+    /// `tcpi_busy_time`: time with data in flight, µs (the two limited times included).
+    pub busy_time_us: Option<u64>,
+    /// `tcpi_rwnd_limited`: time the sender was stalled by the receiver's window, µs.
+    pub rwnd_limited_us: Option<u64>,
+    /// `tcpi_sndbuf_limited`: time the sender was stalled by its own send buffer, µs.
+    pub sndbuf_limited_us: Option<u64>,
     /// `tcpi_bytes_sent`: bytes sent, retransmissions included.
     pub bytes_sent: Option<u64>,
     /// `tcpi_bytes_retrans`: bytes retransmitted.
@@ -140,6 +146,9 @@ impl TcpInfo {
             bytes_received: u64_at(buf, len, 128),
             min_rtt_us: u32_at(buf, len, 148),
             delivery_rate: u64_at(buf, len, 160),
+            busy_time_us: u64_at(buf, len, 168),
+            rwnd_limited_us: u64_at(buf, len, 176),
+            sndbuf_limited_us: u64_at(buf, len, 184),
             bytes_sent: u64_at(buf, len, 200),
             bytes_retrans: u64_at(buf, len, 208),
         })
@@ -247,6 +256,7 @@ mod tests {
         buf[80..84].copy_from_slice(&10u32.to_ne_bytes());
         buf[100..104].copy_from_slice(&3u32.to_ne_bytes());
         buf[120..128].copy_from_slice(&123u64.to_ne_bytes());
+        buf[176..184].copy_from_slice(&789u64.to_ne_bytes());
         buf[200..208].copy_from_slice(&456u64.to_ne_bytes());
         let info = TcpInfo::parse(&buf, buf.len()).expect("long enough");
         assert_eq!(info.state, 1);
@@ -255,10 +265,12 @@ mod tests {
         assert_eq!(info.total_retrans, 3);
         assert_eq!(info.bytes_acked, Some(123));
         assert_eq!(info.bytes_sent, Some(456));
+        assert_eq!(info.rwnd_limited_us, Some(789));
         // An old kernel's structure ends before tcpi_bytes_acked.
         let old = TcpInfo::parse(&buf, 104).expect("long enough");
         assert_eq!(old.bytes_acked, None);
         assert_eq!(old.bytes_sent, None);
+        assert_eq!(old.rwnd_limited_us, None);
         assert!(TcpInfo::parse(&buf, 100).is_none());
     }
 
