@@ -222,6 +222,9 @@ UE_TCP_RMEM_SCALED = [round(UE_SHARE * b) for b in UE_TCP_RMEM]
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
 WINDOW_S = 5.0
+#: When the sender starts, in model time (the receiver listens from the start); its
+#: intervals count from its connect.
+SENDER_START_S = 1.0
 #: Seconds the run may go on after the sender stops writing, for what its socket still
 #: holds to reach the UE: it writes its report only then. At a cell edge's few Mbit/s a
 #: few MB of send buffer take tens of seconds; the run ends as soon as both ends exit.
@@ -263,7 +266,7 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
         {"name": "recv", "kind": "command", "from": "ue", "to": "server", "port": 5201,
          "command": recv},
         {"name": "send", "kind": "command", "from": "server", "to": "ue", "port": 5201,
-         "start": "1s",
+         "start": f"{SENDER_START_S:g}s",
          "command": f"{{polypath}} tcp send --connect {{addr:ue}}:5201 --time {seconds - 1}s "
                     f"--cc {cc} --interval 100ms --json > {{out}}/send.json"},
     ]
@@ -327,9 +330,9 @@ def _sender_intervals(out: Path) -> list[dict]:
 
 
 def _retrans(out: Path) -> list[tuple[float, int]]:
-    """(model time s, retransmitted segments) per sender interval (the sender starts at
-    1 s; its intervals count from its connect)."""
-    return [(1.0 + i["t_s"], int(i.get("retrans") or 0)) for i in _sender_intervals(out)]
+    """(model time s, retransmitted segments) per sender interval."""
+    return [(SENDER_START_S + i["t_s"], int(i.get("retrans") or 0))
+            for i in _sender_intervals(out)]
 
 
 def _around(t: float, series, end: float) -> dict:
@@ -439,7 +442,7 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
     for v, r in runs.items():
         by = {"sub6": [], "mmW": []}
         for i in _sender_intervals(r["out"]):
-            t = 1.0 + i["t_s"]
+            t = SENDER_START_S + i["t_s"]
             if t <= seconds and i.get("seconds"):
                 by[serving(t)].append(i)
         row = {}

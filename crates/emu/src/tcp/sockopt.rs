@@ -256,7 +256,9 @@ mod tests {
         buf[80..84].copy_from_slice(&10u32.to_ne_bytes());
         buf[100..104].copy_from_slice(&3u32.to_ne_bytes());
         buf[120..128].copy_from_slice(&123u64.to_ne_bytes());
+        buf[168..176].copy_from_slice(&1000u64.to_ne_bytes());
         buf[176..184].copy_from_slice(&789u64.to_ne_bytes());
+        buf[184..192].copy_from_slice(&7u64.to_ne_bytes());
         buf[200..208].copy_from_slice(&456u64.to_ne_bytes());
         let info = TcpInfo::parse(&buf, buf.len()).expect("long enough");
         assert_eq!(info.state, 1);
@@ -265,7 +267,9 @@ mod tests {
         assert_eq!(info.total_retrans, 3);
         assert_eq!(info.bytes_acked, Some(123));
         assert_eq!(info.bytes_sent, Some(456));
+        assert_eq!(info.busy_time_us, Some(1000));
         assert_eq!(info.rwnd_limited_us, Some(789));
+        assert_eq!(info.sndbuf_limited_us, Some(7));
         // An old kernel's structure ends before tcpi_bytes_acked.
         let old = TcpInfo::parse(&buf, 104).expect("long enough");
         assert_eq!(old.bytes_acked, None);
