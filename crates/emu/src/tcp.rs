@@ -214,7 +214,9 @@ pub struct Interval {
     /// Segments retransmitted in the interval (sender only).
     pub retrans: Option<u32>,
     /// Time in the interval the sender was stalled by the receiver's window, ms (sender
-    /// only; `tcpi_rwnd_limited`, kernels from 4.10).
+    /// only; `tcpi_rwnd_limited`, kernels from 4.10). The kernel counts it in clock ticks
+    /// (1 to 10 ms), so one interval's figure is off by up to a tick, and so is a sum over
+    /// consecutive intervals (the errors do not add up).
     pub rwnd_limited_ms: Option<f64>,
 }
 
