@@ -430,7 +430,8 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
     time the receiver's window stalled it (``tcpi_rwnd_limited``) and its mean cwnd. M2HO's
     rate control (Sec. 4.5) works through the first: on sub-6 cells after a vertical
     handover the advertised window, not cwnd, is meant to set the rate, so that no loss
-    cuts a cwnd kept for the return to mmWave."""
+    cuts a cwnd kept for the return to mmWave. The share also counts the preparation
+    state's shrinks (Sec. 4.3) and, for any variant, the receive buffer's own limit."""
 
     def serving(t: float) -> str:
         before = [kind for x, kind in hos if x <= t]
@@ -548,8 +549,8 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
         "Rate control (Sec. 4.5), measured (table \"What held each sender back\"): on sub-6 "
         f"cells the receiver's window stalled M2HO's sender {fmt(stalled, 0)} % of the time "
         f"(plain CUBIC {fmt(w('cubic', 'sub6', 'rwnd_limited_pct'), 0)} %)"
-        + (", so Eq. 2 set the rate there that long" if stalled >= 5 else
-           ": Eq. 2 hardly ever set the rate")
+        + (", so its windows (Eq. 2, and the shrinks before handovers) set the rate there "
+           "that long" if stalled >= 5 else ": its windows hardly ever set the rate")
         + f"; M2HO's mean cwnd was {fmt(kept, 0)} kB against CUBIC's {fmt(cubic_kept, 0)} kB on "
         f"sub-6 cells ({compared}), {fmt(w('m2ho', 'mmW', 'cwnd_kb'), 0)} against "
         f"{fmt(w('cubic', 'mmW', 'cwnd_kb'), 0)} kB on mmWave cells. Rate control keeps the "
