@@ -448,11 +448,12 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
                 by[serving(t)].append(i)
         row = {}
         for kind, iv in by.items():
-            stalled = [i["rwnd_limited_ms"] for i in iv if i.get("rwnd_limited_ms") is not None]
-            span = sum(i["seconds"] for i in iv if i.get("rwnd_limited_ms") is not None)
+            known = [i for i in iv if i.get("rwnd_limited_ms") is not None]
+            span = sum(i["seconds"] for i in known)
+            stalled_s = sum(i["rwnd_limited_ms"] for i in known) / 1000.0
             row[kind] = {
                 "seconds": sum(i["seconds"] for i in iv),
-                "rwnd_limited_pct": 100.0 * sum(stalled) / 1000.0 / span if span else float("nan"),
+                "rwnd_limited_pct": 100.0 * stalled_s / span if span else float("nan"),
                 "cwnd_kb": mean([i["cwnd_bytes"] / 1e3 for i in iv if i.get("cwnd_bytes")]),
             }
         data[v] = row
