@@ -240,8 +240,9 @@ def test_quick_m2ho_prediction_tables(quick_experiment):
 def test_m2ho_emulated_cells_scale_buffers_with_rates():
     """The emulated M2HO stretches scale the network down: every cell's per-UE buffer
     shrinks with its rate (same share), so it stays as many round trips deep as at full
-    rate, the phone's TCP receive buffer (the UE host's tcp_rmem) shrinks with them, and
-    the scenario the prediction runs use keeps the model's buffers."""
+    rate, the phone's TCP receive buffer (the UE host's tcp_rmem) and its uplink buffer
+    (the radio link's queue) shrink with them, and the scenario the prediction runs use
+    keeps the model's buffers."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
@@ -257,6 +258,9 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
     recv = next(f for f in s["flow"] if f["name"] == "recv")
     assert recv["from"] == "ue"
     assert all("tcp_rmem" not in h for h in base["host"]), "base not modified"
+    nr = next(link for link in s["link"] if link.get("radio"))
+    assert nr["queue"] == f"{round(m2ho.UE_SHARE * m2ho.UE_UPLINK_BUFFER_BYTES)}B", nr
+    assert all("queue" not in link for link in base["link"]), "base not modified"
 
 
 def test_m2ho_window_use_by_hand(tmp_path):

@@ -56,6 +56,17 @@ pub struct Config {
     /// Advertise at most this window on every connection, whatever the state (for tests
     /// and experiments; `None` in normal operation).
     pub clamp_rwnd_bytes: Option<u64>,
+    /// Reopen a window that stalls its sender (not from the paper): after a retraction
+    /// (the shrink of Sec. 4.3, Eq. 2 of Sec. 4.5), a sender whose data beyond the new
+    /// right edge was lost can retransmit nothing beyond the window but its first
+    /// unacknowledged segment, and the device, receiving nothing, sends no ACK: the sender
+    /// waits for its retransmission timeout. With this on, M2HO then sends a window update.
+    pub reopen_stalled: bool,
+    /// Round trips (the device's smallest RTT sample) without data after which a connection
+    /// behind a retracted window counts as stalled.
+    pub reopen_after_rtts: f64,
+    /// The shortest stall, ms (and the stall without an RTT sample).
+    pub reopen_min_ms: f64,
     /// Longest the preparation state waits for the handover's execution after its command,
     /// ms, before giving up (not from the paper).
     pub max_preparation_ms: f64,
@@ -83,6 +94,9 @@ impl Default for Config {
             lambda: 2.0,
             min_rwnd_bytes: 2 * 1448,
             clamp_rwnd_bytes: None,
+            reopen_stalled: true,
+            reopen_after_rtts: 3.0,
+            reopen_min_ms: 150.0,
             max_preparation_ms: 1000.0,
             max_connections: 4096,
             idle_timeout_s: 120.0,
@@ -114,6 +128,8 @@ impl Config {
         positive("max_suppression_ms", self.max_suppression_ms)?;
         positive("lambda", self.lambda)?;
         positive("max_preparation_ms", self.max_preparation_ms)?;
+        positive("reopen_after_rtts", self.reopen_after_rtts)?;
+        positive("reopen_min_ms", self.reopen_min_ms)?;
         positive("idle_timeout_s", self.idle_timeout_s)?;
         let b = self.burst;
         if !(0.0..=1.0).contains(&b.partial)

@@ -131,7 +131,27 @@ pub struct Conn {
     pub last_seen_ns: u64,
     /// FIN or RST seen.
     pub closing: bool,
+    /// The highest right edge of the window (acknowledgment number plus window) the peer
+    /// was offered, after any rewrite.
+    pub offered_edge: Option<u32>,
+    /// The right edge of the last ACK the device sent, after any rewrite.
+    pub last_edge: Option<u32>,
+    /// The last pure ACK the device sent, as sent: what a window update is made from.
+    pub last_ack_packet: Vec<u8>,
+    /// When data last arrived (ns).
+    pub last_data_ns: Option<u64>,
+    /// Window updates M2HO sent since data last came.
+    pub reopen_attempts: u8,
+    /// When M2HO last sent a window update (ns).
+    pub reopened_ns: Option<u64>,
+    /// Bytes received in the last complete round trip, kept across handovers: what the
+    /// sender had in flight, as the device sees it.
+    pub flight_bytes: Option<u64>,
 }
+
+/// Window updates M2HO sends to a stalled connection before data comes again: one up to
+/// where the sender's flight likely ends, one up to the highest edge it was ever offered.
+pub const MAX_REOPEN_ATTEMPTS: u8 = 2;
 
 /// Most TSvals remembered per connection for RTT samples.
 const TS_MEMORY: usize = 128;
@@ -235,6 +255,10 @@ impl Conn {
         if seg.payload_len == 0 && !seg.has(flags::FIN) {
             return None;
         }
+        if seg.payload_len > 0 {
+            self.last_data_ns = Some(now);
+            self.reopen_attempts = 0;
+        }
         self.bytes_received += u64::from(seg.payload_len);
         self.count_bytes(u64::from(seg.payload_len), now);
         let end = start
@@ -299,6 +323,40 @@ impl Conn {
         closed
     }
 
+    /// Notes the ACK the device sends with acknowledgment number `ack` and `window` in its
+    /// window field (after any rewrite), scaled by the device's `shift`; `packet` is the
+    /// packet as sent when it is a pure ACK (the template of a later window update).
+    pub fn note_sent_ack(&mut self, ack: u32, window: u16, shift: u8, packet: Option<&[u8]>) {
+        let edge = ack.wrapping_add(u32::from(window) << shift.min(14));
+        self.last_edge = Some(edge);
+        if self.offered_edge.is_none_or(|e| seq_gt(edge, e)) {
+            self.offered_edge = Some(edge);
+        }
+        if let Some(p) = packet {
+            self.last_ack_packet.clear();
+            self.last_ack_packet.extend_from_slice(p);
+        }
+    }
+
+    /// Whether the sender may be stuck behind a retracted window: the last ACK ends below an
+    /// edge the peer was offered before (it may hold data it sent beyond the window), and
+    /// no data came for `stall_ns` up to `now` since data last came, since `could_receive`
+    /// (when the device could receive again after a handover) and since the last window
+    /// update; at most [`MAX_REOPEN_ATTEMPTS`] updates between data.
+    pub fn stalled_behind_window(&self, now: u64, stall_ns: u64, could_receive: u64) -> bool {
+        let (Some(last), Some(offered), Some(data)) =
+            (self.last_edge, self.offered_edge, self.last_data_ns)
+        else {
+            return false;
+        };
+        let quiet_since = data.max(could_receive).max(self.reopened_ns.unwrap_or(0));
+        seq_gt(offered, last)
+            && now.saturating_sub(quiet_since) >= stall_ns
+            && self.reopen_attempts < MAX_REOPEN_ATTEMPTS
+            && !self.last_ack_packet.is_empty()
+            && !self.closing
+    }
+
     /// Forgets the bytes counted so far for c_est: the next estimate counts only what
     /// arrives from now on (from the cell the device has just handed over to). Until then
     /// rate control holds the window at `hold` (none: the kernel's).
@@ -316,6 +374,7 @@ impl Conn {
         let start = *self.window_start.get_or_insert(now);
         if now.saturating_sub(start) >= rtt {
             self.bytes_last_rtt = Some(self.window_bytes);
+            self.flight_bytes = Some(self.window_bytes);
             self.window_start = Some(now);
             self.window_bytes = 0;
         }
@@ -368,6 +427,11 @@ impl ConnTable {
     /// A connection, if tracked.
     pub fn get(&self, key: &ConnKey) -> Option<&Conn> {
         self.conns.get(key)
+    }
+
+    /// A connection, if tracked, mutable.
+    pub fn get_mut(&mut self, key: &ConnKey) -> Option<&mut Conn> {
+        self.conns.get_mut(key)
     }
 
     /// All tracked connections.

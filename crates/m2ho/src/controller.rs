@@ -16,7 +16,7 @@ use crate::predict::{Outcome, Prediction, Predictor, Rule, is_mmwave, is_sub6};
 use crate::rate::eq2_rwnd;
 use polypath_link::{CellId, DownReason, LinkEventKind, MeasEvent, RadioType};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The controller's state (Sec. 4.1).
 #[derive(Debug, Copy, Clone, PartialEq, Eq, Serialize)]
@@ -177,6 +177,9 @@ pub struct PacketStats {
     pub unknown_scale: u64,
     /// Segments of connections beyond the tracking limit: passed unmodified.
     pub untracked: u64,
+    /// Window updates M2HO made for connections stalled behind a retracted window
+    /// ([`Config::reopen_stalled`]).
+    pub windows_reopened: u64,
 }
 
 /// Everything the controller counts and records.
@@ -241,7 +244,22 @@ pub struct Controller {
     conns: ConnTable,
     bursts: BurstDetector,
     stats: Stats,
+    /// Window updates to send, made by [`Controller::poll`].
+    window_updates: Vec<Vec<u8>>,
+    /// The window updates made and not yet seen leaving (connection, ACK, window field),
+    /// oldest first, at most [`UPDATES_REMEMBERED`].
+    updates_in_flight: VecDeque<(ConnKey, u32, u16)>,
+    /// When the connections were last checked for stalls (ns).
+    stalls_checked_ns: Option<u64>,
 }
+
+/// How often [`Controller::poll`] checks the connections for stalls behind a retracted
+/// window (ns): every packet calls it.
+const STALL_CHECK_NS: u64 = 1_000_000;
+
+/// Most window updates remembered until they are seen leaving (one the caller could not
+/// send is never seen).
+const UPDATES_REMEMBERED: usize = 64;
 
 impl Controller {
     /// A controller with `cfg` (check it with [`Config::validate`] first).
@@ -267,8 +285,17 @@ impl Controller {
                 t2_ns: t2,
                 ..Stats::default()
             },
+            window_updates: Vec::new(),
+            updates_in_flight: VecDeque::new(),
+            stalls_checked_ns: None,
             cfg,
         }
+    }
+
+    /// The window updates made since the last call (whole IP packets, each the last ACK of
+    /// its connection with a wider window): the caller sends them as the device's.
+    pub fn take_window_updates(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.window_updates)
     }
 
     /// The configuration.
@@ -376,8 +403,10 @@ impl Controller {
     }
 
     /// Handles timers due by `now`: fallback 2, the suppression limit, a preparation that
-    /// outlasted its limit. Called by every other input too.
+    /// outlasted its limit, connections stalled behind a retracted window. Called by every
+    /// other input too.
     pub fn poll(&mut self, now: u64) {
+        self.reopen_stalled(now);
         if let Some(p) = self.m2ho.expire(now) {
             self.prediction_ended(p, now);
         }
@@ -398,6 +427,100 @@ impl Controller {
         {
             self.pending = None;
             self.go(now, State::Stable, Reason::Abandoned);
+        }
+    }
+
+    /// Makes a window update for each connection stalled behind a retracted window
+    /// ([`Config::reopen_stalled`]). The shrink (Sec. 4.3) and Eq. 2 (Sec. 4.5) move the
+    /// right edge below what the sender was offered, which the paper takes as harmless: "if
+    /// packet loss indeed occurs, the sending rate after handover will be decided by cwnd".
+    /// A sender whose data beyond the new edge was lost (the tail of what overflowed a
+    /// buffer) cannot retransmit it, nor send anything new; the device, receiving nothing,
+    /// sends no ACK that could widen the window, and the sender waits for its timeout. The
+    /// update (the last ACK with a wider window) moves the edge a little beyond where the
+    /// sender's flight likely ended (the data received beyond the acknowledgment point plus
+    /// a round trip's bytes): its next segment, or its probe of the last one, shows it the
+    /// loss by SACK, as without M2HO, and no burst of a whole window follows. Should that
+    /// fall short, a second update after another stall goes beyond the highest edge ever
+    /// offered. Never beyond the kernel's own window; not in the preparation state, whose
+    /// shrink is meant to stop the sender, nor after a radio link failure, when nothing can
+    /// arrive. Once data flows, the budget rules again: a window never ends below data held
+    /// beyond a hole, so the sender can repair it.
+    fn reopen_stalled(&mut self, now: u64) {
+        if !self.cfg.reopen_stalled
+            || self.state == State::Preparation
+            || self.lost_link
+            || self
+                .stalls_checked_ns
+                .is_some_and(|t| now < t + STALL_CHECK_NS)
+        {
+            return;
+        }
+        self.stalls_checked_ns = Some(now);
+        let (after_rtts, min_ns) = (self.cfg.reopen_after_rtts, ms_ns(self.cfg.reopen_min_ms));
+        // The interruption of a handover is no stall: the clock starts again at its end.
+        let could_receive = self.handover_ra_ns.unwrap_or(0);
+        let stalled: Vec<ConnKey> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                let by_rtt = c.rtt_min_ns.map_or(0, |r| (r as f64 * after_rtts) as u64);
+                c.stalled_behind_window(now, by_rtt.max(min_ns), could_receive)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        let extra = self.cfg.min_rwnd_bytes;
+        for key in stalled {
+            let Some(c) = self.conns.get_mut(&key) else {
+                continue;
+            };
+            c.reopened_ns = Some(now);
+            c.reopen_attempts += 1;
+            let (Some((ack, kernel_window)), Some(offered), Some(last), Some(shift)) =
+                (c.last_ack, c.offered_edge, c.last_edge, c.local_shift())
+            else {
+                continue;
+            };
+            let to_offered = u64::from(offered.wrapping_sub(ack));
+            let held = c
+                .rcv_high
+                .filter(|h| seq_gt(*h, ack))
+                .map_or(0, |h| u64::from(h.wrapping_sub(ack)));
+            let flight_end = held
+                .saturating_add(c.flight_bytes.unwrap_or(0))
+                .min(to_offered);
+            let first = (c.reopen_attempts == 1).then_some(flight_end);
+            // Never beyond what the kernel offers: its receive buffer is the limit.
+            let kernel_room = u64::from(kernel_window) << shift;
+            let Some(raw) = first
+                .into_iter()
+                .chain([to_offered])
+                .map(|beyond| {
+                    let raw = (beyond + extra)
+                        .min(kernel_room)
+                        .div_ceil(1u64 << shift)
+                        .min(u64::from(u16::MAX)) as u16;
+                    (raw, ack.wrapping_add(u32::from(raw) << shift))
+                })
+                .find(|(_, edge)| seq_gt(*edge, last))
+                .map(|(raw, _)| raw)
+            else {
+                continue; // the kernel's own window is no wider
+            };
+            let mut packet = c.last_ack_packet.clone();
+            let Ok(seg) = packet::parse(&packet) else {
+                continue;
+            };
+            if seg.ack != ack || packet::set_window(&mut packet, &seg, raw).is_none() {
+                continue;
+            }
+            c.note_sent_ack(ack, raw, shift, Some(&packet));
+            self.stats.packets.windows_reopened += 1;
+            self.window_updates.push(packet);
+            if self.updates_in_flight.len() == UPDATES_REMEMBERED {
+                self.updates_in_flight.pop_front();
+            }
+            self.updates_in_flight.push_back((key, ack, raw));
         }
     }
 
@@ -846,6 +969,16 @@ impl Controller {
 
     fn outbound(&mut self, now: u64, seg: &TcpSegment, packet: &mut [u8], whole: bool) -> Verdict {
         let key = ConnKey::of(seg, Direction::Outbound);
+        // A window update of ours on its way out: noted when it was made, and no duplicate
+        // ACK to suppress (its window is new to the sender).
+        if let Some(i) = self
+            .updates_in_flight
+            .iter()
+            .position(|u| *u == (key, seg.ack, seg.window))
+        {
+            self.updates_in_flight.remove(i);
+            return Verdict::Pass;
+        }
         let Some(c) = self.conns.entry(key, now) else {
             self.stats.packets.untracked += 1;
             return Verdict::Pass;
@@ -880,26 +1013,43 @@ impl Controller {
         if seg.has(flags::SYN) || !seg.has(flags::ACK) || !whole {
             return Verdict::Pass;
         }
-        let Some(target) = self.target_window(&key, seg.ack, now) else {
-            return Verdict::Pass;
-        };
-        let Some(shift) = shift else {
-            self.stats.packets.unknown_scale += 1;
-            return Verdict::Pass;
-        };
-        // Round up so that the advertised window is never below the target.
-        let raw = target.div_ceil(1u64 << shift).min(u64::from(u16::MAX)) as u16;
-        // Only ever shrink what the kernel offers: the socket buffer is its limit.
-        if raw >= seg.window {
-            return Verdict::Pass;
-        }
-        match packet::set_window(packet, seg, raw) {
-            Some(old) => {
-                self.stats.packets.rewritten += 1;
-                Verdict::Rewritten { old, new: raw }
+        let verdict = match (self.target_window(&key, seg.ack, now), shift) {
+            (None, _) => Verdict::Pass,
+            (Some(_), None) => {
+                self.stats.packets.unknown_scale += 1;
+                Verdict::Pass
             }
-            None => Verdict::Pass,
+            (Some(target), Some(shift)) => {
+                // Round up so that the advertised window is never below the target.
+                let raw = target.div_ceil(1u64 << shift).min(u64::from(u16::MAX)) as u16;
+                // Only ever shrink what the kernel offers: the socket buffer is its limit.
+                match (raw < seg.window)
+                    .then(|| packet::set_window(packet, seg, raw))
+                    .flatten()
+                {
+                    Some(old) => {
+                        self.stats.packets.rewritten += 1;
+                        Verdict::Rewritten { old, new: raw }
+                    }
+                    None => Verdict::Pass,
+                }
+            }
+        };
+        if let Some(shift) = shift
+            && let Some(c) = self.conns.get_mut(&key)
+        {
+            let window = match verdict {
+                Verdict::Rewritten { new, .. } => new,
+                _ => seg.window,
+            };
+            c.note_sent_ack(
+                seg.ack,
+                window,
+                shift,
+                seg.is_pure_ack().then_some(&*packet),
+            );
         }
+        verdict
     }
 }
 

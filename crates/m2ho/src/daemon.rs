@@ -13,7 +13,9 @@
 //! * **Packets.** Outbound packets are copied whole, may be rewritten (window) or dropped
 //!   (suppressed duplicate ACK); inbound ones are copied up to their headers
 //!   ([`INBOUND_COPY`] bytes) and always accepted unmodified. A packet the core cannot parse
-//!   is accepted unmodified and counted.
+//!   is accepted unmodified and counted. The daemon also sends packets of its own: the
+//!   controller's window updates for connections stalled behind a retracted window
+//!   ([`Config::reopen_stalled`]), through raw IP sockets, every 5 ms tick.
 //! * **Link events** come from a JSON-lines source, one [`polypath_link::feed::FeedEvent`]
 //!   (or bare [`polypath_link::LinkEvent`]) per line: the emulator's feed socket
 //!   (`POLYPATH_LINK_EVENTS`), any Unix socket, a file or standard input. Each is applied
@@ -162,6 +164,40 @@ pub struct QueueCounts {
     pub verdict_errors: u64,
     /// Receive errors other than interruptions.
     pub recv_errors: u64,
+    /// Window updates sent for connections stalled behind a retracted window.
+    pub window_updates_sent: u64,
+    /// Window updates the raw socket refused (opening or sending).
+    pub window_update_errors: u64,
+}
+
+/// Sends the controller's window updates as packets of the device's own (raw IP sockets
+/// with the IP header included, one per family, opened on first use). They leave through
+/// `OUTPUT` like the kernel's ACKs, so the daemon sees them in its queue too.
+#[derive(Default)]
+struct RawSender {
+    v4: Option<socket2::Socket>,
+    v6: Option<socket2::Socket>,
+}
+
+impl RawSender {
+    fn send(&mut self, packet: &[u8]) -> io::Result<()> {
+        let seg = packet::parse(packet)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let (slot, domain) = match seg.dst {
+            IpAddr::V4(_) => (&mut self.v4, socket2::Domain::IPV4),
+            IpAddr::V6(_) => (&mut self.v6, socket2::Domain::IPV6),
+        };
+        let socket = match slot {
+            Some(s) => s,
+            None => slot.insert(socket2::Socket::new(
+                domain,
+                socket2::Type::RAW,
+                Some(socket2::Protocol::from(libc::IPPROTO_RAW)),
+            )?),
+        };
+        let to = socket2::SockAddr::from(std::net::SocketAddr::new(seg.dst, 0));
+        socket.send_to(packet, &to).map(|_| ())
+    }
 }
 
 /// The daemon's statistics (`--stats` and the summary printed at exit).
@@ -650,12 +686,29 @@ pub fn run(opts: &DaemonOptions) -> Result<DaemonReport, DaemonError> {
         let buffer_db = opts.buffer_db.clone();
         let (table, q) = (rules.name.clone(), q_out);
         std::thread::spawn(move || {
+            let mut raw = RawSender::default();
             let mut next_stats = every;
             loop {
                 std::thread::sleep(Duration::from_millis(5));
                 s.ticks.fetch_add(1, Ordering::Relaxed);
                 let now = s.now();
-                lock(&s.controller).poll(now);
+                let updates = {
+                    let mut c = lock(&s.controller);
+                    c.poll(now);
+                    c.take_window_updates()
+                };
+                if !updates.is_empty() {
+                    let (mut sent, mut errors) = (0, 0);
+                    for p in &updates {
+                        match raw.send(p) {
+                            Ok(()) => sent += 1,
+                            Err(_) => errors += 1,
+                        }
+                    }
+                    let mut q = s.queues.lock().unwrap_or_else(PoisonError::into_inner);
+                    q.window_updates_sent += sent;
+                    q.window_update_errors += errors;
+                }
                 let elapsed = s.start.elapsed();
                 if elapsed >= next_stats {
                     next_stats += every;

@@ -1062,3 +1062,166 @@ fn segments_filling_a_hole_give_no_rtt_sample() {
     let c = m.connections().iter().next().unwrap().1;
     assert_eq!(c.rtt_ns, Some(50 * MS));
 }
+
+/// A sender stuck behind a retracted window gets a window update (`reopen_stalled`, not
+/// from the paper): the shrink before a handover moved the right edge below what the
+/// sender had been offered, data stopped (the tail beyond the new edge lost), and no ACK
+/// would ever widen the window again. Not in the preparation state; once per stall; the
+/// update is the last ACK with the kernel's window, its checksum verifies, and it passes
+/// the controller unmodified when the daemon sees it leave.
+#[test]
+fn a_sender_stalled_behind_a_retracted_window_gets_a_window_update() {
+    let mut m = Controller::new(Config {
+        suppress_dup_acks: false,
+        ..Config::default()
+    });
+    handshake(&mut m, false, Some(7), Some(7), true);
+    teach_burst(&mut m, MS, 2, 100, 100_000);
+    // RTT 40 ms; the kernel offers 4000 units of 128 bytes beyond 25 001.
+    assert_eq!(ts_ack(&mut m, 10 * MS, 10, 5001), Verdict::Pass);
+    let seq = data_in(&mut m, 50 * MS, 5001, 20, Some(10));
+    assert_eq!(ts_ack(&mut m, 51 * MS, 11, seq), Verdict::Pass);
+    // A3 towards cell 2: the window shrinks to its 100 000 bytes (782 units), below the
+    // edge offered before.
+    m.on_link_event(60 * MS, &report(MeasEvent::A3, sub6(1), Some(sub6(2))));
+    assert_eq!(m.state(), State::Preparation);
+    assert_eq!(
+        ts_ack(&mut m, 70 * MS, 12, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 782
+        }
+    );
+    // No data for 250 ms, but the preparation state's shrink is meant to stop it.
+    m.poll(300 * MS);
+    assert_eq!(m.state(), State::Preparation);
+    assert!(m.take_window_updates().is_empty());
+    // The handover completes (stable: no budget; random access at 380 ms), and still no
+    // data: 150 ms later (three minimum round trips are 120 ms, reopen_min_ms 150 ms) the
+    // window reopens.
+    commanded_handover(&mut m, 320 * MS, sub6(1), sub6(2));
+    assert_eq!(m.state(), State::Stable);
+    m.poll(529 * MS);
+    assert!(m.take_window_updates().is_empty());
+    m.poll(530 * MS);
+    let updates = m.take_window_updates();
+    assert_eq!(updates.len(), 1);
+    let p = &updates[0];
+    let seg = packet::parse(p).unwrap();
+    assert_eq!((seg.ack, seg.window), (seq, 4000));
+    assert!(packet::tcp_checksum_ok(p, &seg));
+    assert_eq!(reference_checksum(p).0, reference_checksum(p).1);
+    // Once per stall.
+    m.poll(700 * MS);
+    assert!(m.take_window_updates().is_empty());
+    assert_eq!(m.stats().packets.windows_reopened, 1);
+    // The update leaves through the daemon's queue: passed as it is.
+    let mut out = p.clone();
+    assert_eq!(
+        m.on_packet(701 * MS, Direction::Outbound, &mut out),
+        Verdict::Pass
+    );
+    // Data again, ACKed with the kernel's window: nothing retracted, no update however
+    // long the next silence.
+    let seq = data_in(&mut m, 750 * MS, seq, 5, Some(12));
+    assert_eq!(ts_ack(&mut m, 751 * MS, 13, seq), Verdict::Pass);
+    m.poll(3000 * MS);
+    assert!(m.take_window_updates().is_empty());
+}
+
+/// Within a window budget (here the smoothing state's, below a clamp), the first update
+/// reaches just beyond where the sender's flight likely ended (a round trip's bytes beyond
+/// the data held), the second, a stall later, beyond the highest edge ever offered; none
+/// after that, and the budget rules the ACKs that follow.
+#[test]
+fn window_updates_reach_the_flight_then_the_old_edge() {
+    let mut m = Controller::new(Config {
+        clamp_rwnd_bytes: Some(64_000),
+        ..Config::default()
+    });
+    handshake(&mut m, false, Some(7), Some(7), true);
+    teach_burst(&mut m, MS, 2, 100, 20_000);
+    // 64 000 bytes = 500 units; RTT 40 ms; 20 000 bytes a round trip.
+    let clamped = Verdict::Rewritten {
+        old: 4000,
+        new: 500,
+    };
+    assert_eq!(ts_ack(&mut m, 10 * MS, 10, 5001), clamped);
+    let seq = data_in(&mut m, 50 * MS, 5001, 20, Some(10));
+    let seq = data_in(&mut m, 95 * MS, seq, 20, Some(10));
+    assert_eq!(seq, 45_001);
+    assert_eq!(ts_ack(&mut m, 96 * MS, 11, seq), clamped);
+    // Predicted, then commanded: the budget (20 000, 157 units) retracts the edge from
+    // 109 001 to 65 097; the handover leaves the smoothing state with the budget standing.
+    m.on_link_event(100 * MS, &report(MeasEvent::A3, sub6(1), Some(sub6(2))));
+    assert_eq!(
+        ts_ack(&mut m, 105 * MS, 12, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 157
+        }
+    );
+    commanded_handover(&mut m, 110 * MS, sub6(1), sub6(2));
+    assert_eq!(m.state(), State::Smoothing);
+    // 150 ms without data since the random access at 170 ms (three round trips are 120
+    // ms; reopen_min_ms is 150).
+    m.poll(319 * MS);
+    assert!(m.take_window_updates().is_empty());
+    m.poll(320 * MS);
+    let updates = m.take_window_updates();
+    assert_eq!(updates.len(), 1);
+    let seg = packet::parse(&updates[0]).unwrap();
+    // A round trip's 20 000 bytes + the 2896-byte floor = 22 896 -> 178.9 -> 179 units.
+    assert_eq!((seg.ack, seg.window), (seq, 179));
+    assert!(packet::tcp_checksum_ok(&updates[0], &seg));
+    // Still nothing 150 ms later: up to the old edge, 64 000 + 2896 -> 523 units.
+    m.poll(469 * MS);
+    assert!(m.take_window_updates().is_empty());
+    m.poll(470 * MS);
+    let updates = m.take_window_updates();
+    assert_eq!(updates.len(), 1);
+    assert_eq!(packet::parse(&updates[0]).unwrap().window, 523);
+    // No third.
+    m.poll(1000 * MS);
+    assert!(m.take_window_updates().is_empty());
+    assert_eq!(m.stats().packets.windows_reopened, 2);
+    // Data again: the clamp rules (stable since the suppression's limit).
+    let seq = data_in(&mut m, 1010 * MS, seq, 5, Some(12));
+    assert_eq!(ts_ack(&mut m, 1011 * MS, 13, seq), clamped);
+}
+
+/// A window update that repeats the kernel's last window over a hole looks like a duplicate
+/// ACK to the controller's own bookkeeping; leaving through the daemon's queue in the
+/// smoothing state, it is not taken for one and suppressed.
+#[test]
+fn a_window_update_is_never_suppressed_as_a_duplicate_ack() {
+    let mut m = Controller::new(Config::default());
+    handshake(&mut m, false, Some(7), Some(7), true);
+    teach_burst(&mut m, MS, 2, 100, 100_000);
+    assert_eq!(ts_ack(&mut m, 10 * MS, 10, 5001), Verdict::Pass);
+    let seq = data_in(&mut m, 50 * MS, 5001, 20, Some(10));
+    assert_eq!(ts_ack(&mut m, 51 * MS, 11, seq), Verdict::Pass);
+    // 25 001..26 001 lost; 20 segments beyond it held.
+    data_in(&mut m, 60 * MS, seq + 1000, 20, Some(11));
+    m.on_link_event(70 * MS, &report(MeasEvent::A3, sub6(1), Some(sub6(2))));
+    assert_eq!(
+        ts_ack(&mut m, 75 * MS, 12, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 782
+        }
+    );
+    commanded_handover(&mut m, 80 * MS, sub6(1), sub6(2));
+    assert_eq!(m.state(), State::Smoothing);
+    // 150 ms after the random access (140 ms): back to the kernel's 4000 units.
+    m.poll(290 * MS);
+    let updates = m.take_window_updates();
+    assert_eq!(updates.len(), 1);
+    let mut p = updates[0].clone();
+    assert_eq!(packet::parse(&p).unwrap().window, 4000);
+    assert_eq!(m.state(), State::Smoothing);
+    assert_eq!(m.on_packet(291 * MS, Direction::Outbound, &mut p), Verdict::Pass);
+    assert_eq!(m.stats().suppression.acks_suppressed, 0);
+    // The kernel's own repeat of it is a duplicate ACK, suppressed as before.
+    assert_eq!(ts_ack(&mut m, 292 * MS, 12, seq), Verdict::Drop);
+}

@@ -212,6 +212,14 @@ MODEL_BUFFER_BYTES = {"nr_fr1": 1_000_000, "nr_fr2": 4_000_000}
 #: about the 69.7 ms M2HO measured (Sec. 3.3, finding 1); the scenario's 10 ms would make
 #: bandwidth-delay products, and so CUBIC's recovery after a loss, three times shorter.
 WIRED_DELAY = "30ms"
+#: The UE's uplink buffer at full rate, bytes: a phone queues what it sends (here the ACKs)
+#: in its modem and its IP stack (an interface's 1000-packet queue of full-size packets)
+#: until the cell grants it air time; it does not drop ACKs because a grant is slow. The
+#: emulator's default for a link's queue, one BDP at the current rate, shrinks to nothing
+#: when the uplink's rate collapses (a blockage, a cell edge) and then drops ACKs: a sender
+#: held to a small window by M2HO loses its last ACKs and waits for its timeout. Scaled
+#: like the cell buffers (``queue`` of the radio link is its uplink's).
+UE_UPLINK_BUFFER_BYTES = 1_500_000
 #: The phone's TCP receive buffer (net.ipv4.tcp_rmem: min, default, max bytes): Android's
 #: values for NR (TCP_BUFFER_SIZES_NR in its telephony framework; M2HO's receivers are Pixel
 #: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers (the UE host's
@@ -251,6 +259,7 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
         c["buffer_bytes"] = round(UE_SHARE * full_rate)
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
+        link["queue"] = f"{round(UE_SHARE * UE_UPLINK_BUFFER_BYTES)}B"
     s["radio"].pop("predictors", None)
     for h in s["host"]:
         if h["name"] == "ue":
@@ -494,6 +503,34 @@ def _queue_drop_share(out: Path) -> float:
     return 100.0 * d["drops_queue"] / total if total else float("nan")
 
 
+def _uplink_drops(out: Path) -> tuple[int, int]:
+    """What the radio uplink dropped in a run (ACKs, mostly): (queue full, while down after
+    a radio link failure)."""
+    summary = json.loads((out / "summary.json").read_text())
+    up = [d for d in summary.get("links", []) if d["link"] == "nr" and d["dir"] == "up"]
+    return (sum(d["drops_queue"] + d["drops_loss"] for d in up),
+            sum(d["drops_down"] for d in up))
+
+
+def _acks_note(e: Experiment, runs: dict, st: dict | None) -> None:
+    """What became of the ACKs: the uplink's drops per variant, and the daemon's window
+    updates for senders stalled behind a retracted window."""
+    drops = ", ".join(f"{v} {q} + {d}" for v, r in runs.items()
+                      for q, d in [_uplink_drops(r["out"])])
+    reopened = st["packets"].get("windows_reopened", 0) if st is not None else 0
+    e.notes.append(
+        f"ACKs. The UE's uplink holds {UE_SHARE * UE_UPLINK_BUFFER_BYTES / 1e3:.0f} kB (a "
+        "phone's modem and interface queue, scaled like the cells' buffers): an ACK waits for "
+        "a slow grant rather than being dropped. The emulator's default for a link's queue, "
+        "one BDP at the current rate, shrinks to nothing when the uplink's rate collapses; a "
+        "sender that M2HO holds to a small window then loses its last ACKs and waits for its "
+        f"timeout. Packets the uplink dropped, queue full + during radio link failures: "
+        f"{drops}. Window updates of the daemon for "
+        f"senders stalled behind a retracted window: {reopened} (ours, not the paper's: a "
+        "shrink or Eq. 2 can leave the lost tail of a burst beyond the window, where the sender "
+        "may not retransmit it; the update lets its next segment reveal the loss).")
+
+
 def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cubic_out: Path,
              ho_per_min: float, m2ho_sub6_buffer_kb: float) -> None:
     """Notes that say, from this run's measurements, why the throughput ratio is what it
@@ -731,13 +768,15 @@ def emulated(ctx: Context, e: Experiment) -> None:
                 predicted > 0 and st["packets"]["rewritten"] > 0,
                 f"{predicted} of {len(st['handovers'])} handovers predicted, "
                 f"{st['packets']['rewritten']} windows rewritten, "
-                f"{st['suppression']['acks_suppressed']} duplicate ACKs suppressed")
+                f"{st['suppression']['acks_suppressed']} duplicate ACKs suppressed, "
+                f"{st['packets'].get('windows_reopened', 0)} stalled windows reopened")
     if tot and not ctx.quick:
         e.check("CUBIC+M2HO >= 1.4x CUBIC around handovers (paper 1.458x)",
                 tot["ratio"] >= 1.4, f"{tot['ratio']:.2f}x over {tot['handovers']} handovers")
     sub6 = [buffers[c] for c, r in cell_rat.items() if r != "nr_fr2" and c in buffers]
     _explain(e, causes, window_use, st, runs["cubic"]["out"], 60.0 * len(hos) / seconds,
              min(sub6, default=float("nan")) / 1e3)
+    _acks_note(e, runs, st)
     late = [v for v, x in lat.items() if x["overloaded"]]
     e.notes.append(
         "The emulator's lateness is in the table above; "
