@@ -1220,7 +1220,10 @@ fn a_window_update_is_never_suppressed_as_a_duplicate_ack() {
     let mut p = updates[0].clone();
     assert_eq!(packet::parse(&p).unwrap().window, 4000);
     assert_eq!(m.state(), State::Smoothing);
-    assert_eq!(m.on_packet(291 * MS, Direction::Outbound, &mut p), Verdict::Pass);
+    assert_eq!(
+        m.on_packet(291 * MS, Direction::Outbound, &mut p),
+        Verdict::Pass
+    );
     assert_eq!(m.stats().suppression.acks_suppressed, 0);
     // The kernel's own repeat of it is a duplicate ACK, suppressed as before.
     assert_eq!(ts_ack(&mut m, 292 * MS, 12, seq), Verdict::Drop);
