@@ -490,33 +490,34 @@ def _loss_episodes_per_min(out: Path) -> float:
     return 60.0 * episodes / max(iv[-1]["t_s"] - iv[0]["t_s"], 1e-9)
 
 
+def _radio_totals(out: Path, direction: str) -> dict | None:
+    """The emulator's totals for one direction ("up", "down") of the radio link of a run
+    (packets, drops by cause), if its summary has them."""
+    try:
+        links = json.loads((out / "summary.json").read_text())["links"]
+        return next(x for x in links if x["link"] == "nr" and x["dir"] == direction)
+    except (OSError, json.JSONDecodeError, KeyError, StopIteration):
+        return None
+
+
 def _queue_drop_share(out: Path) -> float:
     """Share (%) of the radio downlink's drops that overflowed the serving cell's buffer
     (outside interruptions), against target-buffer, context-release and link-down drops."""
-    try:
-        links = json.loads((out / "summary.json").read_text())["links"]
-        d = next(x for x in links if x["dir"] == "down")
-    except (OSError, json.JSONDecodeError, KeyError, StopIteration):
+    d = _radio_totals(out, "down")
+    if d is None:
         return float("nan")
     total = sum(d[k] for k in ("drops_queue", "drops_target_buffer", "drops_context_release",
                                "drops_down", "drops_loss"))
     return 100.0 * d["drops_queue"] / total if total else float("nan")
 
 
-def _uplink_drops(out: Path) -> tuple[int, int]:
-    """What the radio uplink dropped in a run (ACKs, mostly): (queue full, while down after
-    a radio link failure)."""
-    summary = json.loads((out / "summary.json").read_text())
-    up = [d for d in summary.get("links", []) if d["link"] == "nr" and d["dir"] == "up"]
-    return (sum(d["drops_queue"] + d["drops_loss"] for d in up),
-            sum(d["drops_down"] for d in up))
-
-
 def _acks_note(e: Experiment, runs: dict, st: dict | None) -> None:
-    """What became of the ACKs: the uplink's drops per variant, and the daemon's window
-    updates for senders stalled behind a retracted window."""
-    drops = ", ".join(f"{v} {q} + {d}" for v, r in runs.items()
-                      for q, d in [_uplink_drops(r["out"])])
+    """What became of the ACKs: the uplink's drops per variant (queue full, and while down
+    after a radio link failure), and the daemon's window updates for senders stalled behind
+    a retracted window."""
+    up = {v: _radio_totals(r["out"], "up") for v, r in runs.items()}
+    drops = ", ".join(f"{v} {d['drops_queue'] + d['drops_loss']} + {d['drops_down']}"
+                      if d is not None else f"{v} unknown" for v, d in up.items())
     reopened = st["packets"].get("windows_reopened", 0) if st is not None else 0
     e.notes.append(
         f"ACKs. The UE's uplink holds {UE_SHARE * UE_UPLINK_BUFFER_BYTES / 1e3:.0f} kB (a "
