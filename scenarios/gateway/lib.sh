@@ -28,10 +28,12 @@ wait_ready() {
 }
 
 # wait_paths COUNT: waits until the client gateway's status (127.0.0.1:9101) lists COUNT
-# paths (30 s at most): "ready" comes with the first path, the others open after it.
+# validated paths (30 s at most): "ready" comes with the first path, the others open after
+# it, and a path carries application data only once its validation is answered (a lost
+# PATH_CHALLENGE is sent again a PTO later, about a second at the start).
 wait_paths() {
   local tries=600
-  while [ "$(curl -s -m 1 http://127.0.0.1:9101/status | grep -o '"remote":' | wc -l)" -lt "$1" ] \
+  while [ "$(curl -s -m 1 http://127.0.0.1:9101/status | grep -o '"state": "validated"' | wc -l)" -lt "$1" ] \
     && [ $tries -gt 0 ]; do sleep 0.05; tries=$((tries - 1)); done
   [ $tries -gt 0 ]
 }

@@ -500,6 +500,17 @@ fn duplication_leaves_the_product_of_the_loss_rates() {
          {}; datagrams the client's stack dropped: {stack_dropped}",
         tun[0]["stats64"]["tx"]["dropped"]
     );
+    // The workload started once the status showed every path validated (a path still
+    // validating carries no copies); at the end all four still are.
+    let states: Vec<&str> = status["sessions"]
+        .as_object()
+        .into_iter()
+        .flat_map(|s| s.values())
+        .filter_map(|v| v["paths"].as_array())
+        .flatten()
+        .filter_map(|p| p["state"].as_str())
+        .collect();
+    assert_eq!(states, ["validated"; 4], "the client's paths at the end");
     for (port, pa, pb) in [(6000, 0.10, 0.05), (6001, 0.10, 0.10)] {
         let r = read_json(&out.join(format!("udp-{port}.json")));
         let n = r["expected"].as_f64().unwrap_or(0.0);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use polypath_io::{Connection, Endpoint, PathStatus as QuicPathStatus, QosClass, SendStream};
 use polypath_link::{LinkEvent, LinkEventKind};
-use polypath_quic::sched::QosMode;
+use polypath_quic::sched::{PathState, QosMode};
 use serde::Serialize;
 use tokio::sync::Notify;
 use tracing::{info, warn};
@@ -234,6 +234,11 @@ pub fn path_status(conn: &Connection) -> Vec<PathStatus> {
             id: p.snapshot.id.0,
             local: p.snapshot.local.to_string(),
             remote: p.snapshot.remote.to_string(),
+            state: match p.snapshot.state {
+                PathState::Validating => "validating",
+                PathState::Validated => "validated",
+                PathState::Abandoned => "abandoned",
+            },
             srtt_ms: p.snapshot.srtt.as_secs_f64() * 1e3,
             loss_rate: p.snapshot.loss_rate,
             delivery_rate_bps: p.snapshot.delivery_rate.map(|r| r as f64 * 8.0),

@@ -64,6 +64,9 @@ pub struct PathStatus {
     pub local: String,
     /// Remote address.
     pub remote: String,
+    /// Where the path is in its life: "validating" (its PATH_CHALLENGE unanswered: it
+    /// carries no application data yet), "validated" or "abandoned".
+    pub state: &'static str,
     /// Smoothed RTT, ms.
     pub srtt_ms: f64,
     /// Recent loss rate, 0 to 1.
