@@ -288,6 +288,46 @@ def test_m2ho_window_use_by_hand(tmp_path):
     assert e.tables[-1].rows == [["m2ho", "2", "50", "150", "1", "0", "900"]]
 
 
+def test_m2ho_sub6_stays_by_hand(tmp_path):
+    """A sub-6 stay runs from a mmW→sub6 handover to the next sub6→mmW one (sub6→sub6 ones
+    within it); each sender's window entering it (the second before), lowest in it and
+    leaving it, its retransmissions there, and its throughput back on mmWave up to the
+    next handover; a sender kept its window when the lowest is at least KEPT_SHARE of
+    the entering one."""
+    from polypath_lab.experiments import m2ho
+    from polypath_lab.report import Experiment
+
+    def write(name, iv, delivered):
+        out = tmp_path / name
+        out.mkdir()
+        (out / "send.json").write_text(json.dumps({"intervals": iv}))
+        rows = ["link,dir,time_s,delivered_mbps,rate_mbps"]
+        rows += [f"nr,down,{t / 2:.1f},{delivered},50" for t in range(1, 20)]
+        rows += [f"nr,up,{t / 2:.1f},99,99" for t in range(1, 20)]
+        (out / "links.csv").write_text("\n".join(rows) + "\n")
+        return {"out": out}
+
+    # Sender time t_s is model time - 1 s.
+    iv = lambda cws, rx: [{"t_s": t - 1.0, "seconds": 0.1, "cwnd_bytes": c, "retrans": r}  # noqa: E731
+                          for t, c, r in zip((1.5, 2.5, 5.5), cws, rx)]
+    runs = {"cubic": write("emu-cubic", iv((600_000, 100_000, 200_000), (0, 7, 0)), 10),
+            "m2ho": write("emu-m2ho", iv((600_000, 500_000, 550_000), (0, 0, 0)), 20)}
+    hos = [(2.0, "mmW-sub6"), (3.0, "sub6-sub6"), (6.0, "sub6-mmW"), (8.0, "mmW-mmW")]
+    e = Experiment("m2ho", "M2HO", "by hand")
+    stays = m2ho._sub6_stays(e, runs, hos, seconds=10)["stays"]
+    assert len(stays) == 1 and stays[0]["seconds"] == 4.0
+    assert stays[0]["m2ho"]["kept"] and not stays[0]["cubic"]["kept"]
+    # Back on mmWave: the bins ending in (6, 8] s, up to the next handover.
+    assert stays[0]["m2ho"]["return_mbps"] == 20.0 and stays[0]["cubic"]["return_mbps"] == 10.0
+    assert e.tables[-1].rows == [["2.0", "4.0", "600 / 100 / 200", "7", "10.0",
+                                  "600 / 500 / 550", "0", "20.0"]]
+    assert "through 1 of 1 stays (plain CUBIC through 0)" in e.notes[-1], e.notes[-1]
+    assert "2.00x CUBIC's after the stays it kept" in e.notes[-1], e.notes[-1]
+    # A stay that has not ended within the stretch is not one.
+    e = Experiment("m2ho", "M2HO", "by hand")
+    assert m2ho._sub6_stays(e, runs, hos[:2], seconds=10) == {"stays": []}
+
+
 def test_jain_index_by_hand():
     from polypath_lab.netmetrics import jain
 

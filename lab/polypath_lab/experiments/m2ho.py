@@ -477,6 +477,85 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
     return data
 
 
+#: Seconds back on mmWave over which a sub-6 stay's kept window is judged: the first ones,
+#: before plain CUBIC has regrown its window (finding 4).
+RETURN_S = 3.0
+#: A sender kept its window through a sub-6 stay when its lowest cwnd there was at least
+#: this share of the window it entered the stay with.
+KEPT_SHARE = 0.7
+
+
+def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
+                seconds: int) -> dict:
+    """Table of the sub-6 stays, each from a mmW→sub6 handover to the next sub6→mmW one:
+    per sender, its cwnd entering the stay (the largest in the second before), the lowest
+    within it and leaving it, the segments it retransmitted there, and its throughput in
+    the first ``RETURN_S`` s back on mmWave (up to the next handover). This is M2HO's core
+    idea measured (Sec. 4.5: "keep sender's cwnd at the level of a mmWave cell even when
+    the UE hands over to a sub-6GHz cell"): rate control can carry the window through a
+    stay only if nothing in the stay cuts it."""
+    variants = [v for v in ("cubic", "m2ho") if v in runs]
+    iv = {v: [(SENDER_START_S + i["t_s"], i.get("cwnd_bytes") or 0, int(i.get("retrans") or 0))
+              for i in _sender_intervals(runs[v]["out"])] for v in variants}
+    series = {v: _series(runs[v]["out"]) for v in variants}
+    stays = []
+    for i, (a, kind) in enumerate(hos):
+        if kind != "mmW-sub6":
+            continue
+        j = next((j for j in range(i + 1, len(hos)) if hos[j][1] == "sub6-mmW"), None)
+        if j is None or hos[j][0] > seconds:
+            break
+        b = hos[j][0]
+        back = min([b + RETURN_S, seconds] + [t for t, _ in hos[j + 1:j + 2]])
+        stay = {"enter_s": a, "seconds": b - a}
+        for v in variants:
+            cw = lambda lo, hi: [c for t, c, _ in iv[v] if lo <= t < hi]  # noqa: E731
+            entering, within = cw(a - 1.0, a), cw(a, b)
+            stay[v] = {
+                "cwnd_in_kb": max(entering, default=float("nan")) / 1e3,
+                "cwnd_lowest_kb": min(within, default=float("nan")) / 1e3,
+                "cwnd_out_kb": (within[-1] if within else float("nan")) / 1e3,
+                "retrans": sum(n for t, _, n in iv[v] if a <= t < b),
+                "return_mbps": mean([d for x, d, _ in series[v] if b < x <= back]),
+            }
+            stay[v]["kept"] = stay[v]["cwnd_lowest_kb"] >= KEPT_SHARE * stay[v]["cwnd_in_kb"]
+        stays.append(stay)
+    if not stays:
+        e.notes.append("Sub-6 stays (Sec. 4.5): none from a mmW→sub6 handover to a sub6→mmW "
+                       "one in the emulated stretch.")
+        return {"stays": []}
+    e.tables.append(Table(
+        "Sub-6 stays between a mmW→sub6 and the next sub6→mmW handover (Sec. 4.5: M2HO "
+        "keeps the mmWave window for the return): cwnd kB entering / lowest / leaving, "
+        f"segments retransmitted in the stay, Mbit/s in the first {RETURN_S:.0f} s back on "
+        "mmWave",
+        ["enter s", "stay s"] + [f"{v} {c}" for v in variants
+                                 for c in ("cwnd kB", "retransmitted", "Mbit/s back")],
+        [[fmt(x["enter_s"], 1), fmt(x["seconds"], 1)]
+         + [c for v in variants for c in (
+             " / ".join(fmt(x[v][k], 0) for k in ("cwnd_in_kb", "cwnd_lowest_kb", "cwnd_out_kb")),
+             str(x[v]["retrans"]), fmt(x[v]["return_mbps"], 1))]
+         for x in stays],
+        {"stays": stays}))
+    if "m2ho" in variants and "cubic" in variants:
+        def ratio(sel: list[dict]) -> float:
+            c = mean([x["cubic"]["return_mbps"] for x in sel])
+            return mean([x["m2ho"]["return_mbps"] for x in sel]) / c if c else float("nan")
+        kept = [x for x in stays if x["m2ho"]["kept"]]
+        cut = [x for x in stays if not x["m2ho"]["kept"]]
+        e.notes.append(
+            f"Sub-6 stays (table above): M2HO's sender kept at least {KEPT_SHARE:.0%} of the "
+            f"window it entered with through {len(kept)} of {len(stays)} stays (plain CUBIC "
+            f"through {sum(x['cubic']['kept'] for x in stays)}). Back on mmWave, in the first "
+            f"{RETURN_S:.0f} s, M2HO's throughput was {fmt(ratio(kept), 2)}x CUBIC's after the "
+            f"stays it kept its window through and {fmt(ratio(cut), 2)}x after the others. "
+            "Rate control cannot keep a window that a loss within the stay cuts (the "
+            "retransmissions in the table), such as the backlog a collapsed mmWave cell forwards to a "
+            "smaller target buffer, an outage while attached, a rate falling faster than Eq. "
+            "2's estimate follows.")
+    return {"stays": stays}
+
+
 def _loss_episodes_per_min(out: Path) -> float:
     """Retransmission episodes (runs of sender intervals with retransmissions) per minute."""
     iv = _sender_intervals(out)
@@ -718,6 +797,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
                for c in emu_scenario(base, seconds, "cubic", False)["radio"]["cells"]}
     causes = _causes(e, runs, per["cubic"], cell_rat, buffers, st)
     window_use = _window_use(e, runs, hos, seconds)
+    _sub6_stays(e, runs, hos, seconds)
     lat = {v: r["report"]["realtime"] for v, r in runs.items()}
     e.tables.append(Table(
         "Emulator lateness per run (against the model's schedule)",
