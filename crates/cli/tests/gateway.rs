@@ -498,9 +498,23 @@ fn duplication_leaves_the_product_of_the_loss_rates() {
                 .sum()
         })
         .unwrap_or(0);
+    // Copies the client's stack queued beyond the first, per stack QoS class (pair-a is
+    // critical, pair-b low_latency): a datagram sent on one path only adds none.
+    let stack_copies = |class: &str| -> u64 {
+        status["sessions"]
+            .as_object()
+            .map(|s| {
+                s.values()
+                    .filter_map(|v| v["stack_datagram_copies"][class].as_u64())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let (copies_a, copies_b) = (stack_copies("critical"), stack_copies("low_latency"));
     eprintln!(
-        "second copies sent: {copies:?}; interfaces taken for down: {downs}; client TUN drops: \
-         {}; datagrams the client's stack dropped: {stack_dropped}",
+        "second copies asked for: {copies:?}; queued by the stack: pair-a {copies_a}, pair-b \
+         {copies_b}; interfaces taken for down: {downs}; client TUN drops: {}; datagrams the \
+         client's stack dropped: {stack_dropped}",
         tun[0]["stats64"]["tx"]["dropped"]
     );
     // The workload started once the status showed every path validated (a path still
@@ -554,6 +568,11 @@ fn duplication_leaves_the_product_of_the_loss_rates() {
     assert!(
         stack_dropped <= 4_000,
         "the client's stack dropped {stack_dropped} copies of 400 000"
+    );
+    assert!(
+        copies_a >= 96_000 && copies_b >= 96_000,
+        "the stack queued a second copy of {copies_a} (pair-a) and {copies_b} (pair-b) of \
+         100 000 datagrams each"
     );
     let metrics = read(&out.join("gws-metrics.txt"));
     let discarded: f64 = metrics

@@ -9,7 +9,7 @@
 //! lines), and exits with an error when the session ends otherwise than by SIGINT or
 //! SIGTERM, printing a JSON summary of its counters either way.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -248,6 +248,19 @@ pub fn path_status(conn: &Connection) -> Vec<PathStatus> {
             packets_lost: p.stats.packets_lost,
         })
         .collect()
+}
+
+/// The stack's copies of duplicated datagrams beyond the first, by QoS class.
+pub fn stack_copies(conn: &Connection) -> BTreeMap<&'static str, u64> {
+    [
+        QosClass::BestEffort,
+        QosClass::Bulk,
+        QosClass::LowLatency,
+        QosClass::Critical,
+    ]
+    .into_iter()
+    .map(|c| (c.name(), conn.datagram_copies(c)))
+    .collect()
 }
 
 /// Maps the policy's interfaces to the client's (by name, else by address).
@@ -1097,6 +1110,7 @@ fn refresh_status(
         decisions: s.decisions.iter().cloned().collect(),
         bad_datagrams: s.bad_datagrams,
         stack_datagrams_dropped: conn.datagrams_dropped(),
+        stack_datagram_copies: stack_copies(conn),
     };
     drop(s);
     status.lock().sessions.insert(session.to_string(), sess);

@@ -702,6 +702,7 @@ fn session_status(s: &Session) -> SessionStatus {
         counters: s.counters.clone(),
         paths: crate::client::path_status(&s.conn),
         stack_datagrams_dropped: s.conn.datagrams_dropped(),
+        stack_datagram_copies: crate::client::stack_copies(&s.conn),
         ..SessionStatus::default()
     }
 }

@@ -9,7 +9,8 @@
 //! | `polypath_gw_class_packets_total` | `session`, `class`, `dir` (`up`, `down`) | IP packets carried |
 //! | `polypath_gw_class_bytes_total` | `session`, `class`, `dir` | IP bytes carried (rate() is the class's throughput) |
 //! | `polypath_gw_class_dropped_total` | `session`, `class` | packets the sending buffer dropped (queue full) |
-//! | `polypath_gw_duplicates_sent_total` | `session`, `class` | copies sent beyond the first (duplicate mode) |
+//! | `polypath_gw_duplicates_sent_total` | `session`, `class` | copies asked for beyond the first (duplicate mode), sent or not |
+//! | `polypath_gw_stack_datagram_copies_total` | `session`, `qos_class` | copies the stack queued on paths beyond the first (what duplication sent) |
 //! | `polypath_gw_duplicates_discarded_total` | `session`, `class` | copies the receiver discarded |
 //! | `polypath_gw_switches_total` | `session`, `class` | QoS manager decisions that changed a class's interfaces |
 //! | `polypath_gw_path_bytes_sent_total` | `session`, `path` | UDP bytes the path sent |
@@ -47,7 +48,10 @@ pub struct ClassCounters {
     pub bytes_down: u64,
     /// Dropped by the sending buffer.
     pub dropped: u64,
-    /// Copies sent beyond the first.
+    /// Copies asked of the stack beyond the first: one per further interface the class
+    /// uses (client) or lists (server), sent or not. The stack sends a copy only on a
+    /// validated path its scheduler holds healthy: [`SessionStatus::stack_datagram_copies`]
+    /// counts those.
     pub duplicates_sent: u64,
     /// Copies received and discarded.
     pub duplicates_discarded: u64,
@@ -122,6 +126,10 @@ pub struct SessionStatus {
     /// Outgoing datagrams the stack dropped (its queue full, or a path holding duplicated
     /// copies could not keep up).
     pub stack_datagrams_dropped: u64,
+    /// Copies of duplicated datagrams the stack queued on paths beyond the first of each,
+    /// by stack QoS class: what duplication really sent, where a class's
+    /// `duplicates_sent` counts the copies asked for.
+    pub stack_datagram_copies: BTreeMap<&'static str, u64>,
 }
 
 /// Everything the endpoints show.
@@ -226,8 +234,25 @@ impl Status {
         family(
             "polypath_gw_duplicates_sent_total",
             "counter",
-            "copies sent beyond the first",
+            "copies asked for beyond the first, sent or not",
             per_class(&|c| vec![("", c.duplicates_sent)]),
+        );
+        family(
+            "polypath_gw_stack_datagram_copies_total",
+            "counter",
+            "copies of duplicated datagrams the stack queued on paths beyond the first",
+            s.sessions
+                .iter()
+                .chain(&s.ended)
+                .flat_map(|(id, sess)| {
+                    sess.stack_datagram_copies.iter().map(move |(class, v)| {
+                        (
+                            format!("session=\"{}\",qos_class=\"{class}\"", esc(id)),
+                            *v as f64,
+                        )
+                    })
+                })
+                .collect(),
         );
         family(
             "polypath_gw_duplicates_discarded_total",

@@ -257,6 +257,13 @@ impl Connection {
             .unwrap_or(0)
     }
 
+    /// Copies of duplicated datagrams of `class` the stack queued on paths beyond the first
+    /// of each (see the stack's `Connection::datagram_copies`).
+    pub fn datagram_copies(&self, class: QosClass) -> u64 {
+        self.with(|(conn, _, _)| conn.datagram_copies(class))
+            .unwrap_or(0)
+    }
+
     /// Waits until fewer than `limit` bytes of datagrams (of `class` only, when given) are
     /// queued in the connection, so that an application keeping its own queues
     /// (priorities, rate limits) hands the connection only what it is about to send.

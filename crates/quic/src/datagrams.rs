@@ -45,6 +45,10 @@ pub struct DatagramQueues {
     /// Datagrams dropped because a queue was full (or, for a copy queued on a path, because
     /// the path stopped taking data).
     pub dropped_outgoing: u64,
+    /// Per [`QosClass`] (by [`QosClass::index`]): copies of duplicated datagrams queued on
+    /// paths beyond the first of each (a scheduler's `Decision::Duplicate`). A copy whose
+    /// path then stopped taking data is also in `dropped_outgoing`.
+    pub copies_queued: [u64; 4],
     /// Datagrams received but dropped because the application did not read fast enough.
     pub dropped_incoming: u64,
 }
@@ -61,6 +65,7 @@ impl DatagramQueues {
             incoming_bytes: 0,
             receive_buffer,
             dropped_outgoing: 0,
+            copies_queued: [0; 4],
             dropped_incoming: 0,
         }
     }

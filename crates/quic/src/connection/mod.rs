@@ -902,6 +902,14 @@ impl Connection {
         self.datagrams.dropped_outgoing
     }
 
+    /// Copies of duplicated datagrams of `class` queued on paths beyond the first of each
+    /// (a copy its path then dropped is in [`Self::datagrams_dropped`] too). A datagram the
+    /// scheduler sends on one path only, e.g. while the class's other path is validating,
+    /// adds none.
+    pub fn datagram_copies(&self, class: QosClass) -> u64 {
+        self.datagrams.copies_queued[class.index()]
+    }
+
     /// Sets the QoS class of stream `id`'s data from its next frame on (all streams start as
     /// [`QosClass::BestEffort`]); false if the stream does not exist or has no sending part.
     pub fn set_stream_class(&mut self, id: StreamId, class: QosClass) -> bool {

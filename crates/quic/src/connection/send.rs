@@ -617,8 +617,10 @@ impl Connection {
                     .datagrams
                     .pop_outgoing_if_fits(usize::MAX, Some(class))?;
                 let len = data.len() as u64;
+                let mut copies = 0u64;
                 for &id in targets {
                     if let Some(path) = self.paths.get_mut(&id).filter(|p| p.is_usable()) {
+                        copies += 1;
                         path.datagram_queue_bytes += data.len();
                         path.queued_bytes += len;
                         path.datagram_queue.push_back(data.clone());
@@ -626,6 +628,7 @@ impl Connection {
                         self.scheduler.on_packet_sent(now, id, len);
                     }
                 }
+                self.datagrams.copies_queued[class.index()] += copies.saturating_sub(1);
                 continue;
             }
             // Stream data only: datagrams and control frames wait for a pacer instead.

@@ -818,6 +818,9 @@ fn a_duplicated_class_sends_each_datagram_on_both_paths() {
     );
     // Copies are dropped, not kept, when a path stops taking data: none waits now.
     assert_eq!(pair.client().datagrams_dropped(), 0);
+    // One copy beyond the first of each, counted for its class alone.
+    assert_eq!(pair.client().datagram_copies(QosClass::Critical), 40);
+    assert_eq!(pair.client().datagram_copies(QosClass::BestEffort), 0);
 }
 
 #[test]
