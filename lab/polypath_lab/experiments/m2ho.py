@@ -550,9 +550,10 @@ def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
             f"{RETURN_S:.0f} s, M2HO's throughput was {fmt(ratio(kept), 2)}x CUBIC's after the "
             f"stays it kept its window through and {fmt(ratio(cut), 2)}x after the others. "
             "Rate control cannot keep a window that a loss within the stay cuts (the "
-            "retransmissions in the table), such as the backlog a collapsed mmWave cell forwards to a "
-            "smaller target buffer, an outage while attached, a rate falling faster than Eq. "
-            "2's estimate follows.")
+            "retransmissions in the table); the losses traced so far came from the backlog a "
+            "collapsed mmWave cell forwards to a smaller target buffer, outages while "
+            "attached, and bursts into the sub-6 buffer when the advertised window grows in "
+            "one step.")
     return {"stays": stays}
 
 
