@@ -252,15 +252,10 @@ pub fn path_status(conn: &Connection) -> Vec<PathStatus> {
 
 /// The stack's copies of duplicated datagrams beyond the first, by QoS class.
 pub fn stack_copies(conn: &Connection) -> BTreeMap<&'static str, u64> {
-    [
-        QosClass::BestEffort,
-        QosClass::Bulk,
-        QosClass::LowLatency,
-        QosClass::Critical,
-    ]
-    .into_iter()
-    .map(|c| (c.name(), conn.datagram_copies(c)))
-    .collect()
+    QosClass::BY_DEMAND
+        .into_iter()
+        .map(|c| (c.name(), conn.datagram_copies(c)))
+        .collect()
 }
 
 /// Maps the policy's interfaces to the client's (by name, else by address).
