@@ -513,7 +513,8 @@ impl AgentFactory for EmuFactory {
     }
 }
 
-/// Replaces the placeholders of a command line.
+/// Replaces the placeholders of a command line; `{{` and `}}` stand for literal braces
+/// (an awk program, a JSON argument).
 fn substitute(
     scenario: &Scenario,
     field: &str,
@@ -522,8 +523,22 @@ fn substitute(
 ) -> Result<String, EmuError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
+    while let Some(open) = rest.find(['{', '}']) {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        if let Some(after) = from.strip_prefix("{{").or_else(|| from.strip_prefix("}}")) {
+            out.push_str(&from[..1]);
+            rest = after;
+            continue;
+        }
+        if from.starts_with('}') {
+            return Err(scenario
+                .error_at(
+                    field,
+                    "a `}` without its `{` (write `}}` for a literal one)",
+                )
+                .into());
+        }
         let Some(close) = rest[open..].find('}') else {
             return Err(scenario.error_at(field, "a `{` without its `}`").into());
         };
@@ -1361,5 +1376,17 @@ rate = "10Mbit/s"
         );
         assert!(substitute(&sc, "f", "{addr:c}", &vars).is_err());
         assert!(substitute(&sc, "f", "{out", &vars).is_err());
+        assert_eq!(
+            substitute(
+                &sc,
+                "f",
+                "awk '{{print $1}}' {out}/x --p 'b={{\"f\":1}}'",
+                &vars
+            )
+            .unwrap(),
+            "awk '{print $1}' /o/x --p 'b={\"f\":1}'"
+        );
+        let e = substitute(&sc, "f", "a } b", &vars).unwrap_err();
+        assert!(e.to_string().contains("a `}` without its `{`"), "{e}");
     }
 }
