@@ -53,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
                         "measured per run instead of 5, "
                         "every case, pairing and configuration; chymp: 100 000 duplicated "
                         "packets per loss pair and a third pair)")
+    r.add_argument("--m2ho-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="m2ho: a parameter of the M2HO controller for its replays and its "
+                        "daemon (polypath m2ho run --param; repeatable), e.g. lambda=1.5 or "
+                        "rate_control=false; the report names the ones set")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -74,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     if a.quick and a.full:
         p.error("--quick and --full exclude each other")
-    ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress, a.full)
+    bad = [x for x in a.m2ho_param if not x.partition("=")[1] or not x.partition("=")[0].strip()]
+    if bad:
+        p.error(f"--m2ho-param {bad[0]!r}: needs KEY=VALUE")
+    ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress, a.full,
+                  tuple(a.m2ho_param))
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     done = []

@@ -263,6 +263,31 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
     assert all("queue" not in link for link in base["link"]), "base not modified"
 
 
+def test_m2ho_params_reach_the_replays_and_the_daemon(tmp_path):
+    """``--m2ho-param KEY=VALUE`` goes to the controller of the replays and to the daemon of
+    the M2HO variant (quoted for the shell, braces doubled for the emulator), not to the
+    other variants; a key the controller does not take fails in the replays, before any
+    emulation, naming it; a parameter without ``=`` is refused."""
+    from polypath_lab.experiments import m2ho
+    from polypath_lab.sim import LabError, load_scenario
+
+    base = load_scenario("driving-m2ho")
+    params = ("lambda=1.5", 'burst={"full":1.0,"partial":0.4}')
+    recv = next(f for f in m2ho.emu_scenario(base, 20, "cubic", True, params)["flow"]
+                if f["name"] == "recv")["command"]
+    assert " --param lambda=1.5 --param 'burst={{\"full\":1.0,\"partial\":0.4}}' " in recv, recv
+    plain = m2ho.emu_scenario(base, 20, "cubic", False, params)
+    assert all("--param" not in f["command"] for f in plain["flow"]), plain["flow"]
+    events = tmp_path / "events.jsonl"
+    events.write_text("")
+    assert m2ho._replay(events, params)["handovers"] == []
+    with pytest.raises(LabError, match="lamda"):
+        m2ho._replay(events, ("lamda=1.5",))
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "m2ho", "--m2ho-param", "lambda", "--out", str(tmp_path / "r")])
+    assert exit_.value.code == 2
+
+
 def test_m2ho_window_use_by_hand(tmp_path):
     """The table of what held each sender back splits each sender's intervals by the
     serving cell's type (the target of the last handover before them, the source of the

@@ -24,6 +24,9 @@ class Context:
     progress: bool = True
     #: The full sets (experiments that have a reduced default run everything; hours of real time).
     full: bool = False
+    #: Parameters of the M2HO controller (``KEY=VALUE``, as ``polypath m2ho run --param``)
+    #: for the m2ho experiment's replays and daemon; none: the paper's defaults.
+    m2ho_params: tuple[str, ...] = ()
 
 
 def registry() -> dict:

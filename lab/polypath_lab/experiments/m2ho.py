@@ -55,12 +55,24 @@ def _prediction_type(p: dict) -> str:
     return f"{src}-{dst}"
 
 
-def _replay(events: Path) -> dict:
+def _replay(events: Path, params: tuple[str, ...] = ()) -> dict:
+    """The controller's statistics over a link-event file (``polypath m2ho replay``), with
+    the controller parameters ``params`` (``KEY=VALUE``); a parameter the controller does
+    not take fails here, before anything is emulated."""
     cmd = [str(polypath_binary()), "m2ho", "replay", str(events)]
+    for p in params:
+        cmd += ["--param", p]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise LabError(f"{' '.join(cmd)} failed:\n{proc.stderr.strip()}")
     return json.loads(proc.stdout)["stats"]
+
+
+def _params_text(params: tuple[str, ...]) -> str:
+    """How the report names the controller's parameters."""
+    if not params:
+        return "the paper's defaults (crates/m2ho/README.md)"
+    return "set with --m2ho-param: " + ", ".join(f"``{p}``" for p in params)
 
 
 def _tally(stats: list[dict]) -> dict:
@@ -104,7 +116,7 @@ def run(ctx: Context) -> Experiment:
         for seed in ctx.seeds:
             runs.append(Run(f"{name}-s{seed}", s, seed, {"scenario": name}, events=True))
     results = run_all(runs, ctx.work / NAME, "m2ho prediction", ctx.jobs, ctx.progress)
-    stats = [_replay(r.out / "events.jsonl") for r in results]
+    stats = [_replay(r.out / "events.jsonl", ctx.m2ho_params) for r in results]
     t = _tally(stats)
 
     e = Experiment(
@@ -113,7 +125,8 @@ def run(ctx: Context) -> Experiment:
         (__doc__ or "").strip() + f"\n\nRuns: {len(runs)} ({', '.join(r.name for r in runs)});"
         f" {t['total']['ho']} handovers ("
         + ", ".join(f"{k} {t[k]['ho']}" for k in TYPES)
-        + f"), of them {t['total']['uncommanded']} without a command (radio link failure).",
+        + f"), of them {t['total']['uncommanded']} without a command (radio link failure)."
+        + f"\n\nController parameters: {_params_text(ctx.m2ho_params)}.",
     )
     rows = []
     for who in ("naive", "m2ho"):
@@ -239,10 +252,13 @@ SENDER_START_S = 1.0
 DRAIN_S = 40
 
 
-def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
+def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
+                 params: tuple[str, ...] = ()) -> dict:
     """The driving loop's first ``seconds`` with kernel TCP down to the UE (``cc``),
-    through the M2HO daemon when ``m2ho``; per-slot RB events on the feed."""
+    through the M2HO daemon when ``m2ho`` (with the controller parameters ``params``,
+    ``KEY=VALUE``); per-slot RB events on the feed."""
     import copy
+    import shlex
 
     s = copy.deepcopy(base)
     s["sim"] = {**s["sim"], "duration": f"{seconds + DRAIN_S}s", "stop_when_done": True}
@@ -267,7 +283,10 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool) -> dict:
     recv = ("{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
             "> {out}/recv.json")
     if m2ho:
-        recv = ("{polypath} m2ho run --stats {out}/m2ho.json --stats-interval 1s "
+        # Doubled, the braces of a JSON value are literal to the emulator (not placeholders).
+        given = "".join(" --param " + shlex.quote(p).replace("{", "{{").replace("}", "}}")
+                        for p in params)
+        recv = ("{polypath} m2ho run --stats {out}/m2ho.json --stats-interval 1s" + given + " "
                 "> {out}/m2ho.out 2> {out}/m2ho.err & D=$!; i=0; "
                 "while ! grep -q ready {out}/m2ho.out && [ $i -lt 100 ]; do sleep 0.05; "
                 "i=$((i+1)); done; " + recv + "; kill -TERM $D; wait $D")
@@ -711,7 +730,8 @@ def emulated(ctx: Context, e: Experiment) -> None:
     for name, cc, m2ho in variants:
         print(f"m2ho: emulating {seconds} s of the driving loop with {name} (real time)",
               flush=True)
-        runs[name] = _emulate(f"emu-{name}", emu_scenario(base, seconds, cc, m2ho),
+        runs[name] = _emulate(f"emu-{name}", emu_scenario(base, seconds, cc, m2ho,
+                                                          ctx.m2ho_params),
                               ctx.work / NAME, seed)
     hos = [h for h in _handovers(runs["cubic"]["out"], cell_rat) if 1.5 < h[0] < seconds]
     per: dict = {}
