@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     if a.quick and a.full:
         p.error("--quick and --full exclude each other")
-    bad = [x for x in a.m2ho_param if not x.partition("=")[1] or not x.partition("=")[0].strip()]
+    bad = [x for x in a.m2ho_param if "=" not in x or not x.split("=", 1)[0].strip()]
     if bad:
         p.error(f"--m2ho-param {bad[0]!r}: needs KEY=VALUE")
     ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress, a.full,
