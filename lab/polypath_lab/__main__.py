@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import sweep
 from .experiments import Context, registry
+from .experiments.m2ho import UE_SHARE, parse_environment
 from .report import print_tables, write_report
 from .sim import REPO, LabError
 
@@ -57,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="m2ho: a parameter of the M2HO controller for its replays and its "
                         "daemon (polypath m2ho run --param; repeatable), e.g. lambda=1.5 or "
                         "rate_control=false; the report names the ones set")
+    r.add_argument("--m2ho-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="m2ho: the emulated environment (repeatable): ue_share (the UE's "
+                        f"share of each cell, default {UE_SHARE}: rates and buffers scale "
+                        "with it), buffer_nr_fr1 / buffer_nr_fr2 (per-UE cell buffer at full "
+                        "rate, bytes; default the scenario's or the model's); the report "
+                        "names them")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -81,8 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [x for x in a.m2ho_param if "=" not in x or not x.split("=", 1)[0].strip()]
     if bad:
         p.error(f"--m2ho-param {bad[0]!r}: needs KEY=VALUE")
+    try:
+        parse_environment(a.m2ho_env)
+    except ValueError as e:
+        p.error(str(e))
     ctx = Context(seeds, a.quick, a.out, a.out / "runs", a.jobs, not a.no_progress, a.full,
-                  tuple(a.m2ho_param))
+                  tuple(a.m2ho_param), tuple(a.m2ho_env))
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     done = []

@@ -249,7 +249,7 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
     base = load_scenario("driving-m2ho")
     s = m2ho.emu_scenario(base, 20, "cubic", False)
     for before, after in zip(base["radio"]["cells"], s["radio"]["cells"]):
-        full = before.get("buffer_bytes", m2ho.MODEL_BUFFER_BYTES[before["type"]])
+        full = m2ho.MODEL_BUFFER_BYTES[before["type"]]
         assert after["ue_share"] == m2ho.UE_SHARE
         assert after["buffer_bytes"] == round(m2ho.UE_SHARE * full), after
     assert all("buffer_bytes" not in c for c in base["radio"]["cells"]), "base not modified"
@@ -261,6 +261,37 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
     nr = next(link for link in s["link"] if link.get("radio"))
     assert nr["queue"] == f"{round(m2ho.UE_SHARE * m2ho.UE_UPLINK_BUFFER_BYTES)}B", nr
     assert all("queue" not in link for link in base["link"]), "base not modified"
+
+
+def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
+    """``--m2ho-env`` changes what the emulated stretches assume: the share scales every
+    rate and buffer (cells, tcp_rmem, uplink queue), a buffer replaces the one of its cell
+    type only; unknown keys and values out of range are refused on the command line."""
+    from polypath_lab.experiments import m2ho
+    from polypath_lab.sim import load_scenario
+
+    env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000"])
+    assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000"]
+    assert m2ho.parse_environment([]).changed() == []
+    s = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False, (), env)
+    buffers = {c["type"]: set() for c in s["radio"]["cells"]}
+    for c in s["radio"]["cells"]:
+        assert c["ue_share"] == 0.3
+        buffers[c["type"]].add(c["buffer_bytes"])
+    assert buffers == {"nr_fr1": {600_000}, "nr_fr2": {1_200_000}}, buffers
+    ue = next(h for h in s["host"] if h["name"] == "ue")
+    assert ue["tcp_rmem"] == [round(0.3 * b) for b in m2ho.UE_TCP_RMEM], ue
+    nr = next(link for link in s["link"] if link.get("radio"))
+    assert nr["queue"] == f"{round(0.3 * m2ho.UE_UPLINK_BUFFER_BYTES)}B", nr
+    for bad, why in (("ue_share=0", "share"), ("ue_share=1.5", "share"),
+                     ("buffer_nr_fr1=-1", "positive"), ("buffer_nr_fr2=1.5", "whole"),
+                     ("buffer_lte=1", "KEY one of"), ("ue_share", "KEY one of"),
+                     ("ue_share=a", "not a number")):
+        with pytest.raises(ValueError, match=why):
+            m2ho.parse_environment([bad])
+        with pytest.raises(SystemExit) as exit_:
+            main(["run", "m2ho", "--m2ho-env", bad, "--out", str(tmp_path / "r")])
+        assert exit_.value.code == 2
 
 
 def test_m2ho_params_reach_the_replays_and_the_daemon(tmp_path):

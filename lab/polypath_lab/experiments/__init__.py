@@ -27,6 +27,9 @@ class Context:
     #: Parameters of the M2HO controller (``KEY=VALUE``, as ``polypath m2ho run --param``)
     #: for the m2ho experiment's replays and daemon; none: the paper's defaults.
     m2ho_params: tuple[str, ...] = ()
+    #: The m2ho experiment's emulated environment (``KEY=VALUE``: ``ue_share``,
+    #: ``buffer_nr_fr1``, ``buffer_nr_fr2``); none: its defaults.
+    m2ho_env: tuple[str, ...] = ()
 
 
 def registry() -> dict:

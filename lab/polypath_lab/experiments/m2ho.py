@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from .. import paper
@@ -238,8 +239,6 @@ UE_UPLINK_BUFFER_BYTES = 1_500_000
 #: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers (the UE host's
 #: ``tcp_rmem``; without it the emulator gives Linux's defaults, a 6 MiB maximum).
 UE_TCP_RMEM = (2_097_152, 6_291_456, 16_777_216)
-#: The UE host's ``tcp_rmem`` in the emulated stretches: the phone's at x UE_SHARE.
-UE_TCP_RMEM_SCALED = [round(UE_SHARE * b) for b in UE_TCP_RMEM]
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
 WINDOW_S = 5.0
@@ -252,11 +251,71 @@ SENDER_START_S = 1.0
 DRAIN_S = 40
 
 
+@dataclass(frozen=True)
+class Environment:
+    """What the emulated stretches assume of the network beyond the scenario: the UE's
+    share of each cell (every rate and buffer scaled by it) and the per-UE cell buffers
+    at full rate, by cell type. Set with ``--m2ho-env KEY=VALUE`` (sensitivity runs); by
+    default the share is ``UE_SHARE`` and the buffers are the scenario's or the model's."""
+
+    #: The UE's share of each cell's slots (rates, buffers, tcp_rmem and the uplink
+    #: buffer scale with it).
+    ue_share: float = UE_SHARE
+    #: Per-UE buffer of every sub-6 GHz cell at full rate (bytes), if not the scenario's.
+    buffer_nr_fr1: int | None = None
+    #: Per-UE buffer of every mmWave cell at full rate (bytes), if not the scenario's.
+    buffer_nr_fr2: int | None = None
+
+    def scaled(self, full_rate_bytes: int) -> int:
+        """Bytes at the emulated scale."""
+        return round(self.ue_share * full_rate_bytes)
+
+    def buffer(self, cell: dict) -> int:
+        """The per-UE buffer of a scenario's ``cell`` at full rate: the environment's for
+        its type, else the cell's own, else the model's default."""
+        rat = cell["type"]
+        given = {"nr_fr1": self.buffer_nr_fr1, "nr_fr2": self.buffer_nr_fr2}.get(rat)
+        return given or cell.get("buffer_bytes", MODEL_BUFFER_BYTES[rat])
+
+    def changed(self) -> list[str]:
+        """``KEY=VALUE`` of what differs from the defaults."""
+        d = Environment()
+        return [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                if getattr(self, f.name) != getattr(d, f.name)]
+
+
+def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
+    """An :class:`Environment` from ``KEY=VALUE`` items; a ``ValueError`` names an unknown
+    key or a value out of range (the share in (0, 1], buffers positive whole bytes)."""
+    env = Environment()
+    known = [f.name for f in fields(Environment)]
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or key not in known:
+            raise ValueError(f"--m2ho-env {item!r}: needs KEY=VALUE with KEY one of "
+                             f"{', '.join(known)}")
+        try:
+            x = float(value)
+        except ValueError:
+            raise ValueError(f"--m2ho-env {item!r}: {value!r} is not a number") from None
+        if key == "ue_share":
+            if not 0.0 < x <= 1.0:
+                raise ValueError(f"--m2ho-env {item!r}: the share must be in (0, 1]")
+            env = replace(env, ue_share=x)
+        else:
+            if not x.is_integer() or x <= 0:
+                raise ValueError(f"--m2ho-env {item!r}: a buffer is a positive whole number "
+                                 "of bytes")
+            env = replace(env, **{key: int(x)})
+    return env
+
+
 def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
-                 params: tuple[str, ...] = ()) -> dict:
+                 params: tuple[str, ...] = (), env: Environment = Environment()) -> dict:
     """The driving loop's first ``seconds`` with kernel TCP down to the UE (``cc``),
     through the M2HO daemon when ``m2ho`` (with the controller parameters ``params``,
-    ``KEY=VALUE``); per-slot RB events on the feed."""
+    ``KEY=VALUE``), in the environment ``env``; per-slot RB events on the feed."""
     import copy
     import shlex
 
@@ -264,22 +323,21 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
     s["sim"] = {**s["sim"], "duration": f"{seconds + DRAIN_S}s", "stop_when_done": True}
     s["output"] = {"bin": "100ms", "rb_events": True}
     for c in s["radio"]["cells"]:
-        c["ue_share"] = UE_SHARE
+        c["ue_share"] = env.ue_share
         # Scaling the network down scales its buffers with it: a per-UE buffer is a number
-        # of bytes the cell holds at the UE's rate, so at x UE_SHARE the same bytes would
-        # hold 1/UE_SHARE times as long (seconds of standing queue, where M2HO measured a
+        # of bytes the cell holds at the UE's rate, so at x ue_share the same bytes would
+        # hold 1/ue_share times as long (seconds of standing queue, where M2HO measured a
         # 69.7 ms mean RTT, Sec. 3.3 finding 1) and be several BDPs deep: no cut of CUBIC's
         # window could then leave the link idle, which is what handovers cost it in the
         # paper. Kept in proportion, the buffer is as many round trips deep as at full rate.
-        full_rate = c.get("buffer_bytes", MODEL_BUFFER_BYTES[c["type"]])
-        c["buffer_bytes"] = round(UE_SHARE * full_rate)
+        c["buffer_bytes"] = env.scaled(env.buffer(c))
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
-        link["queue"] = f"{round(UE_SHARE * UE_UPLINK_BUFFER_BYTES)}B"
+        link["queue"] = f"{env.scaled(UE_UPLINK_BUFFER_BYTES)}B"
     s["radio"].pop("predictors", None)
     for h in s["host"]:
         if h["name"] == "ue":
-            h["tcp_rmem"] = list(UE_TCP_RMEM_SCALED)
+            h["tcp_rmem"] = [env.scaled(b) for b in UE_TCP_RMEM]
     recv = ("{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
             "> {out}/recv.json")
     if m2ho:
@@ -610,7 +668,7 @@ def _queue_drop_share(out: Path) -> float:
     return 100.0 * d["drops_queue"] / total if total else float("nan")
 
 
-def _acks_note(e: Experiment, runs: dict, st: dict | None) -> None:
+def _acks_note(e: Experiment, runs: dict, st: dict | None, env: Environment) -> None:
     """What became of the ACKs: the uplink's drops per variant (queue full, and while down
     after a radio link failure), and the daemon's window updates for senders stalled behind
     a retracted window."""
@@ -619,7 +677,7 @@ def _acks_note(e: Experiment, runs: dict, st: dict | None) -> None:
                       if d is not None else f"{v} unknown" for v, d in up.items())
     reopened = st["packets"].get("windows_reopened", 0) if st is not None else 0
     e.notes.append(
-        f"ACKs. The UE's uplink holds {UE_SHARE * UE_UPLINK_BUFFER_BYTES / 1e3:.0f} kB (a "
+        f"ACKs. The UE's uplink holds {env.scaled(UE_UPLINK_BUFFER_BYTES) / 1e3:.0f} kB (a "
         "phone's modem and interface queue, scaled like the cells' buffers): an ACK waits for "
         "a slow grant rather than being dropped. The emulator's default for a link's queue, "
         "one BDP at the current rate, shrinks to nothing when the uplink's rate collapses; a "
@@ -632,19 +690,19 @@ def _acks_note(e: Experiment, runs: dict, st: dict | None) -> None:
 
 
 def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cubic_out: Path,
-             ho_per_min: float, m2ho_sub6_buffer_kb: float) -> None:
+             ho_per_min: float, m2ho_sub6_buffer_kb: float, env: Environment) -> None:
     """Notes that say, from this run's measurements, why the throughput ratio is what it
     is: which of the paper's causes the emulation produces, and what M2HO can act on."""
     c = lambda k, f: causes.get(k, {}).get(f, float("nan"))  # noqa: E731
     e.notes.append(
-        f"Rates and per-UE cell buffers are both scaled x{UE_SHARE} (the emulator carries a "
+        f"Rates and per-UE cell buffers are both scaled x{env.ue_share:g} (the emulator carries a "
         "few hundred Mbit/s here, not the paper's Gbit/s), so a buffer is as many round "
         "trips deep as at full rate. With the model's 1 MB / 4 MB buffers at x0.15 rates the "
         "queues stood at several BDPs (RTTs of seconds against the paper's 69.7 ms): CUBIC "
         "kept the link busy through every window cut, handovers cost it nothing and M2HO "
         "could only lose. The UE's TCP receive buffer is the phone's (Android's NR "
         f"tcp_rmem, {UE_TCP_RMEM[2] / 2**20:.0f} MiB at most) at the same scale: "
-        f"{UE_TCP_RMEM_SCALED[2] / 2**20:.1f} MiB.")
+        f"{env.scaled(UE_TCP_RMEM[2]) / 2**20:.1f} MiB.")
     e.notes.append(
         f"Causes, measured (table above): plain CUBIC used {fmt(c('total', 'cubic_use_pct'), 0)} % "
         f"of the capacity around handovers and {fmt(c('sub6-mmW', 'cubic_use_pct'), 0)} % around "
@@ -696,8 +754,8 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
         "before had grown, nor what a timeout within the sub-6 stay resets.")
     e.notes.append(
         "The rate scale weakens finding 4: CUBIC grows its window by C·t³ segments (C = 0.4), "
-        f"not in BDPs, so at x{UE_SHARE} (a BDP of {UE_SHARE} times the segments) a cut "
-        f"regrows in about {UE_SHARE ** (1 / 3):.2f} times the full-rate time: the paper's "
+        f"not in BDPs, so at x{env.ue_share:g} (a BDP of {env.ue_share:g} times the segments) a "
+        f"cut regrows in about {env.ue_share ** (1 / 3):.2f} times the full-rate time: the paper's "
         "14-21 s convergence shrinks to seconds, and with it what CUBIC loses per handover.")
     if st:
         shr = sorted(h["shrink_bytes"] for h in st["handovers"] if h.get("shrink_bytes"))
@@ -722,6 +780,10 @@ def emulated(ctx: Context, e: Experiment) -> None:
         e.notes.append("Emulated throughput: skipped, the emulator needs root.")
         return
     seconds = EMU_SECONDS[mode]
+    try:
+        env = parse_environment(ctx.m2ho_env)
+    except ValueError as err:
+        raise LabError(str(err)) from None
     base = load_scenario("driving-m2ho")
     cell_rat = {c["id"]: c["type"] for c in base["radio"]["cells"]}
     variants = VARIANTS[:2] if ctx.quick else VARIANTS
@@ -731,7 +793,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
         print(f"m2ho: emulating {seconds} s of the driving loop with {name} (real time)",
               flush=True)
         runs[name] = _emulate(f"emu-{name}", emu_scenario(base, seconds, cc, m2ho,
-                                                          ctx.m2ho_params),
+                                                          ctx.m2ho_params, env),
                               ctx.work / NAME, seed)
     hos = [h for h in _handovers(runs["cubic"]["out"], cell_rat) if 1.5 < h[0] < seconds]
     per: dict = {}
@@ -765,7 +827,9 @@ def emulated(ctx: Context, e: Experiment) -> None:
     e.tables.append(Table(
         f"Table 2: mean throughput (Mbit/s) in [-5, 5] s around handovers, emulated "
         f"({mode}: {seconds} s of the driving loop, seed {seed}, rates and cell buffers "
-        f"x{UE_SHARE})",
+        f"x{env.ue_share:g}"
+        + (f"; environment set with --m2ho-env: {', '.join(env.changed())}"
+           if env.changed() else "") + ")",
         ["type", "handovers", "M2HO paper", "M2HO polypath", "CUBIC paper", "CUBIC polypath",
          "BBR polypath", "ratio paper", "ratio polypath",
          "convergence s (M2HO / CUBIC" + (" / BBR)" if "bbr" in per else ")")],
@@ -815,7 +879,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
              "daemon_handovers": len(st["handovers"]),
              "rewritten": st["packets"]["rewritten"]}))
     buffers = {c["id"]: c["buffer_bytes"]
-               for c in emu_scenario(base, seconds, "cubic", False)["radio"]["cells"]}
+               for c in emu_scenario(base, seconds, "cubic", False, (), env)["radio"]["cells"]}
     causes = _causes(e, runs, per["cubic"], cell_rat, buffers, st)
     window_use = _window_use(e, runs, hos, seconds)
     _sub6_stays(e, runs, hos, seconds)
@@ -877,8 +941,8 @@ def emulated(ctx: Context, e: Experiment) -> None:
                 tot["ratio"] >= 1.4, f"{tot['ratio']:.2f}x over {tot['handovers']} handovers")
     sub6 = [buffers[c] for c, r in cell_rat.items() if r != "nr_fr2" and c in buffers]
     _explain(e, causes, window_use, st, runs["cubic"]["out"], 60.0 * len(hos) / seconds,
-             min(sub6, default=float("nan")) / 1e3)
-    _acks_note(e, runs, st)
+             min(sub6, default=float("nan")) / 1e3, env)
+    _acks_note(e, runs, st, env)
     late = [v for v, x in lat.items() if x["overloaded"]]
     e.notes.append(
         "The emulator's lateness is in the table above; "
