@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::scenario;
+use common::{Impairments, hosts_on_links, impaired_flow, impaired_links, scenario};
 use polypath_sim::scenario::FlowKind;
 use polypath_sim::{
     Agent, AgentFactory, AgentStats, BuildContext, Datagram, Hooks, Record, RunOptions, SimError,
@@ -297,20 +297,6 @@ impl AgentFactory for TestTransport {
     }
 }
 
-#[derive(Debug, Clone)]
-struct Impairments {
-    loss: f64,
-    burst: Option<f64>,
-    jitter_ms: u32,
-    reorder: bool,
-    duplicate: f64,
-    outage_at_ms: u32,
-    outage_ms: u32,
-    hold: bool,
-    two_paths: bool,
-    bytes: u64,
-}
-
 fn impairments() -> impl Strategy<Value = Impairments> {
     (
         0.0..0.25f64,
@@ -347,60 +333,11 @@ fn impairments() -> impl Strategy<Value = Impairments> {
                     outage_ms,
                     hold,
                     two_paths,
+                    download: false,
                     bytes,
                 }
             },
         )
-}
-
-fn link(name: &str, imp: &Impairments, rate: &str) -> String {
-    let loss = match imp.burst {
-        Some(b) => format!(
-            "{{ model = \"gilbert-elliott\", mean = {}, burst = {b} }}",
-            imp.loss
-        ),
-        None => format!("{}", imp.loss),
-    };
-    let outages = if imp.outage_ms > 0 {
-        format!(
-            "outages = [{{ at = \"{}ms\", duration = \"{}ms\" }}]\noutage_policy = \"{}\"\n",
-            imp.outage_at_ms,
-            imp.outage_ms,
-            if imp.hold { "hold" } else { "drop" }
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "[[link]]\nname = \"{name}\"\nrate = \"{rate}\"\ndelay = \"5ms\"\njitter = \"{}ms\"\nreorder = {}\nloss = {loss}\nduplicate = {}\nqueue = \"30KB\"\n{outages}\n",
-        imp.jitter_ms, imp.reorder, imp.duplicate
-    )
-}
-
-fn build(imp: &Impairments) -> String {
-    let mut s = String::from(
-        "[sim]\nduration = \"600s\"\n[output]\nbin = \"1s\"\n[[host]]\nname = \"c\"\ninterfaces = [{ name = \"p1\", addr = \"10.0.1.1\", link = \"p1\", side = \"a\" }",
-    );
-    if imp.two_paths {
-        s.push_str(", { name = \"p2\", addr = \"10.0.2.1\", link = \"p2\", side = \"a\" }");
-    }
-    s.push_str("]\n[[host]]\nname = \"s\"\ninterfaces = [{ name = \"p1\", addr = \"10.9.1.1\", link = \"p1\", side = \"b\" }");
-    if imp.two_paths {
-        s.push_str(", { name = \"p2\", addr = \"10.9.2.1\", link = \"p2\", side = \"b\" }");
-    }
-    s.push_str("]\n");
-    s.push_str(&link("p1", imp, "20Mbit/s"));
-    if imp.two_paths {
-        // The second path never goes down, so a transfer always finishes.
-        let mut other = imp.clone();
-        other.outage_ms = 0;
-        s.push_str(&link("p2", &other, "5Mbit/s"));
-    }
-    s.push_str(&format!(
-        "[[flow]]\nname = \"t\"\nkind = \"quic\"\nfrom = \"c\"\nto = \"s\"\nbytes = {}\n",
-        imp.bytes
-    ));
-    s
 }
 
 proptest! {
@@ -408,7 +345,8 @@ proptest! {
 
     #[test]
     fn every_byte_is_delivered_once_and_intact(imp in impairments(), seed in any::<u64>()) {
-        let s = scenario(&build(&imp));
+        let flow = impaired_flow(&imp, "");
+        let s = scenario(&hosts_on_links(&impaired_links(&imp), &flow, "600s"));
         let mut factory = TestTransport { results: Vec::new() };
         let opts = RunOptions { seed: Some(seed), out_dir: None, progress: false, events: None };
         let report = run_scenario(&s, &opts, Hooks { agents: Some(&mut factory), sources: Vec::new() })

@@ -104,6 +104,86 @@ pub fn hosts_on_links(links: &[(&str, String)], flows: &str, duration: &str) -> 
     )
 }
 
+/// What the delivery property tests (`quic_reliable.rs`, `reliable.rs`) do to every path.
+#[derive(Debug, Clone)]
+pub struct Impairments {
+    /// Mean loss rate.
+    pub loss: f64,
+    /// Mean loss burst length (Gilbert-Elliott); none: Bernoulli loss.
+    pub burst: Option<f64>,
+    /// Jitter (ms).
+    pub jitter_ms: u32,
+    /// Whether jitter may reorder packets.
+    pub reorder: bool,
+    /// Duplication rate.
+    pub duplicate: f64,
+    /// When the first path goes down (ms).
+    pub outage_at_ms: u32,
+    /// How long it stays down (ms); 0: never.
+    pub outage_ms: u32,
+    /// Whether the link holds packets while down (else drops them).
+    pub hold: bool,
+    /// A second path beside the first.
+    pub two_paths: bool,
+    /// Server to client instead of client to server.
+    pub download: bool,
+    /// Bytes to transfer.
+    pub bytes: u64,
+}
+
+/// The links of the delivery property tests (for [`hosts_on_links`]): `p1` at 20 Mbit/s
+/// with the impairments and, with two paths, `p2` at 5 Mbit/s with the same loss, jitter
+/// and duplication but no outage, so that a transfer can always finish.
+pub fn impaired_links(imp: &Impairments) -> Vec<(&'static str, String)> {
+    let body = |imp: &Impairments, rate: &str| {
+        let loss = match imp.burst {
+            Some(b) => format!(
+                "{{ model = \"gilbert-elliott\", mean = {}, burst = {b} }}",
+                imp.loss
+            ),
+            None => format!("{}", imp.loss),
+        };
+        let outages = if imp.outage_ms > 0 {
+            format!(
+                "outages = [{{ at = \"{}ms\", duration = \"{}ms\" }}]\noutage_policy = \"{}\"\n",
+                imp.outage_at_ms,
+                imp.outage_ms,
+                if imp.hold { "hold" } else { "drop" }
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "rate = \"{rate}\"\ndelay = \"5ms\"\njitter = \"{}ms\"\nreorder = {}\nloss = {loss}\nduplicate = {}\nqueue = \"30KB\"\n{outages}",
+            imp.jitter_ms, imp.reorder, imp.duplicate
+        )
+    };
+    let mut links = vec![("p1", body(imp, "20Mbit/s"))];
+    if imp.two_paths {
+        let other = Impairments {
+            outage_ms: 0,
+            ..imp.clone()
+        };
+        links.push(("p2", body(&other, "5Mbit/s")));
+    }
+    links
+}
+
+/// A `quic` flow `t` from `c` to `s` of the impairments' bytes and direction, with
+/// `options` (a TOML inline table, or empty).
+pub fn impaired_flow(imp: &Impairments, options: &str) -> String {
+    format!(
+        "[[flow]]\nname = \"t\"\nkind = \"quic\"\nfrom = \"c\"\nto = \"s\"\nbytes = {}\ndirection = \"{}\"\n{}",
+        imp.bytes,
+        if imp.download { "download" } else { "upload" },
+        if options.is_empty() {
+            String::new()
+        } else {
+            format!("options = {options}\n")
+        }
+    )
+}
+
 /// Reads `packets.csv` rows as (recv_s, send_s, flow).
 pub fn packets(dir: &Path) -> Vec<(f64, f64, String)> {
     let text = std::fs::read_to_string(dir.join("packets.csv")).unwrap();
