@@ -489,6 +489,38 @@ pub(crate) mod test_util {
             },
         );
     }
+
+    /// Two paths of one connection of coupled controllers from `f`, identical (50 ms RTT,
+    /// `mds`-byte packets), both put into congestion avoidance at 40 packets, then 40
+    /// round trips on each, interleaved as simultaneous ACK clocks would be. Returns the two
+    /// controllers (still alive: coupled state counts them) and their total growth per
+    /// round trip, in packets.
+    pub fn identical_paths_growth(
+        f: &dyn ControllerFactory,
+        mds: u16,
+    ) -> (
+        Box<dyn CongestionController>,
+        Box<dyn CongestionController>,
+        f64,
+    ) {
+        let m = u64::from(mds);
+        let t0 = Instant::now();
+        let rtt = steady_rtt(t0, Duration::from_millis(50));
+        let mut a = f.build(t0, PathId(0), mds);
+        let mut b = f.build(t0, PathId(1), mds);
+        for cc in [&mut a, &mut b] {
+            lose(&mut **cc, t0, t0, m);
+            cc.set_window(40 * m);
+        }
+        let start = a.window() + b.window();
+        let mut now = t0 + Duration::from_millis(1);
+        for _ in 0..40 {
+            window_round(&mut *a, now, &rtt, m);
+            now = window_round(&mut *b, now, &rtt, m);
+        }
+        let per_rtt = (a.window() + b.window() - start) as f64 / 40.0 / m as f64;
+        (a, b, per_rtt)
+    }
 }
 
 #[cfg(test)]

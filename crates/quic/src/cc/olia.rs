@@ -343,7 +343,7 @@ impl CongestionController for Olia {
 mod tests {
     use super::*;
     use crate::cc::test_net::{Net, PathSpec};
-    use crate::cc::test_util::{lose, steady_rtt, window_round};
+    use crate::cc::test_util::{identical_paths_growth, lose, steady_rtt, window_round};
     use crate::cc::{LiaFactory, NewRenoConfig};
     use std::time::Duration;
 
@@ -463,22 +463,8 @@ mod tests {
 
     #[test]
     fn two_identical_paths_add_half_an_mss_per_rtt() {
-        let t0 = Instant::now();
-        let rtt = steady_rtt(t0, ms(50));
         let f = OliaFactory::new();
-        let mut a = f.build(t0, PathId(0), MDS);
-        let mut b = f.build(t0, PathId(1), MDS);
-        for cc in [&mut a, &mut b] {
-            lose(&mut **cc, t0, t0, M);
-            cc.set_window(40 * M);
-        }
-        let start = a.window() + b.window();
-        let mut now = t0 + ms(1);
-        for _ in 0..40 {
-            window_round(&mut *a, now, &rtt, M);
-            now = window_round(&mut *b, now, &rtt, M);
-        }
-        let per_rtt = (a.window() + b.window() - start) as f64 / 40.0 / M as f64;
+        let (a, b, per_rtt) = identical_paths_growth(&f, MDS);
         assert!((0.45..=0.55).contains(&per_rtt), "{per_rtt}");
         // Total growth never exceeds one MSS per RTT, and the windows stay balanced.
         assert!(a.window().abs_diff(b.window()) <= 2 * M);
