@@ -294,6 +294,17 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
         assert exit_.value.code == 2
 
 
+def test_m2ho_plots_a_whole_sub6_to_mmwave_handover():
+    """The throughput and cwnd plot shows the first sub6→mmW handover whose [-5, 5] s
+    window lies in the stretch, else the first handover."""
+    from polypath_lab.experiments import m2ho
+
+    hos = [(3.4, "mmW-mmW"), (32.1, "mmW-sub6"), (47.2, "sub6-mmW"), (76.0, "sub6-mmW")]
+    assert m2ho._plotted_handover(hos, 80) == (47.2, "sub6-mmW")
+    assert m2ho._plotted_handover(hos[:2] + [(47.2, "sub6-mmW")], 50) == (3.4, "mmW-mmW")
+    assert m2ho._plotted_handover([(2.0, "sub6-mmW"), (9.0, "sub6-mmW")], 20) == (9.0, "sub6-mmW")
+
+
 def test_m2ho_params_reach_the_replays_and_the_daemon(tmp_path):
     """``--m2ho-param KEY=VALUE`` goes to the controller of the replays and to the daemon of
     the M2HO variant (quoted for the shell, braces doubled for the emulator), not to the
