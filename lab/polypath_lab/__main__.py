@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         "seeds instead of two; 5G-CLARITY: static runs of 6 s instead of 4, 12 s "
                         "windows in the dynamic experiment instead of 4, three seeds of "
                         "recovery instead of two; m2ho: "
-                        "300 s emulated stretches per variant instead of 50; coexistence: 30 s "
+                        "300 s of the driving and of the walking scenario emulated per variant "
+                        "instead of 80 and 12; coexistence: 30 s "
                         "measured per run instead of 5, "
                         "every case, pairing and configuration; chymp: 100 000 duplicated "
                         "packets per loss pair and a third pair)")

@@ -237,6 +237,23 @@ def test_quick_m2ho_prediction_tables(quick_experiment):
     assert t4["total"]["m2ho"]["precision"] > t4["total"]["naive"]["precision"] + 20
     assert t5["mmW-mmW"]["m2ho_ms"] > 2 * t5["mmW-mmW"]["command_ms"], t5
 
+def test_quick_m2ho_emulates_driving_and_walking(quick_experiment):
+    """The emulated throughput covers both scenarios the issue names: Table 2 pools the
+    handovers of the driving and the walking stretch and gives each stretch's total, and
+    every handover row says which stretch it came from."""
+    from polypath_lab import emu
+
+    if emu.unavailable():
+        pytest.skip(f"the emulated stretches need the emulator: {emu.unavailable()}")
+    e, _ = quick_experiment("m2ho")
+    t2 = next(t for t in e.tables if t.title.startswith("Table 2:"))
+    each = next(t for t in e.tables if t.title.startswith("Each handover:"))
+    driving, walking = t2.data["total driving"], t2.data["total walking"]
+    assert driving["handovers"] > 0 and walking["handovers"] > 0, t2.data
+    assert t2.data["total"]["handovers"] == driving["handovers"] + walking["handovers"]
+    assert {x["scenario"] for x in each.data} == {"driving-m2ho", "walking-m2ho"}
+
+
 def test_m2ho_emulated_cells_scale_buffers_with_rates():
     """The emulated M2HO stretches scale the network down: every cell's per-UE buffer
     shrinks with its rate (same share), so it stays as many round trips deep as at full
@@ -346,7 +363,8 @@ def test_m2ho_window_use_by_hand(tmp_path):
           {"t_s": 9.0, "seconds": 1.0, "rwnd_limited_ms": 1000.0, "cwnd_bytes": 1}]
     (out / "send.json").write_text(json.dumps({"intervals": iv}))
     e = Experiment("m2ho", "M2HO", "by hand")
-    data = m2ho._window_use(e, {"m2ho": {"out": out}}, [(3.0, "sub6-mmW")], seconds=5)
+    data = m2ho._window_use(e, {"m2ho": {"out": out}}, [(3.0, "sub6-mmW")], seconds=5,
+                            where="by hand")
     sub6, mmw = data["m2ho"]["sub6"], data["m2ho"]["mmW"]
     assert sub6["seconds"] == 1.5 and sub6["rwnd_limited_pct"] == 50.0
     assert sub6["cwnd_kb"] == 150.0
@@ -381,7 +399,7 @@ def test_m2ho_sub6_stays_by_hand(tmp_path):
             "m2ho": write("emu-m2ho", iv((600_000, 500_000, 550_000), (0, 0, 0)), 20)}
     hos = [(2.0, "mmW-sub6"), (3.0, "sub6-sub6"), (6.0, "sub6-mmW"), (8.0, "mmW-mmW")]
     e = Experiment("m2ho", "M2HO", "by hand")
-    stays = m2ho._sub6_stays(e, runs, hos, seconds=10)["stays"]
+    stays = m2ho._sub6_stays(e, runs, hos, seconds=10, where="by hand")["stays"]
     assert len(stays) == 1 and stays[0]["seconds"] == 4.0
     assert stays[0]["m2ho"]["kept"] and not stays[0]["cubic"]["kept"]
     # Back on mmWave: the bins ending in (6, 8] s, up to the next handover.
@@ -392,7 +410,7 @@ def test_m2ho_sub6_stays_by_hand(tmp_path):
     assert "2.00x CUBIC's after the stays it kept" in e.notes[-1], e.notes[-1]
     # A stay that has not ended within the stretch is not one.
     e = Experiment("m2ho", "M2HO", "by hand")
-    assert m2ho._sub6_stays(e, runs, hos[:2], seconds=10) == {"stays": []}
+    assert m2ho._sub6_stays(e, runs, hos[:2], seconds=10, where="by hand") == {"stays": []}
 
 
 def test_jain_index_by_hand():

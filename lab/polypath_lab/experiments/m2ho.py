@@ -208,12 +208,18 @@ def run(ctx: Context) -> Experiment:
 
 # ---------------------------------------------------------------- emulated throughput
 
-#: Seconds of the driving loop emulated per variant: quick (lab tests: with seed 1 up to
-#: the mmWave→sub-6 handover at 32.1 s and a few seconds of Eq. 2 after it), reduced (the
-#: default, `make demo`: with seed 1 the loop's handovers from 3.4 s to 74.9 s, six with
-#: their whole [-5, 5] s windows, and one at 0.9 s whose window the start cuts), full
-#: (`--full`).
-EMU_SECONDS = {"quick": 40, "reduced": 80, "full": 300}
+#: Seconds emulated per variant from the start of each scenario, by mode. Handovers before
+#: 1.5 s (the sender starts at 1 s) are left out: with seed 1 the driving loop's at 0.9 s
+#: and the walking scenario's at 0.6 s. Driving: quick (lab tests: up to the mmWave→sub-6
+#: handover at 32.1 s and a few seconds of Eq. 2 after it), reduced (the default, `make
+#: demo`: six handovers from 3.4 s to 74.9 s), full (`--full`: 50). Walking hands over
+#: between mmWave cells about every 45 s: quick and reduced hold its handover at 4.1 s
+#: (the window cut by the start), full 8.
+EMU_STRETCHES = {
+    "quick": {"driving-m2ho": 40, "walking-m2ho": 8},
+    "reduced": {"driving-m2ho": 80, "walking-m2ho": 12},
+    "full": {"driving-m2ho": 300, "walking-m2ho": 300},
+}
 #: The UE's share of each cell's slots: the emulator carries a few hundred Mbit/s on this
 #: machine, not the 1.6 Gbit/s a whole mmWave cell gives; a cell shared with other UEs
 #: (`ue_share`) scales every rate down without moving any RSRP, so the handovers stay the
@@ -313,7 +319,7 @@ def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
 
 def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
                  params: tuple[str, ...] = (), env: Environment = Environment()) -> dict:
-    """The driving loop's first ``seconds`` with kernel TCP down to the UE (``cc``),
+    """The scenario ``base``'s first ``seconds`` with kernel TCP down to the UE (``cc``),
     through the M2HO daemon when ``m2ho`` (with the controller parameters ``params``,
     ``KEY=VALUE``), in the environment ``env``; per-slot RB events on the feed."""
     import copy
@@ -450,7 +456,7 @@ def _mean_rtt_ms(out: Path) -> float:
 
 
 def _causes(e: Experiment, runs: dict, cubic_around: list[dict], cell_rat: dict[int, str],
-            buffers: dict[int, int], st: dict | None) -> dict:
+            buffers: dict[int, int], st: dict | None, where: str) -> dict:
     """Table of the paper's three causes as the runs produced them, per handover type:
     how much of the capacity plain CUBIC used around handovers (finding 4's slow regrowth
     shows as low use), target-buffer overflows (finding 3) with and without M2HO, the
@@ -498,8 +504,9 @@ def _causes(e: Experiment, runs: dict, cubic_around: list[dict], cell_rat: dict[
     rtt = {v: _mean_rtt_ms(r["out"]) for v, r in runs.items()}
     data["mean_rtt_ms"] = rtt
     e.tables.append(Table(
-        "Causes around handovers, measured per handover (the emulator's interruption "
-        f"records): paper (M2HO Sec. 3.3) beside polypath; mean RTT of the senders "
+        f"Causes around handovers ({where}), measured per handover (the emulator's "
+        "interruption records): paper (M2HO Sec. 3.3) beside polypath; mean RTT of the "
+        "senders "
         f"{', '.join(f'{v} {fmt(x, 0)} ms' for v, x in rtt.items())} (paper "
         f"{f['rtt_ms']} ms)",
         ["type", "handovers", "CUBIC use of capacity in [-5, 5] s %",
@@ -511,7 +518,7 @@ def _causes(e: Experiment, runs: dict, cubic_around: list[dict], cell_rat: dict[
 
 
 def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
-                seconds: int) -> dict:
+                seconds: int, where: str) -> dict:
     """Table of what held each sender back, by the serving cell's type: the share of the
     time the receiver's window stalled it (``tcpi_rwnd_limited``) and its mean cwnd. M2HO's
     rate control (Sec. 4.5) works through the first: on sub-6 cells after a vertical
@@ -546,8 +553,8 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
         rows.append([v] + [fmt(row[k][f], 0) for k in ("sub6", "mmW")
                            for f in ("seconds", "rwnd_limited_pct", "cwnd_kb")])
     e.tables.append(Table(
-        "What held each sender back, by the serving cell's type: time stalled by the "
-        "receiver's window (tcpi_rwnd_limited) and mean cwnd",
+        f"What held each sender back ({where}), by the serving cell's type: time stalled "
+        "by the receiver's window (tcpi_rwnd_limited) and mean cwnd",
         ["variant", "sub-6 s", "sub-6 rwnd-limited %", "sub-6 cwnd kB", "mmWave s",
          "mmWave rwnd-limited %", "mmWave cwnd kB"],
         rows, data))
@@ -563,7 +570,7 @@ KEPT_SHARE = 0.7
 
 
 def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
-                seconds: int) -> dict:
+                seconds: int, where: str) -> dict:
     """Table of the sub-6 stays, each from a mmW→sub6 handover to the next sub6→mmW one:
     per sender, its cwnd entering the stay (the largest in the second before), the lowest
     within it and leaving it, the segments it retransmitted there, and its throughput in
@@ -598,11 +605,12 @@ def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
             stay[v]["kept"] = stay[v]["cwnd_lowest_kb"] >= KEPT_SHARE * stay[v]["cwnd_in_kb"]
         stays.append(stay)
     if not stays:
-        e.notes.append("Sub-6 stays (Sec. 4.5): none from a mmW→sub6 handover to a sub6→mmW "
-                       "one in the emulated stretch.")
+        e.notes.append(f"Sub-6 stays (Sec. 4.5; {where}): none from a mmW→sub6 handover "
+                       "to a sub6→mmW one in the emulated stretch.")
         return {"stays": []}
     e.tables.append(Table(
-        "Sub-6 stays between a mmW→sub6 and the next sub6→mmW handover (Sec. 4.5: M2HO "
+        f"Sub-6 stays ({where}) between a mmW→sub6 and the next sub6→mmW handover "
+        "(Sec. 4.5: M2HO "
         "keeps the mmWave window for the return): cwnd kB entering / lowest / leaving, "
         f"segments retransmitted in the stay, Mbit/s in the first {RETURN_S:.0f} s back on "
         "mmWave",
@@ -621,7 +629,8 @@ def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
         kept = [x for x in stays if x["m2ho"]["kept"]]
         cut = [x for x in stays if not x["m2ho"]["kept"]]
         e.notes.append(
-            f"Sub-6 stays (table above): M2HO's sender kept at least {KEPT_SHARE:.0%} of the "
+            f"Sub-6 stays ({where}; table above): M2HO's sender kept at least "
+            f"{KEPT_SHARE:.0%} of the "
             f"window it entered with through {len(kept)} of {len(stays)} stays (plain CUBIC "
             f"through {sum(x['cubic']['kept'] for x in stays)}). Back on mmWave, in the first "
             f"{RETURN_S:.0f} s, M2HO's throughput was {fmt(ratio(kept), 2)}x CUBIC's after the "
@@ -704,7 +713,8 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
         f"tcp_rmem, {UE_TCP_RMEM[2] / 2**20:.0f} MiB at most) at the same scale: "
         f"{env.scaled(UE_TCP_RMEM[2]) / 2**20:.1f} MiB.")
     e.notes.append(
-        f"Causes, measured (table above): plain CUBIC used {fmt(c('total', 'cubic_use_pct'), 0)} % "
+        "Causes on the driving loop, measured (its table of causes): plain CUBIC used "
+        f"{fmt(c('total', 'cubic_use_pct'), 0)} % "
         f"of the capacity around handovers and {fmt(c('sub6-mmW', 'cubic_use_pct'), 0)} % around "
         "sub6→mmW ones (finding 4, slow regrowth; the paper: 47.2 % of the mmWave capacity); "
         f"the target buffer overflowed at {fmt(c('total', 'overflow_cubic_pct'), 0)} % of its "
@@ -742,7 +752,8 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
                 "smaller by more than a fifth" if kept < 0.8 * cubic_kept else
                 "within a fifth of it")
     e.notes.append(
-        "Rate control (Sec. 4.5), measured (table \"What held each sender back\"): on sub-6 "
+        "Rate control (Sec. 4.5) on the driving loop, measured (its table \"What held each "
+        "sender back\"): on sub-6 "
         f"cells the receiver's window stalled M2HO's sender {fmt(stalled, 0)} % of the time "
         f"(plain CUBIC {fmt(w('cubic', 'sub6', 'rwnd_limited_pct'), 0)} %)"
         + (", so its windows (Eq. 2, and the shrinks before handovers) set the rate there "
@@ -777,31 +788,49 @@ def _plotted_handover(hos: list[tuple[float, str]], seconds: int) -> tuple[float
     return whole[0] if whole else hos[0]
 
 
-def emulated(ctx: Context, e: Experiment) -> None:
-    """Table 2, Table 3, Fig. 13 and the plots from emulated stretches of the driving loop,
-    each variant on the same radio realisation (same seed: the handovers come at the same
-    times), windows of [-5, 5] s cut around every handover."""
-    import os
+@dataclass
+class Stretch:
+    """One scenario's emulated stretch: every variant's run on the same radio realisation
+    and the rows cut around its handovers."""
 
-    mode = "quick" if ctx.quick else ("full" if ctx.full else "reduced")
-    if os.geteuid() != 0:
-        e.notes.append("Emulated throughput: skipped, the emulator needs root.")
-        return
-    seconds = EMU_SECONDS[mode]
-    try:
-        env = parse_environment(ctx.m2ho_env)
-    except ValueError as err:
-        raise LabError(str(err)) from None
-    base = load_scenario("driving-m2ho")
+    #: The scenario (``driving-m2ho``, ``walking-m2ho``).
+    scenario: str
+    #: Seconds emulated from the scenario's start.
+    seconds: int
+    #: Cell ID to radio type (``nr_fr1``, ``nr_fr2``).
+    cell_rat: dict[int, str]
+    #: Variant to ``{"out": run directory, "report": the emulator's JSON report}``.
+    runs: dict
+    #: (model time s, type) of the handovers within the stretch.
+    hos: list[tuple[float, str]]
+    #: Variant to one row per handover of ``hos``: throughput, capacity, convergence and
+    #: retransmissions in its [-5, 5] s window.
+    per: dict
+    #: The daemon's statistics of the M2HO run (None if it wrote none).
+    st: dict | None
+    #: Cell ID to its per-UE buffer as emulated (bytes).
+    buffers: dict[int, int]
+
+    @property
+    def where(self) -> str:
+        """How tables name the stretch."""
+        return f"{self.scenario.removesuffix('-m2ho')}, {self.seconds} s"
+
+
+def _emulate_stretch(ctx: Context, scenario: str, seconds: int, variants: list,
+                     env: Environment) -> Stretch:
+    """Runs ``variants`` over the first ``seconds`` of ``scenario`` (same seed, so the same
+    handovers) and cuts the [-5, 5] s window around each handover."""
+    base = load_scenario(scenario)
     cell_rat = {c["id"]: c["type"] for c in base["radio"]["cells"]}
-    variants = VARIANTS[:2] if ctx.quick else VARIANTS
     seed = ctx.seeds[0]
+    short = scenario.removesuffix("-m2ho")
     runs = {}
     for name, cc, m2ho in variants:
-        print(f"m2ho: emulating {seconds} s of the driving loop with {name} (real time)",
+        print(f"m2ho: emulating {seconds} s of the {short} scenario with {name} (real time)",
               flush=True)
-        runs[name] = _emulate(f"emu-{name}", emu_scenario(base, seconds, cc, m2ho,
-                                                          ctx.m2ho_params, env),
+        runs[name] = _emulate(f"emu-{short}-{name}", emu_scenario(base, seconds, cc, m2ho,
+                                                                  ctx.m2ho_params, env),
                               ctx.work / NAME, seed)
     hos = [h for h in _handovers(runs["cubic"]["out"], cell_rat) if 1.5 < h[0] < seconds]
     per: dict = {}
@@ -813,28 +842,65 @@ def emulated(ctx: Context, e: Experiment) -> None:
             lo, hi = t - WINDOW_S, t + WINDOW_S
             a["retrans"] = sum(n for (x, n) in rt if lo < x <= hi)
             a["loss_free"] = a["retrans"] == 0
-            a["type"], a["t"] = kind, t
+            a["type"], a["t"], a["scenario"] = kind, t, scenario
             rows.append(a)
         per[name] = rows
-    # Table 2.
+    try:
+        st = json.loads((runs["m2ho"]["out"] / "m2ho.json").read_text())["m2ho"]
+    except (OSError, json.JSONDecodeError, KeyError):
+        st = None
+    buffers = {c["id"]: c["buffer_bytes"]
+               for c in emu_scenario(base, seconds, "cubic", False, (), env)["radio"]["cells"]}
+    return Stretch(scenario, seconds, cell_rat, runs, hos, per, st, buffers)
+
+
+def emulated(ctx: Context, e: Experiment) -> None:
+    """Table 2, Table 3, Fig. 13 and the plots from emulated stretches of the driving and
+    the walking scenario, each variant of a stretch on the same radio realisation (same
+    seed: the handovers come at the same times), windows of [-5, 5] s cut around every
+    handover; the tables pool the handovers of both stretches, as the paper's pool its
+    driving and walking traces."""
+    import os
+
+    mode = "quick" if ctx.quick else ("full" if ctx.full else "reduced")
+    if os.geteuid() != 0:
+        e.notes.append("Emulated throughput: skipped, the emulator needs root.")
+        return
+    try:
+        env = parse_environment(ctx.m2ho_env)
+    except ValueError as err:
+        raise LabError(str(err)) from None
+    variants = VARIANTS[:2] if ctx.quick else VARIANTS
+    stretches = [_emulate_stretch(ctx, scenario, seconds, variants, env)
+                 for scenario, seconds in EMU_STRETCHES[mode].items()]
+    driving = stretches[0]
+    seed = ctx.seeds[0]
+    per = {v: [row for s in stretches for row in s.per[v]] for v in driving.per}
+    hos = [(s, t, kind) for s in stretches for t, kind in s.hos]
+    stretches_text = " and ".join(s.where for s in stretches)
+    # Table 2: by type over both stretches, then each stretch's total.
     rows2, data2 = [], {}
-    for k in TYPES + ["total"]:
-        sel = lambda v: [x for x in per[v] if k == "total" or x["type"] == k]  # noqa: E731
+    groups = [(k, lambda x, k=k: k == "total" or x["type"] == k) for k in TYPES + ["total"]]
+    groups += [(f"total {s.scenario.removesuffix('-m2ho')}",
+                lambda x, name=s.scenario: x["scenario"] == name) for s in stretches]
+    for k, keep in groups:
+        sel = lambda v: [x for x in per[v] if keep(x)]  # noqa: E731
         n = len(sel("cubic"))
         if n == 0:
             continue
         tp = {v: mean([x["tput"] for x in sel(v)]) for v in per}
         cv = {v: mean([x["conv_s"] for x in sel(v) if x["conv_s"] is not None]) for v in per}
-        pm, pc = paper.M2HO_TABLE_2[k]["m2ho"], paper.M2HO_TABLE_2[k]["cubic"]
+        pm, pc = (paper.M2HO_TABLE_2.get(k, {}).get(v) for v in ("m2ho", "cubic"))
         ratio = tp["m2ho"] / tp["cubic"] if tp["cubic"] else float("nan")
         data2[k] = {"handovers": n, "tput_mbps": tp, "convergence_s": cv, "ratio": ratio}
-        rows2.append([k, str(n), fmt(pm[0], 1), fmt(tp["m2ho"], 1), fmt(pc[0], 1),
-                      fmt(tp["cubic"], 1), fmt(tp.get("bbr"), 1), fmt(pm[0] / pc[0], 2),
+        rows2.append([k, str(n), fmt(pm and pm[0], 1), fmt(tp["m2ho"], 1), fmt(pc and pc[0], 1),
+                      fmt(tp["cubic"], 1), fmt(tp.get("bbr"), 1),
+                      fmt(pm and pc and pm[0] / pc[0], 2),
                       fmt(ratio, 2), f"{fmt(cv['m2ho'], 1)} / {fmt(cv['cubic'], 1)}"
                       + (f" / {fmt(cv['bbr'], 1)}" if "bbr" in cv else "")])
     e.tables.append(Table(
         f"Table 2: mean throughput (Mbit/s) in [-5, 5] s around handovers, emulated "
-        f"({mode}: {seconds} s of the driving loop, seed {seed}, rates and cell buffers "
+        f"({mode}: {stretches_text} from the start, seed {seed}, rates and cell buffers "
         f"x{env.ue_share:g}"
         + (f"; environment set with --m2ho-env: {', '.join(env.changed())}"
            if env.changed() else "") + ")",
@@ -844,33 +910,32 @@ def emulated(ctx: Context, e: Experiment) -> None:
         rows2, data2))
     # Each handover: where the total's ratio comes from.
     rows_h = []
-    for i, (t, kind) in enumerate(hos):
+    for i, (s, t, kind) in enumerate(hos):
         x = {v: per[v][i] for v in per}
         ratio = x["m2ho"]["tput"] / x["cubic"]["tput"] if x["cubic"]["tput"] else float("nan")
-        rows_h.append([fmt(t, 1), kind, fmt(x["cubic"]["capacity"], 1)]
+        rows_h.append([s.scenario.removesuffix("-m2ho"), fmt(t, 1), kind,
+                       fmt(x["cubic"]["capacity"], 1)]
                       + [fmt(x[v]["tput"], 1) for v in per] + [fmt(ratio, 2)]
                       + [" / ".join(str(x[v]["retrans"]) for v in per)])
     e.tables.append(Table(
         "Each handover: mean capacity and throughput (Mbit/s) in [-5, 5] s, and the "
         "segments each variant retransmitted there",
-        ["t s", "type", "capacity"] + list(per) + ["ratio M2HO / CUBIC",
-                                                   "retransmitted (" + " / ".join(per) + ")"],
+        ["scenario", "t s", "type", "capacity"] + list(per)
+        + ["ratio M2HO / CUBIC", "retransmitted (" + " / ".join(per) + ")"],
         rows_h,
-        [{"t_s": t, "type": kind} | {v: per[v][i] for v in per}
-         for i, (t, kind) in enumerate(hos)]))
+        [{"scenario": s.scenario, "t_s": t, "type": kind} | {v: per[v][i] for v in per}
+         for i, (s, t, kind) in enumerate(hos)]))
     # Fig. 13: handovers without a retransmission around them.
     nl = {v: 100.0 * sum(x["loss_free"] for x in per[v]) / max(len(per[v]), 1) for v in per}
     e.tables.append(Table(
         "Fig. 13: handovers without loss in [-5, 5] s (%)",
         ["variant", "paper", "polypath"],
         [[v, fmt(paper.M2HO_NO_LOSS.get(v), 1), fmt(nl[v], 1)] for v in per], nl))
-    # Table 3 from the daemon's own classification.
-    try:
-        st = json.loads((runs["m2ho"]["out"] / "m2ho.json").read_text())["m2ho"]
-    except (OSError, json.JSONDecodeError, KeyError):
-        st = None
-    if st is not None:
-        evs = [x for x in st["dup_ack_events"] if x["after_handover"] and x["dup_acks"] >= 3]
+    # Table 3 from the daemon's own classification, over every stretch's M2HO run.
+    stats = [s.st for s in stretches if s.st is not None]
+    if stats:
+        evs = [x for st in stats for x in st["dup_ack_events"]
+               if x["after_handover"] and x["dup_acks"] >= 3]
         prevented = [x for x in evs if x["dup_acks"] - x["suppressed"] < 3]
         reorder = [x for x in evs if x["reordering"]]
         prec = 100.0 * sum(x["reordering"] for x in prevented) / len(prevented) if prevented else float("nan")
@@ -878,53 +943,58 @@ def emulated(ctx: Context, e: Experiment) -> None:
                if reorder else float("nan"))
         e.tables.append(Table(
             "Table 3: duplicate-ACK handling after handovers (congestion events: 3 "
-            "duplicate ACKs), M2HO run",
+            "duplicate ACKs), M2HO runs",
             ["", "paper (total)", "polypath", "events"],
             [["precision %", fmt(paper.M2HO_TABLE_3["total"][0], 1), fmt(prec, 1), str(len(prevented))],
              ["recall %", fmt(paper.M2HO_TABLE_3["total"][1], 1), fmt(rec, 1), str(len(reorder))]],
             {"precision": prec, "recall": rec, "congestion_events": len(evs),
-             "suppressed_acks": st["suppression"]["acks_suppressed"],
-             "daemon_handovers": len(st["handovers"]),
-             "rewritten": st["packets"]["rewritten"]}))
-    buffers = {c["id"]: c["buffer_bytes"]
-               for c in emu_scenario(base, seconds, "cubic", False, (), env)["radio"]["cells"]}
-    causes = _causes(e, runs, per["cubic"], cell_rat, buffers, st)
-    window_use = _window_use(e, runs, hos, seconds)
-    _sub6_stays(e, runs, hos, seconds)
-    lat = {v: r["report"]["realtime"] for v, r in runs.items()}
+             "suppressed_acks": sum(st["suppression"]["acks_suppressed"] for st in stats),
+             "daemon_handovers": sum(len(st["handovers"]) for st in stats),
+             "rewritten": sum(st["packets"]["rewritten"] for st in stats)}))
+    causes = {}
+    window_use = {}
+    for s in stretches:
+        causes[s.scenario] = _causes(e, s.runs, s.per["cubic"], s.cell_rat, s.buffers, s.st,
+                                     s.where)
+        window_use[s.scenario] = _window_use(e, s.runs, s.hos, s.seconds, s.where)
+        _sub6_stays(e, s.runs, s.hos, s.seconds, s.where)
+    lat = {(s.where, v): r["report"]["realtime"] for s in stretches for v, r in s.runs.items()}
     e.tables.append(Table(
         "Emulator lateness per run (against the model's schedule)",
-        ["variant", "p50 us", "p99 us", "max us", "engine CPU %", "overloaded"],
-        [[v, fmt(x["lateness"]["p50_us"], 0), fmt(x["lateness"]["p99_us"], 0),
+        ["stretch", "variant", "p50 us", "p99 us", "max us", "engine CPU %", "overloaded"],
+        [[w, v, fmt(x["lateness"]["p50_us"], 0), fmt(x["lateness"]["p99_us"], 0),
           fmt(x["lateness"]["max_us"], 0), fmt(100 * x["engine_cpu_share"], 0),
-          "yes" if x["overloaded"] else "no"] for v, x in lat.items()],
-        {v: {"p99_us": x["lateness"]["p99_us"], "overloaded": x["overloaded"]}
-         for v, x in lat.items()}))
-    # Plots: throughput and cwnd around one handover; CDF of per-handover throughput.
-    if hos:
-        t0, kind = _plotted_handover(hos, seconds)
+          "yes" if x["overloaded"] else "no"] for (w, v), x in lat.items()],
+        {f"{w}: {v}": {"p99_us": x["lateness"]["p99_us"], "overloaded": x["overloaded"]}
+         for (w, v), x in lat.items()}))
+    # Plots: throughput and cwnd around one handover of the driving loop (it has every
+    # type); CDF of per-handover throughput over both stretches.
+    if driving.hos:
+        t0, kind = _plotted_handover(driving.hos, driving.seconds)
         fig, (ax, cw) = plt.subplots(2, 1, figsize=(6.5, 5.5), sharex=True)
-        for v, r in runs.items():
+        for v, r in driving.runs.items():
             xs = [(x - t0, d) for (x, d, _) in _series(r["out"]) if abs(x - t0) <= WINDOW_S]
             line, = ax.plot([a for a, _ in xs], [b for _, b in xs], label=v)
             ws = [(SENDER_START_S + i["t_s"] - t0, i["cwnd_bytes"] / 1e3)
                   for i in _sender_intervals(r["out"])
                   if i.get("cwnd_bytes") and abs(SENDER_START_S + i["t_s"] - t0) <= WINDOW_S]
             cw.plot([a for a, _ in ws], [b for _, b in ws], color=line.get_color(), label=v)
-        cap = [(x - t0, c) for (x, _, c) in _series(runs["cubic"]["out"]) if abs(x - t0) <= WINDOW_S]
+        cap = [(x - t0, c) for (x, _, c) in _series(driving.runs["cubic"]["out"])
+               if abs(x - t0) <= WINDOW_S]
         ax.plot([a for a, _ in cap], [b for _, b in cap], "k:", label="capacity")
         for a in (ax, cw):
             a.axvline(0, color="grey", lw=0.8)
             a.grid(alpha=0.3)
         ax.set_ylabel("delivered Mbit/s (100 ms)")
         cw.set_ylabel("sender cwnd (kB)")
-        cw.set_xlabel(f"time from the {kind} handover at {t0:.1f} s (s)")
+        cw.set_xlabel(f"time from the {kind} handover at {t0:.1f} s, driving (s)")
         legend_outside(ax)
         fig.tight_layout()
         save(fig, ctx.out / "m2ho_handover_tput.png")
         e.plots.append(("m2ho_handover_tput.png",
                         f"Throughput and the senders' cwnd around the {kind} handover at "
-                        f"{t0:.1f} s (tcp_info, 100 ms intervals)"))
+                        f"{t0:.1f} s of the driving loop (tcp_info, 100 ms intervals)"))
+    if hos:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for v in per:
             xs = sorted(x["tput"] for x in per[v])
@@ -934,32 +1004,40 @@ def emulated(ctx: Context, e: Experiment) -> None:
         legend_outside(ax)
         fig.tight_layout()
         save(fig, ctx.out / "m2ho_tput_cdf.png")
-        e.plots.append(("m2ho_tput_cdf.png", "Per-handover throughput, CDF"))
+        e.plots.append(("m2ho_tput_cdf.png",
+                        f"Per-handover throughput, CDF ({stretches_text})"))
     tot = data2.get("total")
-    # Compared over the emulated stretch: each run then goes on for as long as its sender
-    # takes to drain (DRAIN_S at most), so a run's tail holds more or fewer handovers.
-    same = {v: [round(h[0], 3) for h in _handovers(r["out"], cell_rat) if h[0] <= seconds]
-            for v, r in runs.items()}
-    e.check("every variant went through the same handovers in the emulated stretch (same radio "
-            "realisation)",
-            all(x == same["cubic"] for x in same.values()),
-            ", ".join(f"{v} {len(x)}" for v, x in same.items()))
-    if st is not None:
-        predicted = sum(h["predicted"] for h in st["handovers"])
+    for s in stretches:
+        # Compared over the emulated stretch: each run then goes on for as long as its
+        # sender takes to drain (DRAIN_S at most), so a run's tail holds more or fewer
+        # handovers.
+        same = {v: [round(h[0], 3) for h in _handovers(r["out"], s.cell_rat)
+                    if h[0] <= s.seconds] for v, r in s.runs.items()}
+        e.check(f"every variant went through the same handovers in the emulated stretch "
+                f"({s.where}; same radio realisation)",
+                all(x == same["cubic"] for x in same.values()),
+                ", ".join(f"{v} {len(x)}" for v, x in same.items()))
+    if stats:
+        daemon_hos = [h for st in stats for h in st["handovers"]]
+        predicted = sum(h["predicted"] for h in daemon_hos)
+        rewritten = sum(st["packets"]["rewritten"] for st in stats)
         e.check("the daemon, fed by the emulator, predicted handovers and rewrote windows",
-                predicted > 0 and st["packets"]["rewritten"] > 0,
-                f"{predicted} of {len(st['handovers'])} handovers predicted, "
-                f"{st['packets']['rewritten']} windows rewritten, "
-                f"{st['suppression']['acks_suppressed']} duplicate ACKs suppressed, "
-                f"{st['packets'].get('windows_reopened', 0)} stalled windows reopened")
+                predicted > 0 and rewritten > 0,
+                f"{predicted} of {len(daemon_hos)} handovers predicted, "
+                f"{rewritten} windows rewritten, "
+                f"{sum(st['suppression']['acks_suppressed'] for st in stats)} duplicate ACKs "
+                f"suppressed, {sum(st['packets'].get('windows_reopened', 0) for st in stats)} "
+                "stalled windows reopened")
     if tot and not ctx.quick:
         e.check("CUBIC+M2HO >= 1.4x CUBIC around handovers (paper 1.458x)",
                 tot["ratio"] >= 1.4, f"{tot['ratio']:.2f}x over {tot['handovers']} handovers")
-    sub6 = [buffers[c] for c, r in cell_rat.items() if r != "nr_fr2" and c in buffers]
-    _explain(e, causes, window_use, st, runs["cubic"]["out"], 60.0 * len(hos) / seconds,
+    # What explains the ratio is the driving loop's: it has every handover type.
+    sub6 = [b for c, b in driving.buffers.items() if driving.cell_rat.get(c) != "nr_fr2"]
+    _explain(e, causes[driving.scenario], window_use[driving.scenario], driving.st,
+             driving.runs["cubic"]["out"], 60.0 * len(driving.hos) / driving.seconds,
              min(sub6, default=float("nan")) / 1e3, env)
-    _acks_note(e, runs, st, env)
-    late = [v for v, x in lat.items() if x["overloaded"]]
+    _acks_note(e, driving.runs, driving.st, env)
+    late = [f"{v} ({w})" for (w, v), x in lat.items() if x["overloaded"]]
     e.notes.append(
         "The emulator's lateness is in the table above; "
         + (f"the runs {', '.join(late)} report themselves OVERLOADED (the machine could not "
@@ -967,10 +1045,14 @@ def emulated(ctx: Context, e: Experiment) -> None:
            "no run reported itself overloaded."))
     e.notes.append(
         f"Emulated stretches ({mode}): {len(hos)} handovers ("
-        + ", ".join(f"{k} {sum(1 for h in hos if h[1] == k)}" for k in TYPES)
-        + f") in the first {seconds} s of the driving loop; each variant runs the same "
-        "stretch (same seed, so the same handovers) and the windows are cut around each "
-        "handover (they overlap when handovers are closer than 10 s). Westwood is not in "
+        + ", ".join(f"{k} {sum(1 for h in hos if h[2] == k)}" for k in TYPES)
+        + "), "
+        + "; ".join(f"{len(s.hos)} in the first {s.seconds} s of the {s.scenario} scenario"
+                    for s in stretches)
+        + ". Each variant runs the same stretch (same seed, so the same handovers) and the "
+        "windows are cut around each handover (they overlap when handovers are closer than "
+        "10 s). Walking (1.4 m/s among dense mmWave cells) hands over between mmWave cells "
+        "about every 45 s; the driving loop has every type. Westwood is not in "
         "this kernel (available: "
         + Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().strip()
         + ").")
