@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="m2ho: the emulated environment (repeatable): ue_share (the UE's "
                         f"share of each cell, default {UE_SHARE}: rates and buffers scale "
                         "with it), buffer_nr_fr1 / buffer_nr_fr2 (per-UE cell buffer at full "
-                        "rate, bytes; default the scenario's or the model's); the report "
+                        "rate, bytes; default the scenario's or the model's), rate_hold_ms "
+                        "(hold each capacity this long, e.g. 1000 as a per-second trace "
+                        "replay; default 0); the report "
                         "names them")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")

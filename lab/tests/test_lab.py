@@ -283,12 +283,14 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
 def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     """``--m2ho-env`` changes what the emulated stretches assume: the share scales every
     rate and buffer (cells, tcp_rmem, uplink queue), a buffer replaces the one of its cell
-    type only; unknown keys and values out of range are refused on the command line."""
+    type only, a rate hold goes to the radio model (and by default nothing does); unknown
+    keys and values out of range are refused on the command line."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
-    env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000"])
-    assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000"]
+    env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000",
+                                  "rate_hold_ms=1000"])
+    assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000", "rate_hold_ms=1000.0"]
     assert m2ho.parse_environment([]).changed() == []
     s = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False, (), env)
     buffers = {c["type"]: set() for c in s["radio"]["cells"]}
@@ -300,7 +302,12 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     assert ue["tcp_rmem"] == [round(0.3 * b) for b in m2ho.UE_TCP_RMEM], ue
     nr = next(link for link in s["link"] if link.get("radio"))
     assert nr["queue"] == f"{round(0.3 * m2ho.UE_UPLINK_BUFFER_BYTES)}B", nr
+    assert s["radio"]["measurement"]["rate_hold_ms"] == 1000.0
+    plain = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False)
+    assert "rate_hold_ms" not in plain["radio"].get("measurement", {}), "the model's default"
     for bad, why in (("ue_share=0", "share"), ("ue_share=1.5", "share"),
+                     ("rate_hold_ms=-1", "hold"), ("rate_hold_ms=inf", "hold"),
+                     ("rate_hold_ms=nan", "hold"),
                      ("buffer_nr_fr1=-1", "positive"), ("buffer_nr_fr2=1.5", "whole"),
                      ("buffer_lte=1", "KEY one of"), ("ue_share", "KEY one of"),
                      ("ue_share=a", "not a number")):

@@ -65,6 +65,11 @@ pub struct MeasurementConfig {
     pub emit_every: u32,
     /// Cells weaker than this RSRP (dBm) are not detected, reported or chosen.
     pub detect_threshold_dbm: f64,
+    /// While a link stays up on one cell, its capacity changes only when a multiple of
+    /// this many ms has passed (held in between, as a throughput trace replayed at that
+    /// granularity would be); a link coming up or moving to another cell gets its rate at
+    /// once. 0: the capacity follows every measurement period.
+    pub rate_hold_ms: f64,
 }
 
 impl Default for MeasurementConfig {
@@ -74,6 +79,7 @@ impl Default for MeasurementConfig {
             filter_coefficient: 4,
             emit_every: 1,
             detect_threshold_dbm: -140.0,
+            rate_hold_ms: 0.0,
         }
     }
 }
@@ -960,6 +966,12 @@ impl RadioConfig {
             return Err(ConfigError::new(
                 "measurement.period_ms",
                 "must be at least 1 ms",
+            ));
+        }
+        if !(m.rate_hold_ms.is_finite() && m.rate_hold_ms >= 0.0) {
+            return Err(ConfigError::new(
+                "measurement.rate_hold_ms",
+                "must be a finite number of ms, 0 or more",
             ));
         }
         if m.filter_coefficient > 19 {

@@ -244,6 +244,8 @@ pub struct RadioModel {
     ues: Vec<Ue>,
     paths: Vec<PathInfo>,
     period_ns: u64,
+    /// `measurement.rate_hold_ms` in ns (0: no hold).
+    rate_hold_ns: u64,
     next_tick_ns: u64,
     tick: u64,
     now_ns: u64,
@@ -426,6 +428,7 @@ impl RadioModel {
         // Initial cells given in the configuration.
         let mut model = RadioModel {
             period_ns: ms_to_ns(config.measurement.period_ms).max(1),
+            rate_hold_ns: ms_to_ns(config.measurement.rate_hold_ms),
             cfg: config.clone(),
             cells,
             ues,
@@ -1679,15 +1682,21 @@ impl RadioModel {
     fn update_rates(&mut self, t: u64) {
         let counts = self.attached_counts();
         let period_s = self.period_ns as f64 / 1e9;
+        // With a hold, a link that keeps its rate changes it only on the first tick at or
+        // after a multiple of the hold.
+        let hold = self.rate_hold_ns;
+        let on_boundary = hold == 0 || t / hold != t.saturating_sub(self.period_ns) / hold;
         for (ui, r) in self.all_legs() {
             let Some(l) = self.leg(ui, r) else { continue };
             let (iface, status, serving, last) = (l.iface, l.status, l.serving, l.last);
+            let last_cell = l.slot.map(|s| s.cell);
             let cur = match (status, serving) {
                 (Status::Up, Some(c)) => Some(self.rates(ui, c, &counts)),
                 _ => None,
             };
             if let Some((dl, ul, slot)) = cur
                 && last != Some((dl, ul))
+                && (last.is_none() || last_cell != Some(slot.cell) || on_boundary)
             {
                 self.change(
                     t,
@@ -1704,7 +1713,11 @@ impl RadioModel {
                     l.slot = Some(slot);
                 }
             }
-            let dl_now = cur.map(|c| c.0).unwrap_or(0) as f64;
+            // What the link carries: the rate last given to it while it is up.
+            let dl_now = match (cur, self.leg(ui, r).and_then(|l| l.last)) {
+                (Some(_), Some((dl, _))) => dl as f64,
+                _ => 0.0,
+            };
             if let Some(l) = self.leg_mut(ui, r) {
                 for p in &mut l.preds {
                     p.cap_bits += dl_now * period_s;

@@ -96,3 +96,73 @@ fn lifi_only_inside_the_cone_and_wifi_stays_up() {
     }
     assert!(evs.iter().any(|e| matches!(&e.event, LinkEventKind::PredictedThroughput { predictor, .. } if predictor == "oracle-under")));
 }
+
+/// `measurement.rate_hold_ms` holds a link's capacity between multiples of the hold while
+/// it stays on one cell (a throughput trace replayed per second); a link coming up, back
+/// from an interruption or onto another cell gets its rate at once. The handovers are
+/// the same with and without the hold: it changes capacities only.
+#[test]
+fn rate_hold_changes_capacity_only_on_whole_seconds_or_a_new_cell() {
+    use polypath_ran::LinkChange;
+
+    let handovers = |out: &[RadioOutput]| -> Vec<u64> {
+        events(out)
+            .iter()
+            .filter(|e| matches!(e.event, LinkEventKind::HandoverExecution { .. }))
+            .map(|e| e.t_ns)
+            .collect()
+    };
+    // (rate changes, those a hold of 1 s would not have allowed).
+    let rate_changes = |out: &[RadioOutput]| -> (usize, usize) {
+        let (mut n, mut off_boundary) = (0, 0);
+        let (mut cell, mut fresh) = (None, true);
+        for o in out {
+            let RadioOutput::Link(LinkChange {
+                t_ns,
+                ue: 0,
+                iface: 0,
+                action,
+            }) = o
+            else {
+                continue;
+            };
+            match action {
+                LinkAction::Rate { slot, .. } => {
+                    n += 1;
+                    let allowed = t_ns % 1_000_000_000 == 0 || fresh || cell != Some(slot.cell);
+                    off_boundary += usize::from(!allowed);
+                    (cell, fresh) = (Some(slot.cell), false);
+                }
+                LinkAction::Up { slot, .. } => (cell, fresh) = (Some(slot.cell), true),
+                LinkAction::Interrupt { .. } | LinkAction::Down { .. } => fresh = true,
+                LinkAction::ContextRelease(_) => {}
+            }
+        }
+        (n, off_boundary)
+    };
+    let mut cfg = load_radio("driving-m2ho.toml");
+    let free = run(&cfg, 1, 120.0);
+    cfg.measurement.rate_hold_ms = 1000.0;
+    let held = run(&cfg, 1, 120.0);
+    let ((n_free, off_free), (n_held, off_held)) = (rate_changes(&free), rate_changes(&held));
+    println!("rate changes in 120 s: {n_free} ({off_free} off whole seconds), held {n_held}");
+    assert!(
+        off_free > n_free / 2,
+        "the capacity follows every period without a hold"
+    );
+    assert_eq!(
+        off_held, 0,
+        "a held capacity changes only on whole seconds or a new cell"
+    );
+    assert!(
+        n_held > 60 && n_held < n_free / 4,
+        "{n_held} against {n_free}"
+    );
+    assert_eq!(handovers(&free), handovers(&held));
+    assert!(!handovers(&held).is_empty());
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        cfg.measurement.rate_hold_ms = bad;
+        let err = RadioModel::new(&cfg, 1).unwrap_err().to_string();
+        assert!(err.contains("measurement.rate_hold_ms"), "{bad}: {err}");
+    }
+}

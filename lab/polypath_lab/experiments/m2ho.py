@@ -271,6 +271,10 @@ class Environment:
     buffer_nr_fr1: int | None = None
     #: Per-UE buffer of every mmWave cell at full rate (bytes), if not the scenario's.
     buffer_nr_fr2: int | None = None
+    #: Hold each cell's capacity for this many ms between changes (the radio model's
+    #: ``measurement.rate_hold_ms``): 1000 replays it per second, as the paper replays
+    #: measured throughput (Sec. 5.2); 0 follows the model's every 40 ms period.
+    rate_hold_ms: float = 0.0
 
     def scaled(self, full_rate_bytes: int) -> int:
         """Bytes at the emulated scale."""
@@ -292,7 +296,8 @@ class Environment:
 
 def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
     """An :class:`Environment` from ``KEY=VALUE`` items; a ``ValueError`` names an unknown
-    key or a value out of range (the share in (0, 1], buffers positive whole bytes)."""
+    key or a value out of range (the share in (0, 1], buffers positive whole bytes, the
+    hold 0 ms or more)."""
     env = Environment()
     known = [f.name for f in fields(Environment)]
     for item in items:
@@ -309,6 +314,10 @@ def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
             if not 0.0 < x <= 1.0:
                 raise ValueError(f"--m2ho-env {item!r}: the share must be in (0, 1]")
             env = replace(env, ue_share=x)
+        elif key == "rate_hold_ms":
+            if not 0.0 <= x < float("inf"):
+                raise ValueError(f"--m2ho-env {item!r}: the hold is 0 ms or more")
+            env = replace(env, rate_hold_ms=x)
         else:
             if not x.is_integer() or x <= 0:
                 raise ValueError(f"--m2ho-env {item!r}: a buffer is a positive whole number "
@@ -341,6 +350,9 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
         link["delay"] = WIRED_DELAY
         link["queue"] = f"{env.scaled(UE_UPLINK_BUFFER_BYTES)}B"
     s["radio"].pop("predictors", None)
+    if env.rate_hold_ms:
+        s["radio"]["measurement"] = {**s["radio"].get("measurement", {}),
+                                     "rate_hold_ms": env.rate_hold_ms}
     for h in s["host"]:
         if h["name"] == "ue":
             h["tcp_rmem"] = [env.scaled(b) for b in UE_TCP_RMEM]
