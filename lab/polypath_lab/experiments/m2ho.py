@@ -800,6 +800,11 @@ def _plotted_handover(hos: list[tuple[float, str]], seconds: int) -> tuple[float
     return whole[0] if whole else hos[0]
 
 
+def _label(scenario: str) -> str:
+    """How tables name a scenario (``driving-m2ho`` → ``driving``)."""
+    return scenario.removesuffix("-m2ho")
+
+
 @dataclass
 class Stretch:
     """One scenario's emulated stretch: every variant's run on the same radio realisation
@@ -826,7 +831,7 @@ class Stretch:
     @property
     def where(self) -> str:
         """How tables name the stretch."""
-        return f"{self.scenario.removesuffix('-m2ho')}, {self.seconds} s"
+        return f"{_label(self.scenario)}, {self.seconds} s"
 
 
 def _emulate_stretch(ctx: Context, scenario: str, seconds: int, variants: list,
@@ -836,7 +841,7 @@ def _emulate_stretch(ctx: Context, scenario: str, seconds: int, variants: list,
     base = load_scenario(scenario)
     cell_rat = {c["id"]: c["type"] for c in base["radio"]["cells"]}
     seed = ctx.seeds[0]
-    short = scenario.removesuffix("-m2ho")
+    short = _label(scenario)
     runs = {}
     for name, cc, m2ho in variants:
         print(f"m2ho: emulating {seconds} s of the {short} scenario with {name} (real time)",
@@ -893,7 +898,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
     # Table 2: by type over both stretches, then each stretch's total.
     rows2, data2 = [], {}
     groups = [(k, lambda x, k=k: k == "total" or x["type"] == k) for k in TYPES + ["total"]]
-    groups += [(f"total {s.scenario.removesuffix('-m2ho')}",
+    groups += [(f"total {_label(s.scenario)}",
                 lambda x, name=s.scenario: x["scenario"] == name) for s in stretches]
     for k, keep in groups:
         sel = lambda v: [x for x in per[v] if keep(x)]  # noqa: E731
@@ -925,7 +930,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
     for i, (s, t, kind) in enumerate(hos):
         x = {v: per[v][i] for v in per}
         ratio = x["m2ho"]["tput"] / x["cubic"]["tput"] if x["cubic"]["tput"] else float("nan")
-        rows_h.append([s.scenario.removesuffix("-m2ho"), fmt(t, 1), kind,
+        rows_h.append([_label(s.scenario), fmt(t, 1), kind,
                        fmt(x["cubic"]["capacity"], 1)]
                       + [fmt(x[v]["tput"], 1) for v in per] + [fmt(ratio, 2)]
                       + [" / ".join(str(x[v]["retrans"]) for v in per)])
@@ -945,6 +950,10 @@ def emulated(ctx: Context, e: Experiment) -> None:
         [[v, fmt(paper.M2HO_NO_LOSS.get(v), 1), fmt(nl[v], 1)] for v in per], nl))
     # Table 3 from the daemon's own classification, over every stretch's M2HO run.
     stats = [s.st for s in stretches if s.st is not None]
+    daemon = {"handovers": [h for st in stats for h in st["handovers"]],
+              "rewritten": sum(st["packets"]["rewritten"] for st in stats),
+              "suppressed_acks": sum(st["suppression"]["acks_suppressed"] for st in stats),
+              "reopened": sum(st["packets"].get("windows_reopened", 0) for st in stats)}
     if stats:
         evs = [x for st in stats for x in st["dup_ack_events"]
                if x["after_handover"] and x["dup_acks"] >= 3]
@@ -960,9 +969,9 @@ def emulated(ctx: Context, e: Experiment) -> None:
             [["precision %", fmt(paper.M2HO_TABLE_3["total"][0], 1), fmt(prec, 1), str(len(prevented))],
              ["recall %", fmt(paper.M2HO_TABLE_3["total"][1], 1), fmt(rec, 1), str(len(reorder))]],
             {"precision": prec, "recall": rec, "congestion_events": len(evs),
-             "suppressed_acks": sum(st["suppression"]["acks_suppressed"] for st in stats),
-             "daemon_handovers": sum(len(st["handovers"]) for st in stats),
-             "rewritten": sum(st["packets"]["rewritten"] for st in stats)}))
+             "suppressed_acks": daemon["suppressed_acks"],
+             "daemon_handovers": len(daemon["handovers"]),
+             "rewritten": daemon["rewritten"]}))
     causes = {}
     window_use = {}
     for s in stretches:
@@ -1030,16 +1039,12 @@ def emulated(ctx: Context, e: Experiment) -> None:
                 all(x == same["cubic"] for x in same.values()),
                 ", ".join(f"{v} {len(x)}" for v, x in same.items()))
     if stats:
-        daemon_hos = [h for st in stats for h in st["handovers"]]
-        predicted = sum(h["predicted"] for h in daemon_hos)
-        rewritten = sum(st["packets"]["rewritten"] for st in stats)
+        predicted = sum(h["predicted"] for h in daemon["handovers"])
         e.check("the daemon, fed by the emulator, predicted handovers and rewrote windows",
-                predicted > 0 and rewritten > 0,
-                f"{predicted} of {len(daemon_hos)} handovers predicted, "
-                f"{rewritten} windows rewritten, "
-                f"{sum(st['suppression']['acks_suppressed'] for st in stats)} duplicate ACKs "
-                f"suppressed, {sum(st['packets'].get('windows_reopened', 0) for st in stats)} "
-                "stalled windows reopened")
+                predicted > 0 and daemon["rewritten"] > 0,
+                f"{predicted} of {len(daemon['handovers'])} handovers predicted, "
+                f"{daemon['rewritten']} windows rewritten, {daemon['suppressed_acks']} "
+                f"duplicate ACKs suppressed, {daemon['reopened']} stalled windows reopened")
     if tot and not ctx.quick:
         e.check("CUBIC+M2HO >= 1.4x CUBIC around handovers (paper 1.458x)",
                 tot["ratio"] >= 1.4, f"{tot['ratio']:.2f}x over {tot['handovers']} handovers")
