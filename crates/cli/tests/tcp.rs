@@ -139,7 +139,7 @@ fn recv_once_and_send_print_json_reports() {
     let mut lines = rows.lines();
     assert_eq!(
         lines.next(),
-        Some("t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms")
+        Some("t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos")
     );
     let csv_bytes: u64 = lines
         .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())

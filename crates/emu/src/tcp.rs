@@ -213,6 +213,9 @@ pub struct Interval {
     pub cwnd_bytes: Option<u64>,
     /// Segments retransmitted in the interval (sender only).
     pub retrans: Option<u32>,
+    /// Retransmission timeouts in the interval (sender only; `tcpi_total_rto`, kernels
+    /// from 6.7).
+    pub rtos: Option<u32>,
     /// Time in the interval the sender was stalled by the receiver's window, ms (sender
     /// only; `tcpi_rwnd_limited`, kernels from 4.10). The kernel counts it in clock ticks
     /// (1 to 10 ms), so one interval's figure is off by up to a tick, and so is a sum over
@@ -345,6 +348,7 @@ struct Meter {
     last_t: Duration,
     last_bytes: u64,
     last_retrans: Option<u32>,
+    last_rtos: u16,
     last_rwnd_limited_us: u64,
     intervals: Vec<Interval>,
 }
@@ -358,6 +362,7 @@ impl Meter {
             last_t: Duration::ZERO,
             last_bytes: 0,
             last_retrans: None,
+            last_rtos: 0,
             last_rwnd_limited_us: 0,
             intervals: Vec::new(),
         }
@@ -398,6 +403,11 @@ impl Meter {
             self.last_retrans = Some(i.total_retrans);
             delta
         });
+        let rtos = info.and_then(|i| i.total_rto).map(|total| {
+            let delta = total.saturating_sub(self.last_rtos);
+            self.last_rtos = total;
+            u32::from(delta)
+        });
         let rwnd_limited_ms = info.and_then(|i| i.rwnd_limited_us).map(|total| {
             let delta = total.saturating_sub(self.last_rwnd_limited_us);
             self.last_rwnd_limited_us = total;
@@ -411,6 +421,7 @@ impl Meter {
             rtt_ms: info.map(TcpInfo::rtt_ms),
             cwnd_bytes: info.map(TcpInfo::cwnd_bytes),
             retrans,
+            rtos,
             rwnd_limited_ms,
         };
         on_interval(&interval);
@@ -752,7 +763,7 @@ pub fn recv_one_with(
 }
 
 /// Writes intervals as CSV rows
-/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms` (empty
+/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos` (empty
 /// where a value is unknown), without the header ([`CSV_HEADER`]).
 pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result<()> {
     fn opt<T: ToString>(v: Option<T>) -> String {
@@ -761,7 +772,7 @@ pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result
     for i in intervals {
         writeln!(
             out,
-            "{:.6},{},{:.3},{},{},{},{}",
+            "{:.6},{},{:.3},{},{},{},{},{}",
             i.t_s,
             i.bytes,
             i.goodput_mbps,
@@ -769,13 +780,15 @@ pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result
             opt(i.cwnd_bytes),
             opt(i.retrans),
             opt(i.rwnd_limited_ms.map(|r| format!("{r:.3}"))),
+            opt(i.rtos),
         )?;
     }
     Ok(())
 }
 
 /// The CSV header line of [`write_csv_rows`].
-pub const CSV_HEADER: &str = "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms";
+pub const CSV_HEADER: &str =
+    "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos";
 
 #[cfg(test)]
 mod tests {
@@ -832,6 +845,7 @@ mod tests {
                 rtt_ms: Some(0.05),
                 cwnd_bytes: Some(14480),
                 retrans: Some(0),
+                rtos: Some(1),
                 rwnd_limited_ms: Some(12.5),
             },
             Interval {
@@ -842,13 +856,14 @@ mod tests {
                 rtt_ms: None,
                 cwnd_bytes: None,
                 retrans: None,
+                rtos: None,
                 rwnd_limited_ms: None,
             },
         ];
         write_csv_rows(&mut out, &rows).expect("write to a Vec");
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "1.000000,125000,1.000,0.050,14480,0,12.500\n1.500000,0,0.000,,,,\n"
+            "1.000000,125000,1.000,0.050,14480,0,12.500,1\n1.500000,0,0.000,,,,,\n"
         );
     }
 }

@@ -76,6 +76,12 @@ fn check(sent: &Report, received: &Report, mptcp: bool, cc: &str) {
     if let Some(acked) = info.bytes_acked {
         assert!(acked >= BYTES, "bytes_acked {acked}");
     }
+    // Kernels from 6.7 count timeouts: the intervals' counts add up to the total.
+    if let Some(total) = info.total_rto {
+        let summed: u32 = sent.intervals.iter().filter_map(|i| i.rtos).sum();
+        assert_eq!(summed, u32::from(total), "timeouts per interval");
+        assert!(sent.intervals.iter().all(|i| i.rtos.is_some()));
+    }
     if !mptcp {
         assert_eq!(sent.subflows, None);
         assert_eq!(received.subflows, None);

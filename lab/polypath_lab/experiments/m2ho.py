@@ -536,7 +536,12 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
     rate control (Sec. 4.5) works through the first: on sub-6 cells after a vertical
     handover the advertised window, not cwnd, is meant to set the rate, so that no loss
     cuts a cwnd kept for the return to mmWave. The share also counts the preparation
-    state's shrinks (Sec. 4.3) and, for any variant, the receive buffer's own limit."""
+    state's shrinks (Sec. 4.3) and, for any variant, the receive buffer's own limit. Also
+    the sender's retransmission timeouts (``tcpi_total_rto``, kernels from 6.7), and how
+    many of them came within ``TIMEOUT_AFTER_HO_S`` after a handover: the paper holds that
+    M2HO "still performs no worse than vanilla TCP CUBIC" when its shrink comes late (Sec.
+    4.3), and a window held below data already in flight can turn a loss the sender would
+    have repaired by SACK into a timeout."""
 
     def serving(t: float) -> str:
         before = [kind for x, kind in hos if x <= t]
@@ -556,21 +561,43 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
             known = [i for i in iv if i.get("rwnd_limited_ms") is not None]
             span = sum(i["seconds"] for i in known)
             stalled_s = sum(i["rwnd_limited_ms"] for i in known) / 1000.0
+            counted = [i for i in iv if i.get("rtos") is not None]
             row[kind] = {
                 "seconds": sum(i["seconds"] for i in iv),
                 "rwnd_limited_pct": 100.0 * stalled_s / span if span else float("nan"),
                 "cwnd_kb": mean([i["cwnd_bytes"] / 1e3 for i in iv if i.get("cwnd_bytes")]),
+                "timeouts": sum(i["rtos"] for i in counted) if counted else None,
+                "timeouts_after_handover": sum(
+                    i["rtos"] for i in counted
+                    if any(0.0 <= SENDER_START_S + i["t_s"] - x <= TIMEOUT_AFTER_HO_S
+                           for x, _ in hos)) if counted else None,
             }
         data[v] = row
         rows.append([v] + [fmt(row[k][f], 0) for k in ("sub6", "mmW")
-                           for f in ("seconds", "rwnd_limited_pct", "cwnd_kb")])
+                           for f in ("seconds", "rwnd_limited_pct", "cwnd_kb")]
+                    + [_timeouts(row[k]) for k in ("sub6", "mmW")])
     e.tables.append(Table(
         f"What held each sender back ({where}), by the serving cell's type: time stalled "
-        "by the receiver's window (tcpi_rwnd_limited) and mean cwnd",
+        "by the receiver's window (tcpi_rwnd_limited), mean cwnd, and retransmission "
+        f"timeouts (tcpi_total_rto; in brackets those within {TIMEOUT_AFTER_HO_S:g} s after "
+        "a handover)",
         ["variant", "sub-6 s", "sub-6 rwnd-limited %", "sub-6 cwnd kB", "mmWave s",
-         "mmWave rwnd-limited %", "mmWave cwnd kB"],
+         "mmWave rwnd-limited %", "mmWave cwnd kB", "sub-6 timeouts", "mmWave timeouts"],
         rows, data))
     return data
+
+
+#: Seconds after a handover's execution within which a sender's retransmission timeout
+#: counts as the handover's.
+TIMEOUT_AFTER_HO_S = 2.0
+
+
+def _timeouts(cell: dict) -> str:
+    """``N (M)``: timeouts, of which M within ``TIMEOUT_AFTER_HO_S`` after a handover;
+    "–" when the kernel did not count them (before 6.7)."""
+    if cell["timeouts"] is None:
+        return "–"
+    return f"{cell['timeouts']} ({cell['timeouts_after_handover']})"
 
 
 #: Seconds back on mmWave over which a sub-6 stay's kept window is judged: the first ones,

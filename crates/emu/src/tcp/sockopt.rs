@@ -77,6 +77,12 @@ fn u64_at(buf: &[u8], len: usize, offset: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(bytes.try_into().ok()?))
 }
 
+/// Reads a native-endian `u16` at `offset` if the kernel filled that far.
+fn u16_at(buf: &[u8], len: usize, offset: usize) -> Option<u16> {
+    let bytes = buf.get(offset..offset + 2).filter(|_| offset + 2 <= len)?;
+    Some(u16::from_ne_bytes(bytes.try_into().ok()?))
+}
+
 /// Reads a `u8` at `offset` if the kernel filled that far.
 fn u8_at(buf: &[u8], len: usize, offset: usize) -> Option<u8> {
     buf.get(offset).copied().filter(|_| offset < len)
@@ -120,6 +126,14 @@ pub struct TcpInfo {
     pub bytes_sent: Option<u64>,
     /// `tcpi_bytes_retrans`: bytes retransmitted.
     pub bytes_retrans: Option<u64>,
+    /// `tcpi_total_rto`: retransmission timeouts over the connection's life (kernels from
+    /// 6.7).
+    pub total_rto: Option<u16>,
+    /// `tcpi_total_rto_recoveries`: recoveries that began with a retransmission timeout
+    /// (kernels from 6.7).
+    pub total_rto_recoveries: Option<u16>,
+    /// `tcpi_total_rto_time`: time spent in those recoveries, ms (kernels from 6.7).
+    pub total_rto_time_ms: Option<u32>,
 }
 
 impl TcpInfo {
@@ -151,6 +165,9 @@ impl TcpInfo {
             sndbuf_limited_us: u64_at(buf, len, 184),
             bytes_sent: u64_at(buf, len, 200),
             bytes_retrans: u64_at(buf, len, 208),
+            total_rto: u16_at(buf, len, 240),
+            total_rto_recoveries: u16_at(buf, len, 242),
+            total_rto_time_ms: u32_at(buf, len, 244),
         })
     }
 
@@ -249,7 +266,7 @@ mod tests {
 
     #[test]
     fn tcp_info_fields_by_offset() {
-        let mut buf = [0u8; 232];
+        let mut buf = [0u8; 248];
         buf[0] = 1;
         buf[16..20].copy_from_slice(&1448u32.to_ne_bytes());
         buf[68..72].copy_from_slice(&2500u32.to_ne_bytes());
@@ -260,6 +277,9 @@ mod tests {
         buf[176..184].copy_from_slice(&789u64.to_ne_bytes());
         buf[184..192].copy_from_slice(&7u64.to_ne_bytes());
         buf[200..208].copy_from_slice(&456u64.to_ne_bytes());
+        buf[240..242].copy_from_slice(&4u16.to_ne_bytes());
+        buf[242..244].copy_from_slice(&2u16.to_ne_bytes());
+        buf[244..248].copy_from_slice(&1268u32.to_ne_bytes());
         let info = TcpInfo::parse(&buf, buf.len()).expect("long enough");
         assert_eq!(info.state, 1);
         assert_eq!(info.rtt_ms(), 2.5);
@@ -270,6 +290,19 @@ mod tests {
         assert_eq!(info.busy_time_us, Some(1000));
         assert_eq!(info.rwnd_limited_us, Some(789));
         assert_eq!(info.sndbuf_limited_us, Some(7));
+        assert_eq!(
+            (
+                info.total_rto,
+                info.total_rto_recoveries,
+                info.total_rto_time_ms
+            ),
+            (Some(4), Some(2), Some(1268))
+        );
+        // A kernel before 6.7 ends its structure before tcpi_total_rto.
+        let before = TcpInfo::parse(&buf, 240).expect("long enough");
+        assert_eq!(before.bytes_retrans, Some(0));
+        assert_eq!(before.total_rto, None);
+        assert_eq!(before.total_rto_time_ms, None);
         // An old kernel's structure ends before tcpi_bytes_acked.
         let old = TcpInfo::parse(&buf, 104).expect("long enough");
         assert_eq!(old.bytes_acked, None);
