@@ -529,6 +529,11 @@ def _causes(e: Experiment, runs: dict, cubic_around: list[dict], cell_rat: dict[
     return data
 
 
+#: Seconds after a handover's execution within which a sender's retransmission timeout
+#: counts as the handover's.
+TIMEOUT_AFTER_HO_S = 2.0
+
+
 def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
                 seconds: int, where: str) -> dict:
     """Table of what held each sender back, by the serving cell's type: the share of the
@@ -585,11 +590,6 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
          "mmWave rwnd-limited %", "mmWave cwnd kB", "sub-6 timeouts", "mmWave timeouts"],
         rows, data))
     return data
-
-
-#: Seconds after a handover's execution within which a sender's retransmission timeout
-#: counts as the handover's.
-TIMEOUT_AFTER_HO_S = 2.0
 
 
 def _timeouts(cell: dict) -> str:
