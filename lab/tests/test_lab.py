@@ -252,6 +252,14 @@ def test_quick_m2ho_emulates_driving_and_walking(quick_experiment):
     assert driving["handovers"] > 0 and walking["handovers"] > 0, t2.data
     assert t2.data["total"]["handovers"] == driving["handovers"] + walking["handovers"]
     assert {x["scenario"] for x in each.data} == {"driving-m2ho", "walking-m2ho"}
+    # Fig. 13: the (0, 5] s after a handover are within its [-5, 5] s, so no variant is
+    # loss-free around more handovers than after them; the predicted handovers are some
+    # of M2HO's.
+    fig13 = next(t for t in e.tables if t.title.startswith("Fig. 13:")).data
+    for v in ("cubic", "m2ho"):
+        assert fig13[v]["handovers"] == t2.data["total"]["handovers"], fig13
+        assert fig13[v]["after_pct"] >= fig13[v]["around_pct"], fig13
+    assert 0 < fig13["m2ho, predicted handovers"]["handovers"] <= fig13["m2ho"]["handovers"]
 
 
 def test_m2ho_emulated_cells_scale_buffers_with_rates():
