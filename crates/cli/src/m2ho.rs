@@ -37,7 +37,7 @@ pub struct ParamArgs {
     /// e.g. `lambda=2`, `shrink=false`, `clamp_rwnd_bytes=64000`, `burst={"full":0.9,"partial":0.4}`.
     /// Keys: predictor, initial_t2_ms, fallback_a1, shrink, burst, learn_from_forwarded_burst,
     /// default_buffer_bytes, suppress_dup_acks, max_suppression_ms, rate_control, lambda, min_rwnd_bytes,
-    /// clamp_rwnd_bytes, reopen_stalled, reopen_after_rtts, reopen_min_ms, max_preparation_ms,
+    /// clamp_rwnd_bytes, limit_widening, reopen_stalled, reopen_after_rtts, reopen_min_ms, max_preparation_ms,
     /// max_connections, idle_timeout_s, max_records.
     #[arg(long = "param", value_name = "KEY=VALUE")]
     params: Vec<String>,

@@ -56,6 +56,10 @@ pub struct Config {
     /// Advertise at most this window on every connection, whatever the state (for tests
     /// and experiments; `None` in normal operation).
     pub clamp_rwnd_bytes: Option<u64>,
+    /// Widen a window M2HO sets by at most twice the bytes that arrived since the last ACK
+    /// (not from the paper): its right edge then moves with the data delivered, and a
+    /// sender held to it never gets a wider window in one step to send in one burst.
+    pub limit_widening: bool,
     /// Reopen a window that stalls its sender (not from the paper): after a retraction
     /// (the shrink of Sec. 4.3, Eq. 2 of Sec. 4.5), a sender whose data beyond the new
     /// right edge was lost can retransmit nothing beyond the window but its first
@@ -94,6 +98,7 @@ impl Default for Config {
             lambda: 2.0,
             min_rwnd_bytes: 2 * 1448,
             clamp_rwnd_bytes: None,
+            limit_widening: true,
             reopen_stalled: true,
             reopen_after_rtts: 3.0,
             reopen_min_ms: 150.0,

@@ -115,10 +115,18 @@ pub struct Conn {
     pub rtt_ns: Option<u64>,
     /// Smallest RTT sample (ns).
     pub rtt_min_ns: Option<u64>,
-    /// Start of the current byte-count window (ns) and bytes received in it.
-    window_start: Option<u64>,
-    window_bytes: u64,
-    /// Bytes received in the last complete round trip: M2HO's c_est (Sec. 4.5).
+    /// When the byte count for c_est started (ns): the first data since the last restart.
+    count_start: Option<u64>,
+    /// Arrivals since then, coalesced per [`ARRIVAL_BUCKET_NS`]: (time ns, payload bytes
+    /// received up to and including then, counted from the restart). Only the last round
+    /// trip's are kept.
+    arrivals: VecDeque<(u64, u64)>,
+    /// Payload bytes received since the byte count started.
+    counted_bytes: u64,
+    /// Of those, the bytes up to the first arrival still kept.
+    forgotten_bytes: u64,
+    /// Bytes received in the round trip up to the latest data, once a whole round trip
+    /// has been counted since the last restart: M2HO's c_est (Sec. 4.5).
     pub bytes_last_rtt: Option<u64>,
     /// The window rate control holds while c_est has no round trip on the current cell
     /// yet (set when the estimate restarts at a handover).
@@ -144,9 +152,12 @@ pub struct Conn {
     pub reopen_attempts: u8,
     /// When M2HO last sent a window update (ns).
     pub reopened_ns: Option<u64>,
-    /// Bytes received in the last complete round trip, kept across handovers: what the
-    /// sender had in flight, as the device sees it.
+    /// Bytes received in the round trip up to the latest data, kept across handovers: what
+    /// the sender had in flight, as the device sees it.
     pub flight_bytes: Option<u64>,
+    /// `bytes_received` when the device sent its last ACK (the one whose right edge is
+    /// `last_edge`).
+    pub received_at_last_edge: u64,
 }
 
 /// Window updates M2HO sends to a stalled connection before data comes again: one up to
@@ -155,6 +166,10 @@ pub const MAX_REOPEN_ATTEMPTS: u8 = 2;
 
 /// Most TSvals remembered per connection for RTT samples.
 const TS_MEMORY: usize = 128;
+
+/// Arrivals closer together than this are one entry of the c_est count (a round trip of
+/// seconds at a cell edge then keeps thousands of entries, not one per packet).
+const ARRIVAL_BUCKET_NS: u64 = 1_000_000;
 
 impl Conn {
     /// The shift applied to the window fields the device sends, when known: the device's
@@ -329,6 +344,7 @@ impl Conn {
     pub fn note_sent_ack(&mut self, ack: u32, window: u16, shift: u8, packet: Option<&[u8]>) {
         let edge = ack.wrapping_add(u32::from(window) << shift.min(14));
         self.last_edge = Some(edge);
+        self.received_at_last_edge = self.bytes_received;
         if self.offered_edge.is_none_or(|e| seq_gt(edge, e)) {
             self.offered_edge = Some(edge);
         }
@@ -361,24 +377,50 @@ impl Conn {
     /// arrives from now on (from the cell the device has just handed over to). Until then
     /// rate control holds the window at `hold` (none: the kernel's).
     pub fn restart_rate_estimate(&mut self, hold: Option<u64>) {
-        self.window_start = None;
-        self.window_bytes = 0;
+        self.count_start = None;
+        self.arrivals.clear();
+        self.counted_bytes = 0;
+        self.forgotten_bytes = 0;
         self.bytes_last_rtt = None;
         self.held_rwnd = hold;
     }
 
+    /// Counts `bytes` of data arriving at `now` for c_est: the bytes received in the round
+    /// trip (the latest RTT sample) that ends now, a window sliding with every arrival.
+    /// Counted in consecutive round trips instead, c_est would step once a round trip, and
+    /// with it the window (Eq. 2): a window held to a few kB in one round trip and widened
+    /// by hundreds of kB in the next lets the sender send those at once, in a burst the
+    /// cell's buffer may not hold. Sliding, the window follows each arrival.
     fn count_bytes(&mut self, bytes: u64, now: u64) {
         let Some(rtt) = self.rtt_ns else {
             return;
         };
-        let start = *self.window_start.get_or_insert(now);
-        if now.saturating_sub(start) >= rtt {
-            self.bytes_last_rtt = Some(self.window_bytes);
-            self.flight_bytes = Some(self.window_bytes);
-            self.window_start = Some(now);
-            self.window_bytes = 0;
+        let start = *self.count_start.get_or_insert(now);
+        self.counted_bytes += bytes;
+        match self.arrivals.back_mut() {
+            Some((t, total)) if now.saturating_sub(*t) < ARRIVAL_BUCKET_NS => {
+                *total = self.counted_bytes
+            }
+            _ => self.arrivals.push_back((now, self.counted_bytes)),
         }
-        self.window_bytes += bytes;
+        // The last arrival at or before the start of the round trip that ends now says how
+        // many bytes had come by then; older ones are no longer needed. (Should the RTT
+        // grow past what was kept, the round trip counts from the oldest arrival kept.)
+        let from = now.saturating_sub(rtt);
+        while self.arrivals.get(1).is_some_and(|(t, _)| *t <= from) {
+            if let Some((_, total)) = self.arrivals.pop_front() {
+                self.forgotten_bytes = total;
+            }
+        }
+        if now.saturating_sub(start) >= rtt {
+            let by_then = match self.arrivals.front() {
+                Some((t, total)) if *t <= from => *total,
+                _ => self.forgotten_bytes,
+            };
+            let in_rtt = self.counted_bytes.saturating_sub(by_then);
+            self.bytes_last_rtt = Some(in_rtt);
+            self.flight_bytes = Some(in_rtt);
+        }
     }
 }
 

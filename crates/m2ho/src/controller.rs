@@ -887,7 +887,12 @@ impl Controller {
             .and_then(|c| c.rcv_high)
             .filter(|h| seq_gt(*h, ack))
             .map_or(0, |h| u64::from(h.wrapping_sub(ack)));
-        target.map(|t| t.max(held_beyond_ack + self.cfg.min_rwnd_bytes))
+        target.map(|t| {
+            conn.filter(|_| self.cfg.limit_widening)
+                .and_then(|c| widening_limit(c, ack))
+                .map_or(t, |most| t.min(most))
+                .max(held_beyond_ack + self.cfg.min_rwnd_bytes)
+        })
     }
 
     /// A packet going `dir` at `now`, modified in place when M2HO rewrites its window.
@@ -1051,6 +1056,24 @@ impl Controller {
         }
         verdict
     }
+}
+
+/// The widest window (bytes from `ack`) M2HO may offer connection `c` in an ACK
+/// acknowledging up to `ack` ([`Config::limit_widening`]): a right edge beyond the last
+/// ACK's by at most twice the bytes that arrived since. A sender held to the window then sends at most two segments for each
+/// that reached the device, as in slow start, and the window at most doubles in a round
+/// trip; an edge moved further at once would let the sender send the difference in one
+/// burst, at the speed of the wired path, into the cell's buffer. (Counted by arrivals,
+/// not by how far the acknowledgment moves: the segment that fills a hole moves it past
+/// everything received beyond the hole, which the sender's SACK scoreboard already held as
+/// delivered.) Narrowing is not limited: the shrink of Sec. 4.3 is meant to stop the
+/// sender at once. `None` before the device sent an ACK.
+fn widening_limit(c: &Conn, ack: u32) -> Option<u64> {
+    let edge = c.last_edge?;
+    let arrived = c.bytes_received.saturating_sub(c.received_at_last_edge);
+    // From `ack` to the last edge (negative when `ack` is past it), then the widening.
+    let to_edge = i64::from(edge.wrapping_sub(ack) as i32);
+    Some(u64::try_from(to_edge + 2 * arrived as i64).unwrap_or(0))
 }
 
 /// Eq. 2's window for connection `c`, once it has counted a round trip and has an RTT.

@@ -926,6 +926,26 @@ fn ts_ack(m: &mut Controller, t: u64, ts: u32, ack: u32) -> Verdict {
     m.on_packet(t, Direction::Outbound, &mut p)
 }
 
+/// Round trips from `t`, one per TSval of `tsvals`: the device acknowledges `seq` with the
+/// TSval, and `segs` segments echoing it arrive `rtt_ms` later. Returns the time and the
+/// next sequence number after the last.
+fn round_trips(
+    m: &mut Controller,
+    t: u64,
+    tsvals: std::ops::Range<u32>,
+    seq: u32,
+    rtt_ms: u64,
+    segs: u32,
+) -> (u64, u32) {
+    let (mut t, mut seq) = (t, seq);
+    for ts in tsvals {
+        ts_ack(m, t, ts, seq);
+        t += rtt_ms * MS;
+        seq = data_in(m, t, seq, segs, Some(ts));
+    }
+    (t, seq)
+}
+
 /// A commanded handover from `from` to `to` at `t`: a measurement naming both cells'
 /// types, the command, execution 30 ms later, random access 60 ms later.
 fn commanded_handover(m: &mut Controller, t: u64, from: (u32, RadioType), to: (u32, RadioType)) {
@@ -964,7 +984,7 @@ fn rate_control_holds_the_handover_budget_until_its_first_round_trip() {
     teach_burst(&mut m, MS, 1, 100, 100_000);
     // RTT 40 ms on the mmWave cell.
     assert_eq!(ts_ack(&mut m, 10 * MS, 10, 5001), Verdict::Pass);
-    let mut seq = data_in(&mut m, 50 * MS, 5001, 20, Some(10));
+    let seq = data_in(&mut m, 50 * MS, 5001, 20, Some(10));
     // A2 on mmWave: predicted, the budget is the sub-6 estimate.
     m.on_link_event(60 * MS, &report(MeasEvent::A2, mmw(5), None));
     assert_eq!(m.shrink_bytes(), Some(100_000));
@@ -982,12 +1002,7 @@ fn rate_control_holds_the_handover_budget_until_its_first_round_trip() {
         }
     );
     // Two round trips at 60 ms on the sub-6 cell: Eq. 2 takes over (2 · 30 000 · 40/60).
-    let mut t = 200 * MS;
-    for ts in [11, 12] {
-        ts_ack(&mut m, t, ts, seq);
-        t += 60 * MS;
-        seq = data_in(&mut m, t, seq, 30, Some(ts));
-    }
+    let (t, seq) = round_trips(&mut m, 200 * MS, 11..13, seq, 60, 30);
     assert_eq!(
         ts_ack(&mut m, t, 13, seq),
         Verdict::Rewritten {
@@ -1032,13 +1047,102 @@ fn a_budget_never_ends_the_window_below_data_held_beyond_a_hole() {
             new: 187
         }
     );
-    // The hole filled: the budget alone, 10 000 -> 79 units.
+    // The hole filled: the budget alone, 10 000, reached as data arrives. The last edge
+    // was 6001 + 187 · 128 = 29 937; one segment arrived since, so the edge may move 2000
+    // beyond it: 29 937 + 2000 - 27 001 = 4936 -> 39 units.
     data_in(&mut m, 40 * MS, 6001, 1, None);
     let mut p = ack_pkt(27_001, 4000);
     assert_eq!(
         m.on_packet(50 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten { old: 4000, new: 39 }
+    );
+    // Three segments: (27 001 + 39 · 128) - 30 001 + 6000 = 7992 -> 63 units.
+    data_in(&mut m, 60 * MS, 27_001, 3, None);
+    let mut p = ack_pkt(30_001, 4000);
+    assert_eq!(
+        m.on_packet(70 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten { old: 4000, new: 63 }
+    );
+    // Three more: (30 001 + 63 · 128) - 33 001 + 6000 = 11 064, beyond the budget: 79.
+    data_in(&mut m, 80 * MS, 30_001, 3, None);
+    let mut p = ack_pkt(33_001, 4000);
+    assert_eq!(
+        m.on_packet(90 * MS, Direction::Outbound, &mut p),
         Verdict::Rewritten { old: 4000, new: 79 }
     );
+}
+
+/// c_est (Sec. 4.5) counts the bytes of the round trip that ends at each arrival, sliding:
+/// not the bytes of consecutive round trips, which step once a round trip and with them
+/// Eq. 2's window.
+#[test]
+fn c_est_is_the_round_trip_up_to_each_arrival() {
+    let mut m = clamp(10_000_000);
+    handshake(&mut m, false, Some(7), Some(7), true);
+    // RTT 60 ms.
+    ts_ack(&mut m, 0, 10, 5001);
+    let mut seq = data_in(&mut m, 60 * MS, 5001, 1, Some(10));
+    let est = |m: &Controller| m.connections().iter().next().unwrap().1.bytes_last_rtt;
+    // A segment every 10 ms: none counted until a whole round trip has passed since the
+    // first (at 60 ms), then the six of the 60 ms up to each arrival.
+    for k in 1..=5u64 {
+        seq = data_in(&mut m, (60 + 10 * k) * MS, seq, 1, None);
+        assert_eq!(est(&m), None, "{k}");
+    }
+    for k in 6..=12u64 {
+        seq = data_in(&mut m, (60 + 10 * k) * MS, seq, 1, None);
+        assert_eq!(est(&m), Some(6000), "{k}");
+    }
+    // After a 40 ms pause, the round trip up to 220 ms holds the arrivals at 170, 180 and
+    // 220 ms.
+    seq = data_in(&mut m, 220 * MS, seq, 1, None);
+    assert_eq!(est(&m), Some(3000));
+    // A burst of ten at 230 ms counts whole; 60 ms later it has left the round trip.
+    seq = data_in(&mut m, 230 * MS, seq, 10, None);
+    assert_eq!(est(&m), Some(12_000));
+    data_in(&mut m, 290 * MS, seq, 1, None);
+    assert_eq!(est(&m), Some(1000));
+}
+
+/// Under Eq. 2 the window widens by at most the bytes that arrived since the last ACK
+/// (its edge by twice those): the sender gets two segments for each one delivered, even
+/// when c_est, which counts the whole last round trip, would offer more at once.
+#[test]
+fn eq2_widens_the_window_with_the_arrivals() {
+    // limit_widening off, the window is Eq. 2's at once: 24 000 -> 188 units.
+    for (limit_widening, widened) in [(true, 173), (false, 188)] {
+        let mut m = Controller::new(Config {
+            suppress_dup_acks: false,
+            limit_widening,
+            ..Config::default()
+        });
+        handshake(&mut m, false, Some(7), Some(7), true);
+        // RTT 40 ms on mmWave, then a vertical handover to sub-6 (rate control, no budget).
+        ts_ack(&mut m, 10 * MS, 10, 5001);
+        let seq = data_in(&mut m, 50 * MS, 5001, 1, Some(10));
+        commanded_handover(&mut m, 60 * MS, mmw(5), sub6(1));
+        assert!(m.rate_control_active());
+        // Ten segments every 40 ms: c_est 10 000 at the minimum RTT, Eq. 2's 20 000 -> 157.
+        let (t, mut seq) = round_trips(&mut m, 200 * MS, 11..14, seq, 40, 10);
+        assert_eq!(
+            ts_ack(&mut m, t, 14, seq),
+            Verdict::Rewritten {
+                old: 4000,
+                new: 157
+            }
+        );
+        // Two segments 5 ms later: the round trip up to them holds 12 000 bytes, so Eq. 2
+        // asks for 24 000. The window may grow by the 2000 that arrived: 20 096 - 2000 +
+        // 4000 = 22 096 -> 173 units.
+        seq = data_in(&mut m, t + 5 * MS, seq, 2, None);
+        let expected = Verdict::Rewritten {
+            old: 4000,
+            new: widened,
+        };
+        assert_eq!(ts_ack(&mut m, t + 5 * MS, 15, seq), expected);
+        // A duplicate ACK (nothing arrived) moves the edge nowhere: the same window.
+        assert_eq!(ts_ack(&mut m, t + 6 * MS, 16, seq), expected);
+    }
 }
 
 /// Only new data gives the device an RTT sample (Karn's rule): a segment filling a hole
