@@ -1060,14 +1060,15 @@ impl Controller {
 
 /// The widest window (bytes from `ack`) M2HO may offer connection `c` in an ACK
 /// acknowledging up to `ack` ([`Config::limit_widening`]): a right edge beyond the last
-/// ACK's by at most twice the bytes that arrived since. A sender held to the window then sends at most two segments for each
-/// that reached the device, as in slow start, and the window at most doubles in a round
-/// trip; an edge moved further at once would let the sender send the difference in one
-/// burst, at the speed of the wired path, into the cell's buffer. (Counted by arrivals,
-/// not by how far the acknowledgment moves: the segment that fills a hole moves it past
-/// everything received beyond the hole, which the sender's SACK scoreboard already held as
-/// delivered.) Narrowing is not limited: the shrink of Sec. 4.3 is meant to stop the
-/// sender at once. `None` before the device sent an ACK.
+/// ACK's by at most twice the bytes that arrived since. A sender held to the window then
+/// sends at most two segments for each that reached the device, as in slow start, and the
+/// window at most doubles in a round trip; an edge moved further at once would let the
+/// sender send the difference in one burst, at the speed of the wired path, into the
+/// cell's buffer. (Counted by arrivals, not by how far the acknowledgment moves: the
+/// segment that fills a hole moves it past everything received beyond the hole, which the
+/// sender's SACK scoreboard already held as delivered.) Narrowing is not limited: the
+/// shrink of Sec. 4.3 is meant to stop the sender at once. `None` before the device sent
+/// an ACK.
 fn widening_limit(c: &Conn, ack: u32) -> Option<u64> {
     let edge = c.last_edge?;
     let arrived = c.bytes_received.saturating_sub(c.received_at_last_edge);

@@ -981,8 +981,10 @@ def emulated(ctx: Context, e: Experiment) -> None:
     # counts "loss events after handovers", Sec. 6.3.2); then M2HO's among the handovers
     # its daemon predicted ("When a handover is correctly predicted, in 97.9% of the
     # cases, we do not experience loss").
-    predicted = [row for s in stretches for row in s.per["m2ho"]
-                 if _predicted_by_daemon(s.st)(row["t"])]
+    predicted = []
+    for s in stretches:
+        was_predicted = _predicted_by_daemon(s.st)
+        predicted += [row for row in s.per["m2ho"] if was_predicted(row["t"])]
     groups13 = [(v, per[v], paper.M2HO_NO_LOSS.get(v)) for v in per]
     groups13.append(("m2ho, predicted handovers", predicted,
                      paper.M2HO_FINDINGS["predicted_loss_free_pct"]))
