@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
                         "with it), buffer_nr_fr1 / buffer_nr_fr2 (per-UE cell buffer at full "
                         "rate, bytes; default the scenario's or the model's), rate_hold_ms "
                         "(hold each capacity this long, e.g. 1000 as a per-second trace "
-                        "replay; default 0); the report "
+                        "replay; default 0), redeliver_probability (a context-release "
+                        "gap's packets delivered late rather than lost; default the "
+                        "model's); the report "
                         "names them")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")

@@ -291,14 +291,16 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
 def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     """``--m2ho-env`` changes what the emulated stretches assume: the share scales every
     rate and buffer (cells, tcp_rmem, uplink queue), a buffer replaces the one of its cell
-    type only, a rate hold goes to the radio model (and by default nothing does); unknown
+    type only, a rate hold and the context release's redelivery go to the radio model (and
+    by default nothing does); unknown
     keys and values out of range are refused on the command line."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
     env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000",
-                                  "rate_hold_ms=1000"])
-    assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000", "rate_hold_ms=1000.0"]
+                                  "rate_hold_ms=1000", "redeliver_probability=1"])
+    assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000", "rate_hold_ms=1000.0",
+                             "redeliver_probability=1.0"]
     assert m2ho.parse_environment([]).changed() == []
     s = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False, (), env)
     buffers = {c["type"]: set() for c in s["radio"]["cells"]}
@@ -311,11 +313,15 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     nr = next(link for link in s["link"] if link.get("radio"))
     assert nr["queue"] == f"{round(0.3 * m2ho.UE_UPLINK_BUFFER_BYTES)}B", nr
     assert s["radio"]["measurement"]["rate_hold_ms"] == 1000.0
+    assert s["radio"]["handover"]["context_release"]["redeliver_probability"] == 1.0
+    assert s["radio"]["handover"]["cancel_on_a1"], "the scenario's handover settings stay"
     plain = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False)
     assert "rate_hold_ms" not in plain["radio"].get("measurement", {}), "the model's default"
+    assert "context_release" not in plain["radio"]["handover"], "the model's default"
     for bad, why in (("ue_share=0", "share"), ("ue_share=1.5", "share"),
                      ("rate_hold_ms=-1", "hold"), ("rate_hold_ms=inf", "hold"),
-                     ("rate_hold_ms=nan", "hold"),
+                     ("rate_hold_ms=nan", "hold"), ("redeliver_probability=1.5", "probability"),
+                     ("redeliver_probability=nan", "probability"),
                      ("buffer_nr_fr1=-1", "positive"), ("buffer_nr_fr2=1.5", "whole"),
                      ("buffer_lte=1", "KEY one of"), ("ue_share", "KEY one of"),
                      ("ue_share=a", "not a number")):

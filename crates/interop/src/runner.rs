@@ -1397,10 +1397,18 @@ fn check_multipath(case: &str, qlogs: &[Vec<Value>], side: &str) -> Result<Strin
     match case {
         "multipath-handshake" => {}
         "multipath-transfer" => {
-            if on(0) < crate::MIN_BYTES_PER_PATH || on(1) < crate::MIN_BYTES_PER_PATH {
+            // polypath's server spreads by round robin: it must put MIN_BYTES_PER_PATH on
+            // each path. noq's fills path 0 before it uses path 1, and on a busy machine
+            // has put as little as 15 154 B of 20 MB there (its first window): as the
+            // client, polypath must receive stream data on both paths.
+            let need = if side == "server" {
+                crate::MIN_BYTES_PER_PATH
+            } else {
+                1
+            };
+            if on(0) < need || on(1) < need {
                 return Err(format!(
-                    "{detail}; stream bytes from the server by path {bytes:?}: need >= {} on paths 0 and 1",
-                    crate::MIN_BYTES_PER_PATH
+                    "{detail}; stream bytes from the server by path {bytes:?}: need >= {need} on paths 0 and 1"
                 ));
             }
             let _ = std::fmt::Write::write_fmt(

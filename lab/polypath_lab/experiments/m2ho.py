@@ -275,6 +275,11 @@ class Environment:
     #: ``measurement.rate_hold_ms``): 1000 replays it per second, as the paper replays
     #: measured throughput (Sec. 5.2); 0 follows the model's every 40 ms period.
     rate_hold_ms: float = 0.0
+    #: Probability that a packet of a context-release gap is delivered later by the target
+    #: rather than lost (``radio.handover.context_release.redeliver_probability``), if not
+    #: the model's: 1 is the paper's Sec. 4.4 ("the missing packets will be retransmitted by
+    #: the target cell") and its emulator's "false congestion" (Sec. 5.2).
+    redeliver_probability: float | None = None
 
     def scaled(self, full_rate_bytes: int) -> int:
         """Bytes at the emulated scale."""
@@ -297,7 +302,7 @@ class Environment:
 def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
     """An :class:`Environment` from ``KEY=VALUE`` items; a ``ValueError`` names an unknown
     key or a value out of range (the share in (0, 1], buffers positive whole bytes, the
-    hold 0 ms or more)."""
+    hold 0 ms or more, the probability in [0, 1])."""
     env = Environment()
     known = [f.name for f in fields(Environment)]
     for item in items:
@@ -318,6 +323,10 @@ def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
             if not 0.0 <= x < float("inf"):
                 raise ValueError(f"--m2ho-env {item!r}: the hold is 0 ms or more")
             env = replace(env, rate_hold_ms=x)
+        elif key == "redeliver_probability":
+            if not 0.0 <= x <= 1.0:
+                raise ValueError(f"--m2ho-env {item!r}: a probability is in [0, 1]")
+            env = replace(env, redeliver_probability=x)
         else:
             if not x.is_integer() or x <= 0:
                 raise ValueError(f"--m2ho-env {item!r}: a buffer is a positive whole number "
@@ -353,6 +362,10 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
     if env.rate_hold_ms:
         s["radio"]["measurement"] = {**s["radio"].get("measurement", {}),
                                      "rate_hold_ms": env.rate_hold_ms}
+    if env.redeliver_probability is not None:
+        handover = s["radio"].setdefault("handover", {})
+        handover["context_release"] = {**handover.get("context_release", {}),
+                                       "redeliver_probability": env.redeliver_probability}
     for h in s["host"]:
         if h["name"] == "ue":
             h["tcp_rmem"] = [env.scaled(b) for b in UE_TCP_RMEM]
