@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(hold each capacity this long, e.g. 1000 as a per-second trace "
                         "replay; default 0), redeliver_probability (a context-release "
                         "gap's packets delivered late rather than lost; default the "
-                        "model's); the report "
+                        "model's), max_burst_slots (every cell's longest burst to the UE; "
+                        "default 40); the report "
                         "names them")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")

@@ -291,21 +291,23 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
 def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     """``--m2ho-env`` changes what the emulated stretches assume: the share scales every
     rate and buffer (cells, tcp_rmem, uplink queue), a buffer replaces the one of its cell
-    type only, a rate hold and the context release's redelivery go to the radio model (and
-    by default nothing does); unknown
+    type only, a rate hold, the context release's redelivery and the longest burst go to the
+    radio model (and by default nothing does); unknown
     keys and values out of range are refused on the command line."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
     env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000",
-                                  "rate_hold_ms=1000", "redeliver_probability=1"])
+                                  "rate_hold_ms=1000", "redeliver_probability=1",
+                                  "max_burst_slots=8"])
     assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000", "rate_hold_ms=1000.0",
-                             "redeliver_probability=1.0"]
+                             "redeliver_probability=1.0", "max_burst_slots=8"]
     assert m2ho.parse_environment([]).changed() == []
     s = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False, (), env)
     buffers = {c["type"]: set() for c in s["radio"]["cells"]}
     for c in s["radio"]["cells"]:
         assert c["ue_share"] == 0.3
+        assert c["max_burst_slots"] == 8
         buffers[c["type"]].add(c["buffer_bytes"])
     assert buffers == {"nr_fr1": {600_000}, "nr_fr2": {1_200_000}}, buffers
     ue = next(h for h in s["host"] if h["name"] == "ue")
@@ -318,10 +320,12 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     plain = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False)
     assert "rate_hold_ms" not in plain["radio"].get("measurement", {}), "the model's default"
     assert "context_release" not in plain["radio"]["handover"], "the model's default"
+    assert all("max_burst_slots" not in c for c in plain["radio"]["cells"])
     for bad, why in (("ue_share=0", "share"), ("ue_share=1.5", "share"),
                      ("rate_hold_ms=-1", "hold"), ("rate_hold_ms=inf", "hold"),
                      ("rate_hold_ms=nan", "hold"), ("redeliver_probability=1.5", "probability"),
                      ("redeliver_probability=nan", "probability"),
+                     ("max_burst_slots=0", "slots"), ("max_burst_slots=2.5", "slots"),
                      ("buffer_nr_fr1=-1", "positive"), ("buffer_nr_fr2=1.5", "whole"),
                      ("buffer_lte=1", "KEY one of"), ("ue_share", "KEY one of"),
                      ("ue_share=a", "not a number")):

@@ -49,6 +49,8 @@ pub struct SlotParams {
     pub dl_bytes_per_rb: f64,
     /// This UE's share of slots when backlogged (ue_share / attached UEs).
     pub share: f64,
+    /// Longest burst of slots the cell gives this UE before it serves the others.
+    pub max_burst_slots: u32,
 }
 
 impl SlotParams {
@@ -239,6 +241,7 @@ mod tests {
             total_rbs: 106,
             dl_bytes_per_rb: 100.0,
             share: 0.5,
+            max_burst_slots: 40,
         };
         // 0.5 · 106 · 100 B · 8 / 0.5 ms = 84.8 Mbit/s.
         assert!((p.dl_bps() - 84.8e6).abs() < 1.0);

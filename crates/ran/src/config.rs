@@ -482,6 +482,11 @@ pub struct CellConfig {
     /// 4 MB (FR2), 0.5 MB (LTE, LiFi), 1 MB (Wi-Fi).
     #[serde(default)]
     pub buffer_bytes: Option<u64>,
+    /// Longest burst of slots the cell gives one backlogged UE before it serves the others
+    /// ([`crate::reflink::SlotScheduler`]); the gap after a burst grows with its length, so
+    /// this also bounds the gap. Default 40.
+    #[serde(default)]
+    pub max_burst_slots: Option<u32>,
     /// Cell individual offset Ocn/Ocp (dB).
     #[serde(default)]
     pub cio_db: f64,
@@ -526,6 +531,7 @@ impl CellConfig {
             operator: Self::default_operator(),
             ue_share: Self::default_share(),
             buffer_bytes: None,
+            max_burst_slots: None,
             cio_db: 0.0,
             offset_freq_db: 0.0,
             range_m: None,
@@ -577,6 +583,8 @@ pub struct CellParams {
     pub ue_share: f64,
     /// Per-UE buffer (bytes).
     pub buffer_bytes: u64,
+    /// Longest burst of slots to one backlogged UE.
+    pub max_burst_slots: u32,
     /// Ocn (dB).
     pub cio_db: f64,
     /// Ofn (dB).
@@ -709,6 +717,10 @@ impl CellParams {
         if buffer_bytes == 0 {
             return Err(err("buffer_bytes", "must be positive"));
         }
+        let max_burst_slots = c.max_burst_slots.unwrap_or(40);
+        if max_burst_slots == 0 {
+            return Err(err("max_burst_slots", "must be positive"));
+        }
         if !c.cio_db.is_finite() || !c.offset_freq_db.is_finite() {
             return Err(err("cio_db", "offsets must be numbers"));
         }
@@ -743,6 +755,7 @@ impl CellParams {
             operator: c.operator.clone(),
             ue_share: c.ue_share,
             buffer_bytes,
+            max_burst_slots,
             cio_db: c.cio_db,
             offset_freq_db: c.offset_freq_db,
             range_m: c.range_m,

@@ -1675,6 +1675,7 @@ impl RadioModel {
                 total_rbs: c.n_rb,
                 dl_bytes_per_rb: bytes_per_rb,
                 share,
+                max_burst_slots: c.max_burst_slots,
             },
         )
     }
@@ -2071,6 +2072,13 @@ mod tests {
         let e = RadioModel::new(&cfg(vec![cell], vec![]), 1).unwrap_err();
         assert!(
             e.to_string().contains("radio.cells[0].bandwidth_mhz"),
+            "{e}"
+        );
+        let mut cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+        cell.max_burst_slots = Some(0);
+        let e = RadioModel::new(&cfg(vec![cell], vec![]), 1).unwrap_err();
+        assert!(
+            e.to_string().contains("radio.cells[0].max_burst_slots"),
             "{e}"
         );
         let mut c = cfg(

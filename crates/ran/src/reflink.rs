@@ -23,13 +23,12 @@ pub struct SlotGrant {
 /// UE's buffer is cleared; the burst ends with a partially allocated slot. The cell then
 /// serves other UEs for a number of slots chosen so that, when backlogged, this UE gets
 /// `share` of the slots on average (gap = burst length · (1 − share) / share, jittered
-/// ±50 %). A burst is cut after `max_burst_slots` to give the others their turn.
+/// ±50 %). A burst is cut after the cell's `max_burst_slots` to give the others their turn.
 #[derive(Debug, Clone)]
 pub struct SlotScheduler {
     rng: ChaCha8Rng,
     others_left: u32,
     burst_len: u32,
-    max_burst_slots: u32,
 }
 
 impl SlotScheduler {
@@ -39,7 +38,6 @@ impl SlotScheduler {
             rng: ChaCha8Rng::seed_from_u64(seed),
             others_left: 0,
             burst_len: 0,
-            max_burst_slots: 40,
         }
     }
 
@@ -72,7 +70,7 @@ impl SlotScheduler {
         let full = p.total_rbs as f64 * p.dl_bytes_per_rb;
         self.burst_len += 1;
         if queued_bytes as f64 >= full {
-            if self.burst_len >= self.max_burst_slots {
+            if self.burst_len >= p.max_burst_slots {
                 self.end_burst(p.share);
             }
             SlotGrant {
@@ -309,6 +307,7 @@ mod tests {
             total_rbs: 106,
             dl_bytes_per_rb: 100.0,
             share,
+            max_burst_slots: 40,
         }
     }
 
@@ -380,6 +379,39 @@ mod tests {
         for q in [40_000u64, 40_000, 40_000, 100, 0, 0, 0, 50_000, 50_000] {
             assert_eq!(a.slot(&p, q), b.slot(&p, q));
         }
+    }
+
+    /// Longest run of slots with a grant and longest run without, over `slots` slots of a
+    /// UE that always has data queued.
+    fn longest_burst_and_gap(p: &SlotParams, slots: usize) -> (usize, usize, f64) {
+        let mut sched = SlotScheduler::new(5);
+        let (mut burst, mut gap, mut longest_burst, mut longest_gap, mut served) =
+            (0, 0, 0, 0, 0usize);
+        for _ in 0..slots {
+            if sched.slot(p, u64::MAX).rbs > 0 {
+                (burst, gap, served) = (burst + 1, 0, served + 1);
+            } else {
+                (burst, gap) = (0, gap + 1);
+            }
+            longest_burst = longest_burst.max(burst);
+            longest_gap = longest_gap.max(gap);
+        }
+        (longest_burst, longest_gap, served as f64 / slots as f64)
+    }
+
+    #[test]
+    fn max_burst_slots_bounds_bursts_and_the_gaps_after_them() {
+        let mut p = params(0.15);
+        let (burst, gap, share) = longest_burst_and_gap(&p, 200_000);
+        assert_eq!(burst, 40);
+        // A 40-slot burst is followed by 40 · 0.85 / 0.15 = 227 slots of others (±50 %).
+        assert!(gap > 227 && gap <= 340, "{gap}");
+        assert!((share - 0.15).abs() < 0.01, "{share}");
+        p.max_burst_slots = 4;
+        let (burst, gap, share) = longest_burst_and_gap(&p, 200_000);
+        assert_eq!(burst, 4);
+        assert!(gap > 23 && gap <= 34, "{gap}");
+        assert!((share - 0.15).abs() < 0.01, "the share stays: {share}");
     }
 
     #[test]

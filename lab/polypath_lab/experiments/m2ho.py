@@ -280,6 +280,11 @@ class Environment:
     #: the model's: 1 is the paper's Sec. 4.4 ("the missing packets will be retransmitted by
     #: the target cell") and its emulator's "false congestion" (Sec. 5.2).
     redeliver_probability: float | None = None
+    #: Longest burst of slots every cell gives the backlogged UE (the cells'
+    #: ``max_burst_slots``), if not the model's 40. The gap after a burst is the burst's
+    #: length times (1 - share) / share (±50 %): at x0.15, after 40 slots of a sub-6 cell
+    #: (20 ms) the UE waits 57 to 170 ms, and a deep queue makes long bursts.
+    max_burst_slots: int | None = None
 
     def scaled(self, full_rate_bytes: int) -> int:
         """Bytes at the emulated scale."""
@@ -302,7 +307,7 @@ class Environment:
 def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
     """An :class:`Environment` from ``KEY=VALUE`` items; a ``ValueError`` names an unknown
     key or a value out of range (the share in (0, 1], buffers positive whole bytes, the
-    hold 0 ms or more, the probability in [0, 1])."""
+    hold 0 ms or more, the probability in [0, 1], bursts positive whole slots)."""
     env = Environment()
     known = [f.name for f in fields(Environment)]
     for item in items:
@@ -327,6 +332,11 @@ def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
             if not 0.0 <= x <= 1.0:
                 raise ValueError(f"--m2ho-env {item!r}: a probability is in [0, 1]")
             env = replace(env, redeliver_probability=x)
+        elif key == "max_burst_slots":
+            if not x.is_integer() or x <= 0:
+                raise ValueError(f"--m2ho-env {item!r}: a burst is a positive whole number "
+                                 "of slots")
+            env = replace(env, max_burst_slots=int(x))
         else:
             if not x.is_integer() or x <= 0:
                 raise ValueError(f"--m2ho-env {item!r}: a buffer is a positive whole number "
@@ -355,6 +365,8 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
         # window could then leave the link idle, which is what handovers cost it in the
         # paper. Kept in proportion, the buffer is as many round trips deep as at full rate.
         c["buffer_bytes"] = env.scaled(env.buffer(c))
+        if env.max_burst_slots is not None:
+            c["max_burst_slots"] = env.max_burst_slots
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
         link["queue"] = f"{env.scaled(UE_UPLINK_BUFFER_BYTES)}B"
