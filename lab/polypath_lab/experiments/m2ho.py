@@ -708,8 +708,12 @@ def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
             "Rate control cannot keep a window that a loss within the stay cuts (the "
             "retransmissions in the table); the losses traced so far came from the backlog a "
             "collapsed mmWave cell forwards to a smaller target buffer, outages while "
-            "attached, and bursts into the sub-6 buffer when the advertised window grows in "
-            "one step.")
+            "attached, bursts into the sub-6 buffer when the advertised window grows in "
+            "one step, and the cell's scheduler: it serves the UE in bursts that clear its "
+            "queue and then the others for (1 - share) / share times as long (at a share of "
+            "0.15, 50 to 118 ms after a 600 kB burst on sub-6), and what the sender sends "
+            "meanwhile overflows the queue (crates/m2ho/README.md; --m2ho-env "
+            "max_burst_slots).")
     return {"stays": stays}
 
 
