@@ -2067,20 +2067,22 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_field() {
-        let mut cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
-        cell.bandwidth_mhz = Some(33.0);
-        let e = RadioModel::new(&cfg(vec![cell], vec![]), 1).unwrap_err();
-        assert!(
-            e.to_string().contains("radio.cells[0].bandwidth_mhz"),
-            "{e}"
-        );
-        let mut cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
-        cell.max_burst_slots = Some(0);
-        let e = RadioModel::new(&cfg(vec![cell], vec![]), 1).unwrap_err();
-        assert!(
-            e.to_string().contains("radio.cells[0].max_burst_slots"),
-            "{e}"
-        );
+        let bad_cell: [(fn(&mut CellConfig), &str); 2] = [
+            (
+                |c| c.bandwidth_mhz = Some(33.0),
+                "radio.cells[0].bandwidth_mhz",
+            ),
+            (
+                |c| c.max_burst_slots = Some(0),
+                "radio.cells[0].max_burst_slots",
+            ),
+        ];
+        for (spoil, field) in bad_cell {
+            let mut cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+            spoil(&mut cell);
+            let e = RadioModel::new(&cfg(vec![cell], vec![]), 1).unwrap_err();
+            assert!(e.to_string().contains(field), "{e}");
+        }
         let mut c = cfg(
             vec![CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0])],
             vec![],
