@@ -2067,7 +2067,8 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_field() {
-        let bad_cell: [(fn(&mut CellConfig), &str); 2] = [
+        type Spoil = fn(&mut CellConfig);
+        let bad_cell: [(Spoil, &str); 2] = [
             (
                 |c| c.bandwidth_mhz = Some(33.0),
                 "radio.cells[0].bandwidth_mhz",
