@@ -241,7 +241,7 @@ mod tests {
             total_rbs: 106,
             dl_bytes_per_rb: 100.0,
             share: 0.5,
-            max_burst_slots: 40,
+            max_burst_slots: crate::config::DEFAULT_MAX_BURST_SLOTS,
         };
         // 0.5 · 106 · 100 B · 8 / 0.5 ms = 84.8 Mbit/s.
         assert!((p.dl_bps() - 84.8e6).abs() < 1.0);

@@ -131,6 +131,9 @@ impl Default for ChannelConfig {
     }
 }
 
+/// A cell's longest burst of slots to one backlogged UE unless it sets `max_burst_slots`.
+pub const DEFAULT_MAX_BURST_SLOTS: u32 = 40;
+
 /// What happens to the packets the source cell had in flight when the UE releases its
 /// link-layer context at handover execution (M2HO finding 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -717,7 +720,7 @@ impl CellParams {
         if buffer_bytes == 0 {
             return Err(err("buffer_bytes", "must be positive"));
         }
-        let max_burst_slots = c.max_burst_slots.unwrap_or(40);
+        let max_burst_slots = c.max_burst_slots.unwrap_or(DEFAULT_MAX_BURST_SLOTS);
         if max_burst_slots == 0 {
             return Err(err("max_burst_slots", "must be positive"));
         }

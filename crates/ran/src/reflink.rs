@@ -307,7 +307,7 @@ mod tests {
             total_rbs: 106,
             dl_bytes_per_rb: 100.0,
             share,
-            max_burst_slots: 40,
+            max_burst_slots: crate::config::DEFAULT_MAX_BURST_SLOTS,
         }
     }
 
