@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                         "replay; default 0), redeliver_probability (a context-release "
                         "gap's packets delivered late rather than lost; default the "
                         "model's), max_burst_slots (every cell's longest burst to the UE; "
-                        "default 40); the report "
+                        "default 40), share_as (slots: the share as bursts of whole slots "
+                        "between other UEs' turns, the model's; rate: every slot at the "
+                        "share of its bytes); the report "
                         "names them")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")

@@ -291,23 +291,25 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
 def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     """``--m2ho-env`` changes what the emulated stretches assume: the share scales every
     rate and buffer (cells, tcp_rmem, uplink queue), a buffer replaces the one of its cell
-    type only, a rate hold, the context release's redelivery and the longest burst go to the
-    radio model (and by default nothing does); unknown
+    type only, a rate hold, the context release's redelivery, the longest burst and how the
+    share is given go to the radio model (and by default nothing does); unknown
     keys and values out of range are refused on the command line."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
     env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000",
                                   "rate_hold_ms=1000", "redeliver_probability=1",
-                                  "max_burst_slots=8"])
+                                  "max_burst_slots=8", "share_as=rate"])
     assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000", "rate_hold_ms=1000.0",
-                             "redeliver_probability=1.0", "max_burst_slots=8"]
+                             "redeliver_probability=1.0", "max_burst_slots=8",
+                             "share_as=rate"]
     assert m2ho.parse_environment([]).changed() == []
     s = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False, (), env)
     buffers = {c["type"]: set() for c in s["radio"]["cells"]}
     for c in s["radio"]["cells"]:
         assert c["ue_share"] == 0.3
         assert c["max_burst_slots"] == 8
+        assert c["share_as"] == "rate"
         buffers[c["type"]].add(c["buffer_bytes"])
     assert buffers == {"nr_fr1": {600_000}, "nr_fr2": {1_200_000}}, buffers
     ue = next(h for h in s["host"] if h["name"] == "ue")
@@ -320,7 +322,8 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     plain = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False)
     assert "rate_hold_ms" not in plain["radio"].get("measurement", {}), "the model's default"
     assert "context_release" not in plain["radio"]["handover"], "the model's default"
-    assert all("max_burst_slots" not in c for c in plain["radio"]["cells"])
+    assert all("max_burst_slots" not in c and "share_as" not in c
+               for c in plain["radio"]["cells"])
     for bad, why in (("ue_share=0", "share"), ("ue_share=1.5", "share"),
                      ("rate_hold_ms=-1", "hold"), ("rate_hold_ms=inf", "hold"),
                      ("rate_hold_ms=nan", "hold"), ("redeliver_probability=1.5", "probability"),
@@ -328,7 +331,7 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
                      ("max_burst_slots=0", "slots"), ("max_burst_slots=2.5", "slots"),
                      ("buffer_nr_fr1=-1", "positive"), ("buffer_nr_fr2=1.5", "whole"),
                      ("buffer_lte=1", "KEY one of"), ("ue_share", "KEY one of"),
-                     ("ue_share=a", "not a number")):
+                     ("ue_share=a", "not a number"), ("share_as=time", "one of slots")):
         with pytest.raises(ValueError, match=why):
             m2ho.parse_environment([bad])
         with pytest.raises(SystemExit) as exit_:
@@ -438,7 +441,8 @@ def test_m2ho_sub6_stays_by_hand(tmp_path):
             "m2ho": write("emu-m2ho", iv((600_000, 500_000, 550_000), (0, 0, 0)), 20)}
     hos = [(2.0, "mmW-sub6"), (3.0, "sub6-sub6"), (6.0, "sub6-mmW"), (8.0, "mmW-mmW")]
     e = Experiment("m2ho", "M2HO", "by hand")
-    stays = m2ho._sub6_stays(e, runs, hos, seconds=10, where="by hand")["stays"]
+    stays = m2ho._sub6_stays(e, runs, hos, seconds=10, where="by hand",
+                              env=m2ho.Environment())["stays"]
     assert len(stays) == 1 and stays[0]["seconds"] == 4.0
     assert stays[0]["m2ho"]["kept"] and not stays[0]["cubic"]["kept"]
     # Back on mmWave: the bins ending in (6, 8] s, up to the next handover.
@@ -449,7 +453,8 @@ def test_m2ho_sub6_stays_by_hand(tmp_path):
     assert "2.00x CUBIC's after the stays it kept" in e.notes[-1], e.notes[-1]
     # A stay that has not ended within the stretch is not one.
     e = Experiment("m2ho", "M2HO", "by hand")
-    assert m2ho._sub6_stays(e, runs, hos[:2], seconds=10, where="by hand") == {"stays": []}
+    assert m2ho._sub6_stays(e, runs, hos[:2], seconds=10, where="by hand",
+                            env=m2ho.Environment()) == {"stays": []}
 
 
 def test_jain_index_by_hand():

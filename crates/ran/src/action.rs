@@ -47,7 +47,9 @@ pub struct SlotParams {
     /// Downlink bytes one RB carries in one slot at the current MCS and rank (averaged over
     /// the TDD pattern).
     pub dl_bytes_per_rb: f64,
-    /// This UE's share of slots when backlogged (ue_share / attached UEs).
+    /// This UE's share of slots when backlogged: ue_share / attached UEs, or 1 / attached
+    /// UEs where the cell gives its share as a rate (`share_as = "rate"`, the share then
+    /// in `dl_bytes_per_rb`).
     pub share: f64,
     /// Longest burst of slots the cell gives this UE before it serves the others.
     pub max_burst_slots: u32,

@@ -481,6 +481,9 @@ pub struct CellConfig {
     /// UEs attached to a cell share it equally: share = ue_share / attached UEs.
     #[serde(default = "CellConfig::default_share")]
     pub ue_share: f64,
+    /// How the cell gives a UE its `ue_share`: `"slots"` (default) or `"rate"`.
+    #[serde(default)]
+    pub share_as: ShareAs,
     /// Per-UE downlink buffer in the cell (bytes), drop-tail. Default 1 MB (FR1),
     /// 4 MB (FR2), 0.5 MB (LTE, LiFi), 1 MB (Wi-Fi).
     #[serde(default)]
@@ -533,6 +536,7 @@ impl CellConfig {
             cqi_table: None,
             operator: Self::default_operator(),
             ue_share: Self::default_share(),
+            share_as: ShareAs::default(),
             buffer_bytes: None,
             max_burst_slots: None,
             cio_db: 0.0,
@@ -541,6 +545,21 @@ impl CellConfig {
             lifi: None,
         }
     }
+}
+
+/// How a cell gives one UE its `ue_share` of its resources.
+#[derive(Debug, Copy, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareAs {
+    /// A share of the slots: the UE gets every RB of a slot, in bursts, and waits while
+    /// the cell serves the others ([`crate::reflink::SlotScheduler`]): a loaded cell.
+    #[default]
+    Slots,
+    /// A share of every slot's bytes: the UE is served in every slot, each RB carrying
+    /// `ue_share` of the bytes it carries at the UE's MCS, with no turns of other UEs to
+    /// wait for: the same cell scaled down (an emulator that cannot carry a whole cell's
+    /// rate). A burst then lasts as long as the UE's queue holds data.
+    Rate,
 }
 
 /// A cell with every default filled in and checked.
@@ -584,6 +603,8 @@ pub struct CellParams {
     pub operator: String,
     /// Per-UE share cap.
     pub ue_share: f64,
+    /// How the share is given.
+    pub share_as: ShareAs,
     /// Per-UE buffer (bytes).
     pub buffer_bytes: u64,
     /// Longest burst of slots to one backlogged UE.
@@ -757,6 +778,7 @@ impl CellParams {
             cqi_table,
             operator: c.operator.clone(),
             ue_share: c.ue_share,
+            share_as: c.share_as,
             buffer_bytes,
             max_burst_slots,
             cio_db: c.cio_db,

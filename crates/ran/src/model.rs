@@ -5,7 +5,7 @@ use crate::action::{ContextRelease, LinkAction, LinkChange, SlotParams};
 use crate::channel::{self, Environment, LargeScale};
 use crate::config::{
     CellGroup, CellParams, ConfigError, EventAction, InterfaceKind, PredictorConfig, PredictorKind,
-    RadioConfig,
+    RadioConfig, ShareAs,
 };
 use crate::dist::{DelayDist, ms_to_ns};
 use crate::mobility::{Mobility, Point, TraceError, distance};
@@ -1666,6 +1666,12 @@ impl RadioModel {
             }
         };
         let bytes_per_rb = dl_full / 8.0 / slots_per_s / c.n_rb as f64;
+        // The same rate either way: a share of the slots at full bytes per RB, or the
+        // attached UEs' turns at the share's bytes per RB.
+        let (slot_share, slot_bytes_per_rb) = match c.share_as {
+            ShareAs::Slots => (share, bytes_per_rb),
+            ShareAs::Rate => (share / c.ue_share, bytes_per_rb * c.ue_share),
+        };
         (
             (dl_full * share).round() as u64,
             (ul_full * share).round() as u64,
@@ -1673,8 +1679,8 @@ impl RadioModel {
                 cell: CellId(c.id),
                 slot_ns: c.slot_ns,
                 total_rbs: c.n_rb,
-                dl_bytes_per_rb: bytes_per_rb,
-                share,
+                dl_bytes_per_rb: slot_bytes_per_rb,
+                share: slot_share,
                 max_burst_slots: c.max_burst_slots,
             },
         )
@@ -1918,6 +1924,50 @@ mod tests {
             "{a} vs {single}"
         );
         assert_eq!(two.path_state(1, 0).unwrap().dl_bps, b);
+    }
+
+    /// The slot parameters of the last rate given to UE `ue`.
+    fn up_slot(out: &[RadioOutput], ue: u32) -> Option<SlotParams> {
+        out.iter()
+            .filter_map(|o| match o {
+                RadioOutput::Link(LinkChange {
+                    ue: u,
+                    action: LinkAction::Up { slot, .. } | LinkAction::Rate { slot, .. },
+                    ..
+                }) if *u == ue => Some(*slot),
+                _ => None,
+            })
+            .next_back()
+    }
+
+    #[test]
+    fn a_share_given_as_rate_keeps_the_rate_and_serves_every_slot() {
+        let at = MobilityConfig::Static {
+            position: [100.0, 0.0],
+        };
+        let run = |share_as, ues: u32| {
+            let mut cell = CellConfig::new(1, RadioType::NrFr1, [0.0, 0.0]);
+            cell.ue_share = 0.15;
+            cell.share_as = share_as;
+            let ues = (0..ues).map(|i| ue(i, at.clone())).collect();
+            let out = RadioModel::new(&cfg(vec![cell], ues), 1)
+                .unwrap()
+                .advance(1_000_000_000);
+            (up_rate(&out, 0), up_slot(&out, 0).unwrap())
+        };
+        for ues in [1, 2] {
+            let (slots_bps, by_slots) = run(ShareAs::Slots, ues);
+            let (rate_bps, by_rate) = run(ShareAs::Rate, ues);
+            let attached = f64::from(ues);
+            assert_eq!(slots_bps, rate_bps, "the same rate");
+            assert!((by_slots.share - 0.15 / attached).abs() < 1e-12);
+            assert!(
+                (by_rate.share - 1.0 / attached).abs() < 1e-12,
+                "only the UEs' turns"
+            );
+            assert!((by_rate.dl_bytes_per_rb / by_slots.dl_bytes_per_rb - 0.15).abs() < 1e-12);
+            assert!((by_rate.dl_bps() / by_slots.dl_bps() - 1.0).abs() < 1e-12);
+        }
     }
 
     #[test]

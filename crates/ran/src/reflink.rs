@@ -415,6 +415,27 @@ mod tests {
     }
 
     #[test]
+    fn a_share_given_as_rate_has_no_gaps() {
+        // `share_as = "rate"` at 0.15: every slot, 15 % of the bytes per RB.
+        let mut p = params(1.0);
+        p.dl_bytes_per_rb *= 0.15;
+        let (burst, gap, share) = longest_burst_and_gap(&p, 20_000);
+        assert_eq!((burst, gap), (20_000, 0), "served in every slot");
+        assert_eq!(share, 1.0);
+        // A queue that drains still ends its burst with a partial slot: 5 000 bytes are
+        // three full slots of 1 590 and a partial one of 230, then nothing.
+        let mut sched = SlotScheduler::new(5);
+        let mut queued = 5_000u64;
+        let mut rbs = Vec::new();
+        for _ in 0..6 {
+            let g = sched.slot(&p, queued);
+            queued -= g.bytes;
+            rbs.push(g.rbs);
+        }
+        assert_eq!(rbs, [106, 106, 106, 16, 0, 0]);
+    }
+
+    #[test]
     fn backlogged_share_is_respected() {
         let mut l = ReferenceLink::new(0, 0, 3);
         l.apply(&up(0, 0.25, u64::MAX));

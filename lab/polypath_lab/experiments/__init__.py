@@ -27,8 +27,8 @@ class Context:
     #: Parameters of the M2HO controller (``KEY=VALUE``, as ``polypath m2ho run --param``)
     #: for the m2ho experiment's replays and daemon; none: the paper's defaults.
     m2ho_params: tuple[str, ...] = ()
-    #: The m2ho experiment's emulated environment (``KEY=VALUE``: ``ue_share``,
-    #: ``buffer_nr_fr1``, ``buffer_nr_fr2``); none: its defaults.
+    #: The m2ho experiment's emulated environment (``KEY=VALUE``, keys of
+    #: ``m2ho.Environment``: ``ue_share``, ``buffer_nr_fr1``, ...); none: its defaults.
     m2ho_env: tuple[str, ...] = ()
 
 

@@ -257,6 +257,10 @@ SENDER_START_S = 1.0
 DRAIN_S = 40
 
 
+#: How a cell may give the UE its share (the radio model's ``share_as``).
+SHARE_AS = ("slots", "rate")
+
+
 @dataclass(frozen=True)
 class Environment:
     """What the emulated stretches assume of the network beyond the scenario: the UE's
@@ -285,6 +289,11 @@ class Environment:
     #: length times (1 - share) / share (±50 %): at x0.15, after 40 slots of a sub-6 cell
     #: (20 ms) the UE waits 57 to 170 ms, and a deep queue makes long bursts.
     max_burst_slots: int | None = None
+    #: How every cell gives the UE its share (the cells' ``share_as``): ``slots`` (the
+    #: model's: all RBs in bursts, then the other UEs' turns) or ``rate`` (every slot, each
+    #: RB carrying the share of its bytes: the cell scaled down, no turns to wait for; a
+    #: burst then lasts a whole busy period, so M2HO's buffer estimates count those).
+    share_as: str = "slots"
 
     def scaled(self, full_rate_bytes: int) -> int:
         """Bytes at the emulated scale."""
@@ -307,7 +316,8 @@ class Environment:
 def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
     """An :class:`Environment` from ``KEY=VALUE`` items; a ``ValueError`` names an unknown
     key or a value out of range (the share in (0, 1], buffers positive whole bytes, the
-    hold 0 ms or more, the probability in [0, 1], bursts positive whole slots)."""
+    hold 0 ms or more, the probability in [0, 1], bursts positive whole slots, the share
+    given as one of ``SHARE_AS``)."""
     env = Environment()
     known = [f.name for f in fields(Environment)]
     for item in items:
@@ -316,6 +326,13 @@ def parse_environment(items: tuple[str, ...] | list[str]) -> Environment:
         if not eq or key not in known:
             raise ValueError(f"--m2ho-env {item!r}: needs KEY=VALUE with KEY one of "
                              f"{', '.join(known)}")
+        if key == "share_as":
+            value = value.strip()
+            if value not in SHARE_AS:
+                raise ValueError(f"--m2ho-env {item!r}: the share is given as one of "
+                                 f"{', '.join(SHARE_AS)}")
+            env = replace(env, share_as=value)
+            continue
         try:
             x = float(value)
         except ValueError:
@@ -367,6 +384,8 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
         c["buffer_bytes"] = env.scaled(env.buffer(c))
         if env.max_burst_slots is not None:
             c["max_burst_slots"] = env.max_burst_slots
+        if env.share_as != Environment.share_as:
+            c["share_as"] = env.share_as
     for link in s["link"]:
         link["delay"] = WIRED_DELAY
         link["queue"] = f"{env.scaled(UE_UPLINK_BUFFER_BYTES)}B"
@@ -640,7 +659,7 @@ KEPT_SHARE = 0.7
 
 
 def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
-                seconds: int, where: str) -> dict:
+                seconds: int, where: str, env: Environment) -> dict:
     """Table of the sub-6 stays, each from a mmW→sub6 handover to the next sub6→mmW one:
     per sender, its cwnd entering the stay (the largest in the second before), the lowest
     within it and leaving it, the segments it retransmitted there, and its throughput in
@@ -709,11 +728,12 @@ def _sub6_stays(e: Experiment, runs: dict, hos: list[tuple[float, str]],
             "retransmissions in the table); the losses traced so far came from the backlog a "
             "collapsed mmWave cell forwards to a smaller target buffer, outages while "
             "attached, bursts into the sub-6 buffer when the advertised window grows in "
-            "one step, and the cell's scheduler: it serves the UE in bursts that clear its "
-            "queue and then the others for (1 - share) / share times as long (at a share of "
-            "0.15, 50 to 118 ms after a 600 kB burst on sub-6), and what the sender sends "
-            "meanwhile overflows the queue (crates/m2ho/README.md; --m2ho-env "
-            "max_burst_slots).")
+            "one step, and, where the cells give the UE its share as slots (the model's "
+            "default; here: " + env.share_as + "), the cell's scheduler: it serves the UE in "
+            "bursts that clear its queue and then the others for (1 - share) / share times "
+            "as long (at a share of 0.15, 50 to 118 ms after a 600 kB burst on sub-6), and "
+            "what the sender sends meanwhile overflows the queue (crates/m2ho/README.md; "
+            "--m2ho-env max_burst_slots and share_as=rate).")
     return {"stays": stays}
 
 
@@ -1057,7 +1077,7 @@ def emulated(ctx: Context, e: Experiment) -> None:
         causes[s.scenario] = _causes(e, s.runs, s.per["cubic"], s.cell_rat, s.buffers, s.st,
                                      s.where)
         window_use[s.scenario] = _window_use(e, s.runs, s.hos, s.seconds, s.where)
-        _sub6_stays(e, s.runs, s.hos, s.seconds, s.where)
+        _sub6_stays(e, s.runs, s.hos, s.seconds, s.where, env)
     lat = {(s.where, v): r["report"]["realtime"] for s in stretches for v, r in s.runs.items()}
     e.tables.append(Table(
         "Emulator lateness per run (against the model's schedule)",
