@@ -1887,18 +1887,23 @@ mod tests {
         c
     }
 
-    fn up_rate(out: &[RadioOutput], ue: u32) -> u64 {
+    /// The downlink rate and slot parameters last given to UE `ue`.
+    fn last_rate(out: &[RadioOutput], ue: u32) -> Option<(u64, SlotParams)> {
         out.iter()
             .filter_map(|o| match o {
                 RadioOutput::Link(LinkChange {
                     ue: u,
-                    action: LinkAction::Up { dl_bps, .. } | LinkAction::Rate { dl_bps, .. },
+                    action:
+                        LinkAction::Up { dl_bps, slot, .. } | LinkAction::Rate { dl_bps, slot, .. },
                     ..
-                }) if *u == ue => Some(*dl_bps),
+                }) if *u == ue => Some((*dl_bps, *slot)),
                 _ => None,
             })
             .next_back()
-            .unwrap_or(0)
+    }
+
+    fn up_rate(out: &[RadioOutput], ue: u32) -> u64 {
+        last_rate(out, ue).map_or(0, |(dl_bps, _)| dl_bps)
     }
 
     #[test]
@@ -1926,20 +1931,6 @@ mod tests {
         assert_eq!(two.path_state(1, 0).unwrap().dl_bps, b);
     }
 
-    /// The slot parameters of the last rate given to UE `ue`.
-    fn up_slot(out: &[RadioOutput], ue: u32) -> Option<SlotParams> {
-        out.iter()
-            .filter_map(|o| match o {
-                RadioOutput::Link(LinkChange {
-                    ue: u,
-                    action: LinkAction::Up { slot, .. } | LinkAction::Rate { slot, .. },
-                    ..
-                }) if *u == ue => Some(*slot),
-                _ => None,
-            })
-            .next_back()
-    }
-
     #[test]
     fn a_share_given_as_rate_keeps_the_rate_and_serves_every_slot() {
         let at = MobilityConfig::Static {
@@ -1953,7 +1944,7 @@ mod tests {
             let out = RadioModel::new(&cfg(vec![cell], ues), 1)
                 .unwrap()
                 .advance(1_000_000_000);
-            (up_rate(&out, 0), up_slot(&out, 0).unwrap())
+            last_rate(&out, 0).unwrap()
         };
         for ues in [1, 2] {
             let (slots_bps, by_slots) = run(ShareAs::Slots, ues);
