@@ -251,6 +251,11 @@ def test_quick_m2ho_emulates_driving_and_walking(quick_experiment):
     driving, walking = t2.data["total driving"], t2.data["total walking"]
     assert driving["handovers"] > 0 and walking["handovers"] > 0, t2.data
     assert t2.data["total"]["handovers"] == driving["handovers"] + walking["handovers"]
+    # The headroom beside the ratio: the radio's capacity in the same windows, and the
+    # ratio a sender using all of it would reach over plain CUBIC.
+    for row in (driving, walking, t2.data["total"]):
+        assert row["capacity_mbps"] > 0, row
+        assert row["ceiling"] == pytest.approx(row["capacity_mbps"] / row["tput_mbps"]["cubic"])
     assert {x["scenario"] for x in each.data} == {"driving-m2ho", "walking-m2ho"}
     # Fig. 13: the (0, 5] s after a handover are within its [-5, 5] s, so no variant is
     # loss-free around more handovers than after them; the predicted handovers are some
