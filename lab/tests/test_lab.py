@@ -394,30 +394,36 @@ def test_m2ho_window_use_by_hand(tmp_path):
     old_kernel.mkdir()
     # Sender time t_s is model time - 1 s; a handover to mmWave at 3.0 s (model time).
     iv = [{"t_s": 1.0, "seconds": 1.0, "rwnd_limited_ms": 250.0, "cwnd_bytes": 100_000,
-           "rtos": 1},
+           "rtos": 1, "sndbuf_limited_ms": 300.0},
           {"t_s": 1.5, "seconds": 0.5, "rwnd_limited_ms": 500.0, "cwnd_bytes": 200_000,
-           "rtos": 0},
+           "rtos": 0, "sndbuf_limited_ms": 0.0},
           {"t_s": 3.0, "seconds": 1.0, "rwnd_limited_ms": 0.0, "cwnd_bytes": 900_000,
-           "rtos": 2},
+           "rtos": 2, "sndbuf_limited_ms": 250.0},
           {"t_s": 9.0, "seconds": 1.0, "rwnd_limited_ms": 1000.0, "cwnd_bytes": 1,
-           "rtos": 5}]
+           "rtos": 5, "sndbuf_limited_ms": 1000.0}]
     (out / "send.json").write_text(json.dumps({"intervals": iv}))
+    # A kernel before 6.7 counts no timeouts; say it did not give the send buffer's stalls
+    # either.
     (old_kernel / "send.json").write_text(json.dumps(
-        {"intervals": [{k: v for k, v in i.items() if k != "rtos"} for i in iv]}))
+        {"intervals": [{k: v for k, v in i.items() if k not in ("rtos", "sndbuf_limited_ms")}
+                       for i in iv]}))
     e = Experiment("m2ho", "M2HO", "by hand")
     data = m2ho._window_use(e, {"m2ho": {"out": out}, "cubic": {"out": old_kernel}},
                             [(3.0, "sub6-mmW")], seconds=5, where="by hand")
     sub6, mmw = data["m2ho"]["sub6"], data["m2ho"]["mmW"]
     assert sub6["seconds"] == 1.5 and sub6["rwnd_limited_pct"] == 50.0
-    assert sub6["cwnd_kb"] == 150.0
+    assert sub6["sndbuf_limited_pct"] == 20.0 and sub6["cwnd_kb"] == 150.0
     # The interval past the emulated stretch (10 s > 5 s) is left out.
     assert mmw["seconds"] == 1.0 and mmw["rwnd_limited_pct"] == 0.0 and mmw["cwnd_kb"] == 900.0
+    assert mmw["sndbuf_limited_pct"] == 25.0
+    assert math.isnan(data["cubic"]["sub6"]["sndbuf_limited_pct"])
     # The sub-6 timeout came before the handover; the mmWave ones 1 s after it.
     assert (sub6["timeouts"], sub6["timeouts_after_handover"]) == (1, 0)
     assert (mmw["timeouts"], mmw["timeouts_after_handover"]) == (2, 2)
     assert data["cubic"]["mmW"]["timeouts"] is None
-    assert e.tables[-1].rows == [["m2ho", "2", "50", "150", "1", "0", "900", "1 (0)", "2 (2)"],
-                                 ["cubic", "2", "50", "150", "1", "0", "900", "–", "–"]]
+    assert e.tables[-1].rows == [
+        ["m2ho", "2", "50", "20", "150", "1", "0", "25", "900", "1 (0)", "2 (2)"],
+        ["cubic", "2", "50", "–", "150", "1", "0", "–", "900", "–", "–"]]
 
 
 def test_m2ho_sub6_stays_by_hand(tmp_path):

@@ -36,7 +36,7 @@ pub struct CommonArgs {
     #[arg(long)]
     json: bool,
     /// Write the per-interval rows (t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,
-    /// rwnd_limited_ms,rtos) here.
+    /// rwnd_limited_ms,rtos,sndbuf_limited_ms) here.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
 }

@@ -139,7 +139,9 @@ fn recv_once_and_send_print_json_reports() {
     let mut lines = rows.lines();
     assert_eq!(
         lines.next(),
-        Some("t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos")
+        Some(
+            "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos,sndbuf_limited_ms"
+        )
     );
     let csv_bytes: u64 = lines
         .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())

@@ -221,6 +221,9 @@ pub struct Interval {
     /// (1 to 10 ms), so one interval's figure is off by up to a tick, and so is a sum over
     /// consecutive intervals (the errors do not add up).
     pub rwnd_limited_ms: Option<f64>,
+    /// Time in the interval the sender was stalled by its own send buffer, ms (sender
+    /// only; `tcpi_sndbuf_limited`, kernels from 4.10), counted like `rwnd_limited_ms`.
+    pub sndbuf_limited_ms: Option<f64>,
 }
 
 /// What one transfer was, from one side.
@@ -350,6 +353,7 @@ struct Meter {
     last_retrans: Option<u32>,
     last_rtos: u16,
     last_rwnd_limited_us: u64,
+    last_sndbuf_limited_us: u64,
     intervals: Vec<Interval>,
 }
 
@@ -364,6 +368,7 @@ impl Meter {
             last_retrans: None,
             last_rtos: 0,
             last_rwnd_limited_us: 0,
+            last_sndbuf_limited_us: 0,
             intervals: Vec::new(),
         }
     }
@@ -408,11 +413,12 @@ impl Meter {
             self.last_rtos = total;
             u32::from(delta)
         });
-        let rwnd_limited_ms = info.and_then(|i| i.rwnd_limited_us).map(|total| {
-            let delta = total.saturating_sub(self.last_rwnd_limited_us);
-            self.last_rwnd_limited_us = total;
-            delta as f64 / 1000.0
-        });
+        let rwnd_limited_ms = info
+            .and_then(|i| i.rwnd_limited_us)
+            .map(|total| stalled_ms(total, &mut self.last_rwnd_limited_us));
+        let sndbuf_limited_ms = info
+            .and_then(|i| i.sndbuf_limited_us)
+            .map(|total| stalled_ms(total, &mut self.last_sndbuf_limited_us));
         let interval = Interval {
             t_s: t.as_secs_f64(),
             seconds,
@@ -423,6 +429,7 @@ impl Meter {
             retrans,
             rtos,
             rwnd_limited_ms,
+            sndbuf_limited_ms,
         };
         on_interval(&interval);
         self.intervals.push(interval);
@@ -433,6 +440,14 @@ impl Meter {
             self.next = now + self.interval;
         }
     }
+}
+
+/// The stall a cumulative `tcp_info` counter (µs) gained since `last`, in ms; moves `last`
+/// on to `total`.
+fn stalled_ms(total: u64, last: &mut u64) -> f64 {
+    let delta = total.saturating_sub(*last);
+    *last = total;
+    delta as f64 / 1000.0
 }
 
 fn mbps(bytes: u64, seconds: f64) -> f64 {
@@ -763,7 +778,7 @@ pub fn recv_one_with(
 }
 
 /// Writes intervals as CSV rows
-/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos` (empty
+/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos,sndbuf_limited_ms` (empty
 /// where a value is unknown), without the header ([`CSV_HEADER`]).
 pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result<()> {
     fn opt<T: ToString>(v: Option<T>) -> String {
@@ -772,7 +787,7 @@ pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result
     for i in intervals {
         writeln!(
             out,
-            "{:.6},{},{:.3},{},{},{},{},{}",
+            "{:.6},{},{:.3},{},{},{},{},{},{}",
             i.t_s,
             i.bytes,
             i.goodput_mbps,
@@ -781,6 +796,7 @@ pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result
             opt(i.retrans),
             opt(i.rwnd_limited_ms.map(|r| format!("{r:.3}"))),
             opt(i.rtos),
+            opt(i.sndbuf_limited_ms.map(|r| format!("{r:.3}"))),
         )?;
     }
     Ok(())
@@ -788,7 +804,7 @@ pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result
 
 /// The CSV header line of [`write_csv_rows`].
 pub const CSV_HEADER: &str =
-    "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos";
+    "t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos,sndbuf_limited_ms";
 
 #[cfg(test)]
 mod tests {
@@ -847,6 +863,7 @@ mod tests {
                 retrans: Some(0),
                 rtos: Some(1),
                 rwnd_limited_ms: Some(12.5),
+                sndbuf_limited_ms: Some(3.25),
             },
             Interval {
                 t_s: 1.5,
@@ -858,12 +875,13 @@ mod tests {
                 retrans: None,
                 rtos: None,
                 rwnd_limited_ms: None,
+                sndbuf_limited_ms: None,
             },
         ];
         write_csv_rows(&mut out, &rows).expect("write to a Vec");
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "1.000000,125000,1.000,0.050,14480,0,12.500,1\n1.500000,0,0.000,,,,,\n"
+            "1.000000,125000,1.000,0.050,14480,0,12.500,1,3.250\n1.500000,0,0.000,,,,,,\n"
         );
     }
 }

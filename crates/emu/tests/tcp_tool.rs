@@ -64,10 +64,13 @@ fn check(sent: &Report, received: &Report, mptcp: bool, cc: &str) {
     assert!(sent.retransmits.is_some());
     for i in &sent.intervals {
         assert!(i.rtt_ms.is_some() && i.cwnd_bytes.is_some() && i.retrans.is_some());
-        // Time stalled by the receiver's window is part of the interval, give or take the
-        // kernel's clock tick (it counts in jiffies: 10 ms at most, HZ = 100) and 1 ms for
-        // the reads around the interval's boundaries.
-        if let Some(stalled) = i.rwnd_limited_ms {
+        // Time stalled by the receiver's window, or by the sender's own buffer, is part of
+        // the interval, give or take the kernel's clock tick (it counts in jiffies: 10 ms at
+        // most, HZ = 100) and 1 ms for the reads around the interval's boundaries.
+        for stalled in [i.rwnd_limited_ms, i.sndbuf_limited_ms]
+            .into_iter()
+            .flatten()
+        {
             assert!(stalled <= i.seconds * 1000.0 + 11.0, "interval {i:?}");
         }
     }

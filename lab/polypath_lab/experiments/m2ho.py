@@ -245,6 +245,12 @@ UE_UPLINK_BUFFER_BYTES = 1_500_000
 #: and Galaxy phones, Sec. 3.1 and 6.1), scaled like the cell buffers (the UE host's
 #: ``tcp_rmem``; without it the emulator gives Linux's defaults, a 6 MiB maximum).
 UE_TCP_RMEM = (2_097_152, 6_291_456, 16_777_216)
+#: The server's TCP send buffer (net.ipv4.tcp_wmem: min, default, max bytes). Linux's
+#: default maximum, 4 MiB, holds less than the data in flight at a mmWave cell's rate and a
+#: deep queue's round trip (1 Gbit/s over 70 ms is 8.75 MB), so the sender would stall on
+#: its own socket before the network or the phone held it; the paper's server is there to
+#: saturate the cell. 64 MiB, not scaled: the server is not part of the emulated cell.
+SERVER_TCP_WMEM = (4_096, 16_384, 67_108_864)
 #: (name, kernel congestion controller, M2HO daemon on the UE).
 VARIANTS = [("cubic", "cubic", False), ("m2ho", "cubic", True), ("bbr", "bbr", False)]
 WINDOW_S = 5.0
@@ -400,6 +406,8 @@ def emu_scenario(base: dict, seconds: int, cc: str, m2ho: bool,
     for h in s["host"]:
         if h["name"] == "ue":
             h["tcp_rmem"] = [env.scaled(b) for b in UE_TCP_RMEM]
+        elif h["name"] == "server":
+            h["tcp_wmem"] = list(SERVER_TCP_WMEM)
     recv = ("{polypath} tcp recv --listen {addr:ue}:5201 --once --interval 100ms --json "
             "> {out}/recv.json")
     if m2ho:
@@ -587,7 +595,9 @@ TIMEOUT_AFTER_HO_S = 2.0
 def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
                 seconds: int, where: str) -> dict:
     """Table of what held each sender back, by the serving cell's type: the share of the
-    time the receiver's window stalled it (``tcpi_rwnd_limited``) and its mean cwnd. M2HO's
+    time the receiver's window stalled it (``tcpi_rwnd_limited``), the share its own send
+    buffer did (``tcpi_sndbuf_limited``: then neither the network nor the phone set the
+    rate, and no controller on the phone could change it), and its mean cwnd. M2HO's
     rate control (Sec. 4.5) works through the first: on sub-6 cells after a vertical
     handover the advertised window, not cwnd, is meant to set the rate, so that no loss
     cuts a cwnd kept for the return to mmWave. The share also counts the preparation
@@ -613,13 +623,11 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
                 by[serving(t)].append(i)
         row = {}
         for kind, iv in by.items():
-            known = [i for i in iv if i.get("rwnd_limited_ms") is not None]
-            span = sum(i["seconds"] for i in known)
-            stalled_s = sum(i["rwnd_limited_ms"] for i in known) / 1000.0
             counted = [i for i in iv if i.get("rtos") is not None]
             row[kind] = {
                 "seconds": sum(i["seconds"] for i in iv),
-                "rwnd_limited_pct": 100.0 * stalled_s / span if span else float("nan"),
+                "rwnd_limited_pct": _stalled_pct(iv, "rwnd_limited_ms"),
+                "sndbuf_limited_pct": _stalled_pct(iv, "sndbuf_limited_ms"),
                 "cwnd_kb": mean([i["cwnd_bytes"] / 1e3 for i in iv if i.get("cwnd_bytes")]),
                 "timeouts": sum(i["rtos"] for i in counted) if counted else None,
                 "timeouts_after_handover": sum(
@@ -629,17 +637,27 @@ def _window_use(e: Experiment, runs: dict, hos: list[tuple[float, str]],
             }
         data[v] = row
         rows.append([v] + [fmt(row[k][f], 0) for k in ("sub6", "mmW")
-                           for f in ("seconds", "rwnd_limited_pct", "cwnd_kb")]
+                           for f in ("seconds", "rwnd_limited_pct", "sndbuf_limited_pct",
+                                     "cwnd_kb")]
                     + [_timeouts(row[k]) for k in ("sub6", "mmW")])
     e.tables.append(Table(
         f"What held each sender back ({where}), by the serving cell's type: time stalled "
-        "by the receiver's window (tcpi_rwnd_limited), mean cwnd, and retransmission "
-        f"timeouts (tcpi_total_rto; in brackets those within {TIMEOUT_AFTER_HO_S:g} s after "
-        "a handover)",
-        ["variant", "sub-6 s", "sub-6 rwnd-limited %", "sub-6 cwnd kB", "mmWave s",
-         "mmWave rwnd-limited %", "mmWave cwnd kB", "sub-6 timeouts", "mmWave timeouts"],
+        "by the receiver's window (tcpi_rwnd_limited) and by the sender's own send buffer "
+        "(tcpi_sndbuf_limited), mean cwnd, and retransmission timeouts (tcpi_total_rto; in "
+        f"brackets those within {TIMEOUT_AFTER_HO_S:g} s after a handover)",
+        ["variant", "sub-6 s", "sub-6 rwnd-limited %", "sub-6 sndbuf-limited %",
+         "sub-6 cwnd kB", "mmWave s", "mmWave rwnd-limited %", "mmWave sndbuf-limited %",
+         "mmWave cwnd kB", "sub-6 timeouts", "mmWave timeouts"],
         rows, data))
     return data
+
+
+def _stalled_pct(intervals: list[dict], field: str) -> float:
+    """Share (%) of the intervals' time that the sender spent stalled as ``field`` (ms per
+    interval) counts, over the intervals whose kernel reported it; NaN when none did."""
+    known = [i for i in intervals if i.get(field) is not None]
+    span = sum(i["seconds"] for i in known)
+    return 100.0 * sum(i[field] for i in known) / 1000.0 / span if span else float("nan")
 
 
 def _timeouts(cell: dict) -> str:
