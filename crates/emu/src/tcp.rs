@@ -778,8 +778,8 @@ pub fn recv_one_with(
 }
 
 /// Writes intervals as CSV rows
-/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos,sndbuf_limited_ms` (empty
-/// where a value is unknown), without the header ([`CSV_HEADER`]).
+/// `t_s,bytes,goodput_mbps,rtt_ms,cwnd_bytes,retrans,rwnd_limited_ms,rtos,sndbuf_limited_ms`
+/// (empty where a value is unknown), without the header ([`CSV_HEADER`]).
 pub fn write_csv_rows(out: &mut dyn Write, intervals: &[Interval]) -> io::Result<()> {
     fn opt<T: ToString>(v: Option<T>) -> String {
         v.map(|v| v.to_string()).unwrap_or_default()
