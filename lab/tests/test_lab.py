@@ -402,8 +402,8 @@ def test_m2ho_window_use_by_hand(tmp_path):
           {"t_s": 9.0, "seconds": 1.0, "rwnd_limited_ms": 1000.0, "cwnd_bytes": 1,
            "rtos": 5, "sndbuf_limited_ms": 1000.0}]
     (out / "send.json").write_text(json.dumps({"intervals": iv}))
-    # A kernel before 6.7 counts no timeouts; say it did not give the send buffer's stalls
-    # either.
+    # A report without timeouts (kernels before 6.7) and, for the table's dash, without the
+    # send buffer's stalls.
     (old_kernel / "send.json").write_text(json.dumps(
         {"intervals": [{k: v for k, v in i.items() if k not in ("rtos", "sndbuf_limited_ms")}
                        for i in iv]}))
