@@ -58,7 +58,9 @@ pub struct Config {
     pub clamp_rwnd_bytes: Option<u64>,
     /// Widen a window M2HO sets by at most twice the bytes that arrived since the last ACK
     /// (not from the paper): its right edge then moves with the data delivered, and a
-    /// sender held to it never gets a wider window in one step to send in one burst.
+    /// sender held to it never gets a wider window in one step to send in one burst. A
+    /// window M2HO stops setting (a handover done, an A1, rate control released) widens
+    /// back to the kernel's the same way.
     pub limit_widening: bool,
     /// Reopen a window that stalls its sender (not from the paper): after a retraction
     /// (the shrink of Sec. 4.3, Eq. 2 of Sec. 4.5), a sender whose data beyond the new

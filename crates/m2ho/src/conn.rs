@@ -158,6 +158,10 @@ pub struct Conn {
     /// `bytes_received` when the device sent its last ACK (the one whose right edge is
     /// `last_edge`).
     pub received_at_last_edge: u64,
+    /// The last ACK the device sent carried a window M2HO narrowed: until one passes with
+    /// the kernel's own window, the window widens back to it with the data
+    /// ([`crate::Config::limit_widening`]).
+    pub window_narrowed: bool,
 }
 
 /// Window updates M2HO sends to a stalled connection before data comes again: one up to

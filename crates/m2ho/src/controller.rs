@@ -879,6 +879,12 @@ impl Controller {
         {
             target = min_some(target, eq2_window(self.cfg.lambda, c).or(c.held_rwnd));
         }
+        // A window M2HO no longer holds (a handover done, rate control released) widens back
+        // to the kernel's as any window M2HO sets does: at once, it would let the sender
+        // send its whole cwnd beyond the flight in one burst into the cell's buffer.
+        if target.is_none() && conn.is_some_and(|c| c.window_narrowed) {
+            target = Some(u64::MAX);
+        }
         // The budget limits what is in the network. Bytes the device already holds beyond a
         // hole are out of it, and a right edge below them would only stop the sender from
         // retransmitting into the hole (a sender retransmits nothing beyond the window but
@@ -1047,6 +1053,7 @@ impl Controller {
                 Verdict::Rewritten { new, .. } => new,
                 _ => seg.window,
             };
+            c.window_narrowed = self.cfg.limit_widening && window < seg.window;
             c.note_sent_ack(
                 seg.ack,
                 window,

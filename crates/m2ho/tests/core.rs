@@ -549,10 +549,31 @@ fn prediction_shrinks_to_the_target_estimate_and_a1_cancels() {
             new: 2000
         }
     );
-    // A1: the serving cell recovered (fallback 1); back to stable, windows untouched.
+    // A1: the serving cell recovered (fallback 1); back to stable, nothing held: the window
+    // widens back to the kernel's with the data (nothing arrived yet, so the edge stays).
     m.on_link_event(40 * MS, &report(MeasEvent::A1, sub6(1), None));
     assert_eq!(m.state(), State::Stable);
     let mut p = ack_pkt(5001, 4000);
+    assert_eq!(
+        m.on_packet(50 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 2000
+        }
+    );
+    // 128 000 bytes arrive: 256 000 - 128 000 + 256 000 = 384 000 bytes, under the kernel's
+    // 512 000; 256 000 more reach it, and the kernel's window passes.
+    let seq = data_in(&mut m, 50 * MS, 5001, 128, None);
+    let mut p = ack_pkt(seq, 4000);
+    assert_eq!(
+        m.on_packet(50 * MS, Direction::Outbound, &mut p),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 3000
+        }
+    );
+    let seq = data_in(&mut m, 50 * MS, seq, 256, None);
+    let mut p = ack_pkt(seq, 4000);
     assert_eq!(
         m.on_packet(50 * MS, Direction::Outbound, &mut p),
         Verdict::Pass
@@ -869,10 +890,56 @@ fn rate_control_follows_eq2_after_mmwave_to_sub6() {
     assert!(m.rate_control_active());
     commanded_handover(&mut m, t + 200 * MS, sub6(2), mmw(6));
     assert!(!m.rate_control_active());
-    assert_eq!(ts_ack(&mut m, t + 400 * MS, tsval, seq), Verdict::Pass);
+    // Released, the window widens back to the kernel's with the data, as any window M2HO
+    // sets does: nothing arrived, so the edge stays where Eq. 2 left it.
+    t += 400 * MS;
+    assert_eq!(
+        ts_ack(&mut m, t, tsval, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 313
+        }
+    );
+    // 20 000 bytes arrive: the edge moves by twice them, 40 064 - 20 000 + 40 000 = 60 064
+    // bytes from the new ACK -> 470 units.
+    seq = data_in(&mut m, t, seq, 20, Some(tsval));
+    assert_eq!(
+        ts_ack(&mut m, t, tsval + 1, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 470
+        }
+    );
+    // Once the limit passes the kernel's window, its window passes, and stays passing.
+    // (470 units are 60 160 bytes; each arrival adds its size: 500 segments, 560 160 bytes,
+    // more than the kernel's 4000 units, 512 000.)
+    seq = data_in(&mut m, t, seq, 500, Some(tsval + 1));
+    assert_eq!(ts_ack(&mut m, t, tsval + 2, seq), Verdict::Pass);
+    assert_eq!(ts_ack(&mut m, t + MS, tsval + 3, seq), Verdict::Pass);
     // Sub-6 to mmWave never turns it on.
-    commanded_handover(&mut m, t + 600 * MS, mmw(6), sub6(3));
+    commanded_handover(&mut m, t + 200 * MS, mmw(6), sub6(3));
     assert!(m.rate_control_active());
+}
+
+/// Without `limit_widening`, the kernel's window passes as soon as rate control ends.
+#[test]
+fn without_limit_widening_a_released_window_passes_at_once() {
+    let mut m = Controller::new(Config {
+        suppress_dup_acks: false,
+        limit_widening: false,
+        ..Config::default()
+    });
+    handshake(&mut m, false, Some(7), Some(7), true);
+    ts_ack(&mut m, 10 * MS, 10, 5001);
+    let seq = data_in(&mut m, 50 * MS, 5001, 1, Some(10));
+    commanded_handover(&mut m, 60 * MS, mmw(5), sub6(1));
+    let (t, seq) = round_trips(&mut m, 200 * MS, 11..14, seq, 40, 10);
+    assert!(matches!(
+        ts_ack(&mut m, t, 14, seq),
+        Verdict::Rewritten { .. }
+    ));
+    commanded_handover(&mut m, t, sub6(1), mmw(6));
+    assert_eq!(ts_ack(&mut m, t + 200 * MS, 15, seq), Verdict::Pass);
 }
 
 /// Handovers without a report or command (radio link failure on mmWave, re-establishment
@@ -1022,10 +1089,19 @@ fn rate_control_holds_the_handover_budget_until_its_first_round_trip() {
             new: 313
         }
     );
-    // Back on mmWave nothing is held.
+    // Back on mmWave nothing is held: the window widens back to the kernel's with the data
+    // (nothing arrived, so it stays).
     commanded_handover(&mut m, t + 200 * MS, sub6(2), mmw(6));
     assert!(!m.rate_control_active());
-    assert_eq!(ts_ack(&mut m, t + 300 * MS, 15, seq), Verdict::Pass);
+    let c = m.connections().iter().next().unwrap().1;
+    assert_eq!(c.held_rwnd, None);
+    assert_eq!(
+        ts_ack(&mut m, t + 300 * MS, 15, seq),
+        Verdict::Rewritten {
+            old: 4000,
+            new: 313
+        }
+    );
 }
 
 /// A window budget never puts the right edge below data the device already holds beyond a
