@@ -159,8 +159,8 @@ pub struct Conn {
     /// `last_edge`).
     pub received_at_last_edge: u64,
     /// The last ACK the device sent carried a window M2HO narrowed: until one passes with
-    /// the kernel's own window, the window widens back to it with the data
-    /// ([`crate::Config::limit_widening`]).
+    /// the kernel's own window, the window widens back to it with the data (with
+    /// [`crate::Config::limit_widening`]; without it, the kernel's window passes at once).
     pub window_narrowed: bool,
 }
 

@@ -1053,7 +1053,7 @@ impl Controller {
                 Verdict::Rewritten { new, .. } => new,
                 _ => seg.window,
             };
-            c.window_narrowed = self.cfg.limit_widening && window < seg.window;
+            c.window_narrowed = window < seg.window;
             c.note_sent_ack(
                 seg.ack,
                 window,
