@@ -10,7 +10,12 @@
 //! still sends to the old address is lost.
 //!
 //! Rebindings happen after a number of bytes forwarded (both directions together), so that
-//! they fall inside the transfer whatever the machine's speed.
+//! they fall inside the transfer whatever the machine's speed. Like a real NAT's new
+//! mapping, a rebinding takes effect at the client's first datagram after that point,
+//! which leaves from the new socket: the server always hears the new address. (Rebinding
+//! on the datagram that crossed the point instead would, when that was the client's, send
+//! it from the old address and lose the server's answers to it; a client that had nothing
+//! more to acknowledge would then never speak again, and the connection would idle out.)
 //!
 //! The NAT can also delay every datagram by a fixed time each way, giving loopback a round
 //! trip like the runner network's, so that what depends on the handshake taking time
@@ -38,7 +43,8 @@ pub enum Rebinding {
 pub struct RebindPlan {
     /// What each rebinding changes.
     pub kind: Rebinding,
-    /// Rebind when the bytes forwarded (both directions) pass each of these, ascending.
+    /// Rebind when the bytes forwarded (both directions) pass each of these, ascending; the
+    /// rebinding takes effect at the client's next datagram.
     pub after_bytes: Vec<u64>,
 }
 
@@ -175,6 +181,12 @@ async fn forward(
                     Err(e) => return fail(e),
                 };
                 client = Some(from);
+                if next.next_if(|&at| forwarded >= at).is_some() {
+                    outside = match rebind(kind, server, &log).await {
+                        Ok(fresh) => fresh,
+                        Err(e) => return fail(e),
+                    };
+                }
                 up_line.send(outside.clone(), &up[..n], server);
                 forwarded += n as u64;
                 if let Ok(mut l) = log.lock() {
@@ -196,25 +208,23 @@ async fn forward(
                 }
             }
         }
-        if next.peek().is_some_and(|&at| forwarded >= at) {
-            next.next();
-            let n = log.lock().map(|l| l.outside.len()).unwrap_or(1);
-            let ip = outside_ip(kind, n, server);
-            // The new socket is bound before the old one closes, so the port differs.
-            let fresh = match UdpSocket::bind(SocketAddr::new(ip, 0)).await {
-                Ok(s) => s,
-                Err(e) => return fail(e),
-            };
-            let addr = match fresh.local_addr() {
-                Ok(a) => a,
-                Err(e) => return fail(e),
-            };
-            outside = Arc::new(fresh);
-            if let Ok(mut l) = log.lock() {
-                l.outside.push(addr);
-            }
-        }
     }
+}
+
+/// A new outside socket for the next rebinding of `kind`, logged. It is bound while the
+/// old one is still open, so the port differs.
+async fn rebind(
+    kind: Rebinding,
+    server: SocketAddr,
+    log: &Mutex<NatLog>,
+) -> std::io::Result<Arc<UdpSocket>> {
+    let n = log.lock().map(|l| l.outside.len()).unwrap_or(1);
+    let fresh = UdpSocket::bind(SocketAddr::new(outside_ip(kind, n, server), 0)).await?;
+    let addr = fresh.local_addr()?;
+    if let Ok(mut l) = log.lock() {
+        l.outside.push(addr);
+    }
+    Ok(Arc::new(fresh))
 }
 
 #[cfg(test)]
@@ -222,8 +232,9 @@ mod tests {
     use super::*;
     use tokio::time::Instant;
 
-    /// Echo server; the NAT rebinds after 2000 bytes (after the first echo): the server sees a second source
-    /// address, of a new port (or a new address), and the echoes still come back.
+    /// Echo server; the NAT rebinds after 2000 bytes (at the second request): the server
+    /// sees a second source address, of a new port (or a new address), and the echoes still
+    /// come back.
     async fn rebinds(kind: Rebinding) {
         let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let server_addr = server.local_addr().unwrap();
@@ -297,6 +308,47 @@ mod tests {
         }
         assert!(sent.elapsed() >= 2 * delay, "{:?}", sent.elapsed());
         assert_eq!(nat.rebindings(), 0);
+    }
+
+    /// The point is crossed by a client's datagram (1000 bytes of 1000): its answer still
+    /// comes back, through the old mapping, and the client's next datagram leaves from the
+    /// new one. Rebinding at once would lose the answer, and this client, which waits for
+    /// it, would never send again.
+    #[tokio::test]
+    async fn the_answer_to_the_datagram_that_crosses_the_point_comes_back() {
+        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let server_addr = server.local_addr().unwrap();
+        let seen = tokio::spawn(async move {
+            let mut sources = Vec::new();
+            let mut buf = [0u8; 2000];
+            for _ in 0..2 {
+                let (n, from) = server.recv_from(&mut buf).await.unwrap();
+                sources.push(from);
+                server.send_to(&buf[..n], from).await.unwrap();
+            }
+            sources
+        });
+        let plan = NatPlan {
+            rebind: Some(RebindPlan {
+                kind: Rebinding::Port,
+                after_bytes: vec![1000],
+            }),
+            one_way_delay: Duration::ZERO,
+        };
+        let nat = Nat::start(server_addr, plan).await.unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut buf = [0u8; 2000];
+        for i in 0..2u8 {
+            client.send_to(&[i; 1000], nat.front()).await.unwrap();
+            let answer = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("no answer to datagram {i}"))
+                .unwrap();
+            assert_eq!((answer.0, buf[0]), (1000, i));
+        }
+        let sources = seen.await.unwrap();
+        assert_eq!(sources, nat.log().outside);
+        assert_ne!(sources[0], sources[1]);
     }
 
     #[tokio::test]
