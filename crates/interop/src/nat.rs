@@ -232,16 +232,20 @@ mod tests {
     use super::*;
     use tokio::time::Instant;
 
-    /// Echo server; the NAT rebinds after 2000 bytes (at the second request): the server
-    /// sees a second source address, of a new port (or a new address), and the echoes still
-    /// come back.
-    async fn rebinds(kind: Rebinding) {
+    /// An echo server behind a NAT that rebinds as `kind` after `after_bytes`; a client
+    /// sends `datagrams` of 1000 bytes through it, each after the echo of the one before.
+    /// Returns the NAT and the source addresses the server saw, in order (each once).
+    async fn echo_through_nat(
+        kind: Rebinding,
+        after_bytes: u64,
+        datagrams: u8,
+    ) -> (Nat, Vec<SocketAddr>) {
         let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let server_addr = server.local_addr().unwrap();
         let seen = tokio::spawn(async move {
             let mut sources = Vec::new();
             let mut buf = [0u8; 2000];
-            for _ in 0..6 {
+            for _ in 0..datagrams {
                 let (n, from) = server.recv_from(&mut buf).await.unwrap();
                 if sources.last() != Some(&from) {
                     sources.push(from);
@@ -253,19 +257,30 @@ mod tests {
         let plan = NatPlan {
             rebind: Some(RebindPlan {
                 kind,
-                after_bytes: vec![2000],
+                after_bytes: vec![after_bytes],
             }),
             one_way_delay: Duration::ZERO,
         };
         let nat = Nat::start(server_addr, plan).await.unwrap();
         let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let mut buf = [0u8; 2000];
-        for i in 0..6u8 {
+        for i in 0..datagrams {
             client.send_to(&[i; 1000], nat.front()).await.unwrap();
-            let (n, from) = client.recv_from(&mut buf).await.unwrap();
+            let (n, from) =
+                tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+                    .await
+                    .unwrap_or_else(|_| panic!("no echo of datagram {i}"))
+                    .unwrap();
             assert_eq!((n, from, buf[0]), (1000, nat.front(), i));
         }
         let sources = seen.await.unwrap();
+        (nat, sources)
+    }
+
+    /// The NAT rebinds after 2000 bytes (at the second request): the server sees a second
+    /// source address, of a new port (or a new address), and the echoes still come back.
+    async fn rebinds(kind: Rebinding) {
+        let (nat, sources) = echo_through_nat(kind, 2000, 6).await;
         let log = nat.log();
         assert_eq!(sources, log.outside);
         assert_eq!(nat.rebindings(), 1);
@@ -316,39 +331,9 @@ mod tests {
     /// it, would never send again.
     #[tokio::test]
     async fn the_answer_to_the_datagram_that_crosses_the_point_comes_back() {
-        let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let server_addr = server.local_addr().unwrap();
-        let seen = tokio::spawn(async move {
-            let mut sources = Vec::new();
-            let mut buf = [0u8; 2000];
-            for _ in 0..2 {
-                let (n, from) = server.recv_from(&mut buf).await.unwrap();
-                sources.push(from);
-                server.send_to(&buf[..n], from).await.unwrap();
-            }
-            sources
-        });
-        let plan = NatPlan {
-            rebind: Some(RebindPlan {
-                kind: Rebinding::Port,
-                after_bytes: vec![1000],
-            }),
-            one_way_delay: Duration::ZERO,
-        };
-        let nat = Nat::start(server_addr, plan).await.unwrap();
-        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let mut buf = [0u8; 2000];
-        for i in 0..2u8 {
-            client.send_to(&[i; 1000], nat.front()).await.unwrap();
-            let answer = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
-                .await
-                .unwrap_or_else(|_| panic!("no answer to datagram {i}"))
-                .unwrap();
-            assert_eq!((answer.0, buf[0]), (1000, i));
-        }
-        let sources = seen.await.unwrap();
+        let (nat, sources) = echo_through_nat(Rebinding::Port, 1000, 2).await;
         assert_eq!(sources, nat.log().outside);
-        assert_ne!(sources[0], sources[1]);
+        assert_eq!(nat.rebindings(), 1);
     }
 
     #[tokio::test]
