@@ -426,6 +426,30 @@ def test_m2ho_window_use_by_hand(tmp_path):
         ["cubic", "2", "50", "–", "150", "1", "0", "–", "900", "–", "–"]]
 
 
+def test_m2ho_rate_collapses_by_hand():
+    """A bin is in a collapse when the cell's rate fell below half its highest over the
+    0.5 s before, or the link is down; the drops there against all drops, and the collapses
+    a minute away from handovers (more than 1 s)."""
+    from polypath_lab.experiments import m2ho
+
+    def bins(rates, drops, down=()):
+        return [{"time_s": f"{i / 10:.1f}", "rate_mbps": str(r), "drops": str(d),
+                 "up": "0" if i in down else "1"} for i, (r, d) in enumerate(zip(rates, drops))]
+
+    # 100 Mbit/s, then 40 from 1.0 s (a collapse: drops 30 + 20 in it, 10 at a steady
+    # rate before), back to 100 at 2.0 s; the link down at 4.0 s, at a handover.
+    rates = [100] * 10 + [40] * 10 + [100] * 20 + [0] + [100] * 20
+    drops = [0] * 5 + [10] + [0] * 4 + [30, 20] + [0] * 49
+    got = m2ho._rate_collapses(bins(rates, drops, down={40}), [(4.0, "mmW-sub6")])
+    assert got["drops"] == 60 and abs(got["at_collapse_pct"] - 100 * 50 / 60) < 1e-9
+    assert got["away_per_min"] == 60.0 * 1 / 6.0, got
+    # A decline in steps 0.6 s apart, each to 70 % of the one before, is no collapse,
+    # though it ends below half of where it began.
+    slow = [100] * 6 + [70] * 6 + [45] * 6
+    got = m2ho._rate_collapses(bins(slow, [0] * 17 + [5]), [])
+    assert got["away_per_min"] == 0 and got["at_collapse_pct"] == 0, got
+
+
 def test_m2ho_sub6_stays_by_hand(tmp_path):
     """A sub-6 stay runs from a mmW→sub6 handover to the next sub6→mmW one (sub6→sub6 ones
     within it); each sender's window entering it (the second before), lowest in it and

@@ -464,13 +464,53 @@ def _handovers(out: Path, cell_rat: dict[int, str]) -> list[tuple[float, str]]:
     return hos
 
 
-def _series(out: Path) -> list[tuple[float, float, float]]:
-    """(bin end s, delivered Mbit/s, capacity Mbit/s) of the radio downlink."""
+def _downlink_bins(out: Path) -> list[dict]:
+    """The radio downlink's 100 ms bins of a run (``links.csv`` rows)."""
     import csv
 
     with (out / "links.csv").open(newline="") as f:
-        return [(float(r["time_s"]), float(r["delivered_mbps"]), float(r["rate_mbps"]))
-                for r in csv.DictReader(f) if r["link"] == "nr" and r["dir"] == "down"]
+        return [r for r in csv.DictReader(f) if r["link"] == "nr" and r["dir"] == "down"]
+
+
+def _series(out: Path) -> list[tuple[float, float, float]]:
+    """(bin end s, delivered Mbit/s, capacity Mbit/s) of the radio downlink."""
+    return [(float(r["time_s"]), float(r["delivered_mbps"]), float(r["rate_mbps"]))
+            for r in _downlink_bins(out)]
+
+
+#: A bin of the downlink is in a collapse of the cell's rate when the rate has fallen below
+#: this share of its highest over the bins in the lookback before it.
+COLLAPSE_BELOW = 0.5
+#: How far back (s) a collapse looks for the rate it fell from.
+COLLAPSE_LOOKBACK_S = 0.5
+#: Collapses nearer a handover than this (s) are the handover's.
+COLLAPSE_NEAR_HANDOVER_S = 1.0
+
+
+def _rate_collapses(bins: list[dict], hos: list[tuple[float, str]]) -> dict:
+    """Where the downlink dropped, against the cell's rate (100 ms bins of ``links.csv``):
+    the share (%) of the dropped packets that fell in bins where the rate had collapsed
+    (below ``COLLAPSE_BELOW`` of its highest over the ``COLLAPSE_LOOKBACK_S`` before, or the
+    link down), and the collapses a minute more than ``COLLAPSE_NEAR_HANDOVER_S`` from every
+    handover (a collapse is its first such bin)."""
+    t = [float(b["time_s"]) for b in bins]
+    rate = [float(b["rate_mbps"]) for b in bins]
+    collapsed, first = [], 0
+    for i, (x, r) in enumerate(zip(t, rate)):
+        while x - t[first] > COLLAPSE_LOOKBACK_S + 1e-9:
+            first += 1
+        before = rate[first:i]
+        collapsed.append(bins[i]["up"] != "1"
+                         or bool(before) and r < COLLAPSE_BELOW * max(before))
+    drops = [int(b["drops"]) for b in bins]
+    starts = [x for i, x in enumerate(t) if collapsed[i] and not (i and collapsed[i - 1])]
+    away = [x for x in starts
+            if all(abs(x - h) > COLLAPSE_NEAR_HANDOVER_S for h, _ in hos)]
+    span = t[-1] - t[0] if len(t) > 1 else 0.0
+    return {"drops": sum(drops),
+            "at_collapse_pct": (100.0 * sum(d for d, c in zip(drops, collapsed) if c)
+                                / sum(drops)) if sum(drops) else float("nan"),
+            "away_per_min": 60.0 * len(away) / span if span > 0 else float("nan")}
 
 
 def _sender_intervals(out: Path) -> list[dict]:
@@ -811,10 +851,13 @@ def _acks_note(e: Experiment, runs: dict, st: dict | None, env: Environment) -> 
 
 
 def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cubic_out: Path,
-             ho_per_min: float, m2ho_sub6_buffer_kb: float, env: Environment) -> None:
+             ho_per_min: float, collapses: dict, m2ho_sub6_buffer_kb: float,
+             env: Environment) -> None:
     """Notes that say, from this run's measurements, why the throughput ratio is what it
-    is: which of the paper's causes the emulation produces, and what M2HO can act on."""
+    is: which of the paper's causes the emulation produces, and what M2HO can act on.
+    ``collapses`` is [`_rate_collapses`] per variant."""
     c = lambda k, f: causes.get(k, {}).get(f, float("nan"))  # noqa: E731
+    col = lambda v, f: collapses.get(v, {}).get(f, float("nan"))  # noqa: E731
     e.notes.append(
         f"Rates and per-UE cell buffers are both scaled x{env.ue_share:g} (the emulator carries a "
         "few hundred Mbit/s here, not the paper's Gbit/s), so a buffer is as many round "
@@ -841,7 +884,8 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
         "commencement, are lost\"), so a window shrink that stops new data before the "
         "execution prevents the overflow however deep the source's queue. Predicted "
         "handovers that still overflowed with M2HO: "
-        f"{fmt(c('total', 'm2ho_predicted_overflow_pct'), 0)} % (paper: 97.9 % of predicted "
+        f"{fmt(c('total', 'm2ho_predicted_overflow_pct'), 0)} % (paper: "
+        f"{paper.M2HO_FINDINGS['predicted_loss_free_pct']:g} % of predicted "
         "handovers without loss); at mmW→sub6 ones the source queue exceeded the target's "
         f"buffer at {fmt(c('mmW-sub6', 'm2ho_predicted_queue_over_target_pct'), 0)} % (a "
         "mmWave cell failing towards its A2 drains little in the 150-230 ms between "
@@ -850,14 +894,25 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
         f"({fmt(c('mmW-sub6', 'overflow_cubic_pct'), 0)} % of mmW→sub6 overflowed).")
     e.notes.append(
         f"Plain CUBIC retransmitted in {fmt(_loss_episodes_per_min(cubic_out), 1)} episodes "
-        "a minute over the whole stretch (the paper: 1.25 losses a minute without "
+        "a minute over the whole stretch (the paper: "
+        f"{paper.M2HO_FINDINGS['losses_per_min_without_handover']:g} losses a minute without "
         f"handovers, a handover every 9.2 s when driving), against {fmt(ho_per_min, 1)} "
         f"handovers a minute, and {fmt(_queue_drop_share(cubic_out), 0)} % of the packets "
-        "the downlink dropped overflowed the serving cell's buffer outside an interruption "
-        "(CUBIC probing, the rate swinging): most of its drops are not at the interruptions, so "
-        "avoiding the handover losses buys M2HO less than in the paper (and Fig. 13's "
-        "[-5, 5] s windows are rarely loss-free for any variant; its (0, 5] s after each "
-        "handover, nearer the paper's \"loss events after handovers\", more often).")
+        "the downlink dropped overflowed the serving cell's buffer outside an interruption: "
+        "most of its drops are not at the interruptions, so avoiding the handover losses buys "
+        "M2HO less than in the paper (and Fig. 13's [-5, 5] s windows are rarely loss-free for "
+        "any variant; its (0, 5] s after each handover, nearer the paper's \"loss events after "
+        "handovers\", more often). Of all the packets the downlink dropped, "
+        f"{fmt(col('cubic', 'at_collapse_pct'), 0)} % (CUBIC) and "
+        f"{fmt(col('m2ho', 'at_collapse_pct'), 0)} % (M2HO; {fmt(col('cubic', 'drops'), 0)} and "
+        f"{fmt(col('m2ho', 'drops'), 0)} packets) fell in 100 ms bins where the cell's rate had "
+        f"fallen below {COLLAPSE_BELOW * 100:.0f} % of its highest over the "
+        f"{COLLAPSE_LOOKBACK_S:g} s before, or the link was down (the sender's window still sized for the rate before); "
+        "the rest at a steady rate (the sender probing). The rate collapsed so "
+        f"{fmt(col('cubic', 'away_per_min'), 1)} times a minute more than "
+        f"{COLLAPSE_NEAR_HANDOVER_S:g} s from any handover (the paper: TCP's throughput "
+        f"halved {paper.M2HO_FINDINGS['halvings_per_min_without_handover']:g} times a minute "
+        "without handovers); M2HO predicts handovers, not those.")
     w = lambda v, k, f: window_use.get(v, {}).get(k, {}).get(f, float("nan"))  # noqa: E731
     stalled = w("m2ho", "sub6", "rwnd_limited_pct")
     kept, cubic_kept = w("m2ho", "sub6", "cwnd_kb"), w("cubic", "sub6", "cwnd_kb")
@@ -1177,6 +1232,8 @@ def emulated(ctx: Context, e: Experiment) -> None:
     sub6 = [b for c, b in driving.buffers.items() if driving.cell_rat.get(c) != "nr_fr2"]
     _explain(e, causes[driving.scenario], window_use[driving.scenario], driving.st,
              driving.runs["cubic"]["out"], 60.0 * len(driving.hos) / driving.seconds,
+             {v: _rate_collapses(_downlink_bins(r["out"]), driving.hos)
+              for v, r in driving.runs.items()},
              min(sub6, default=float("nan")) / 1e3, env)
     _acks_note(e, driving.runs, driving.st, env)
     late = [f"{v} ({w})" for (w, v), x in lat.items() if x["overloaded"]]
