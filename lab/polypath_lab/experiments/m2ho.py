@@ -503,13 +503,14 @@ def _rate_collapses(bins: list[dict], hos: list[tuple[float, str]]) -> dict:
         collapsed.append(bins[i]["up"] != "1"
                          or bool(before) and r < COLLAPSE_BELOW * max(before))
     drops = [int(b["drops"]) for b in bins]
+    total = sum(drops)
+    at_collapse = sum(d for d, c in zip(drops, collapsed) if c)
     starts = [x for i, x in enumerate(t) if collapsed[i] and not (i and collapsed[i - 1])]
     away = [x for x in starts
             if all(abs(x - h) > COLLAPSE_NEAR_HANDOVER_S for h, _ in hos)]
     span = t[-1] - t[0] if len(t) > 1 else 0.0
-    return {"drops": sum(drops),
-            "at_collapse_pct": (100.0 * sum(d for d, c in zip(drops, collapsed) if c)
-                                / sum(drops)) if sum(drops) else float("nan"),
+    return {"drops": total,
+            "at_collapse_pct": 100.0 * at_collapse / total if total else float("nan"),
             "away_per_min": 60.0 * len(away) / span if span > 0 else float("nan")}
 
 
@@ -907,8 +908,9 @@ def _explain(e: Experiment, causes: dict, window_use: dict, st: dict | None, cub
         f"{fmt(col('m2ho', 'at_collapse_pct'), 0)} % (M2HO; {fmt(col('cubic', 'drops'), 0)} and "
         f"{fmt(col('m2ho', 'drops'), 0)} packets) fell in 100 ms bins where the cell's rate had "
         f"fallen below {COLLAPSE_BELOW * 100:.0f} % of its highest over the "
-        f"{COLLAPSE_LOOKBACK_S:g} s before, or the link was down (the sender's window still sized for the rate before); "
-        "the rest at a steady rate (the sender probing). The rate collapsed so "
+        f"{COLLAPSE_LOOKBACK_S:g} s before, or the link was down (the sender's window still "
+        "sized for the rate before); the rest at a steady rate (the sender probing). The rate "
+        "collapsed so "
         f"{fmt(col('cubic', 'away_per_min'), 1)} times a minute more than "
         f"{COLLAPSE_NEAR_HANDOVER_S:g} s from any handover (the paper: TCP's throughput "
         f"halved {paper.M2HO_FINDINGS['halvings_per_min_without_handover']:g} times a minute "
