@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,27 @@ def start(command: str, cwd: Path) -> subprocess.Popen:
     return proc
 
 
+def read_until(proc: subprocess.Popen, json_lines: int, timeout_s: float) -> str:
+    """Reads a background command's output until it has printed ``json_lines`` lines of
+    JSON (or ended), for at most ``timeout_s``; a server prints a connection's line when the
+    connection ends on its side, which can be after the client has exited."""
+    got: list[str] = []
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        count = 0
+        for line in proc.stdout:
+            got.append(line)
+            count += line.startswith("{")
+            if count >= json_lines:
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return "".join(got)
+
+
 def stop(proc: subprocess.Popen) -> str:
     """Interrupts a background command; returns the rest of its output."""
     if proc.poll() is None:
@@ -95,6 +117,7 @@ def test_transfer_examples_do_what_their_comments_say(workdir):
     assert commands[0].startswith("P="), commands[0]
     background: list[subprocess.Popen] = []
     seen: set[str] = set()
+    served_lines = ""
     try:
         for command in commands[1:]:
             if command.endswith("&"):
@@ -104,12 +127,14 @@ def test_transfer_examples_do_what_their_comments_say(workdir):
             kind = check_example(command, out, workdir)
             assert kind not in seen, f"two examples of {kind}"
             seen.add(kind)
+        served_lines = read_until(background[0], 4, 60.0)
     finally:
         outputs = [stop(p) for p in background]
     assert seen == {"upload", "download", "multipath", "lossy", "bench loopback",
                     "bench sim", "bench server"}, seen
     # The server printed one verified line per client, with its own view.
-    served = [json.loads(line) for line in outputs[0].splitlines() if line.startswith("{")]
+    served = [json.loads(line) for line in (served_lines + outputs[0]).splitlines()
+              if line.startswith("{")]
     assert len(served) == 4, served
     for s in served:
         assert s["verified"] and s["connection"]["side"] == "server", s
