@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                         "model's), max_burst_slots (every cell's longest burst to the UE; "
                         "default 40), share_as (slots: the share as bursts of whole slots "
                         "between other UEs' turns, the model's; rate: every slot at the "
-                        "share of its bytes); the report "
+                        "share of its bytes), correlation_scale (multiplies the channel's "
+                        "correlation distances, default 1: TR 38.901's); the report "
                         "names them")
     r.add_argument("--out", type=Path, default=REPO / "report", help="report directory")
     r.add_argument("--jobs", type=int, default=2, help="simulator processes at a time")

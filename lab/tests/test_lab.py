@@ -296,18 +296,20 @@ def test_m2ho_emulated_cells_scale_buffers_with_rates():
 def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     """``--m2ho-env`` changes what the emulated stretches assume: the share scales every
     rate and buffer (cells, tcp_rmem, uplink queue), a buffer replaces the one of its cell
-    type only, a rate hold, the context release's redelivery, the longest burst and how the
-    share is given go to the radio model (and by default nothing does); unknown
+    type only, a rate hold, the context release's redelivery, the longest burst, how the
+    share is given and the channel's correlation scale go to the radio model (and by
+    default nothing does); unknown
     keys and values out of range are refused on the command line."""
     from polypath_lab.experiments import m2ho
     from polypath_lab.sim import load_scenario
 
     env = m2ho.parse_environment(["ue_share=0.3", "buffer_nr_fr1=2000000",
                                   "rate_hold_ms=1000", "redeliver_probability=1",
-                                  "max_burst_slots=8", "share_as=rate"])
+                                  "max_burst_slots=8", "share_as=rate",
+                                  "correlation_scale=3"])
     assert env.changed() == ["ue_share=0.3", "buffer_nr_fr1=2000000", "rate_hold_ms=1000.0",
                              "redeliver_probability=1.0", "max_burst_slots=8",
-                             "share_as=rate"]
+                             "share_as=rate", "correlation_scale=3.0"]
     assert m2ho.parse_environment([]).changed() == []
     s = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False, (), env)
     buffers = {c["type"]: set() for c in s["radio"]["cells"]}
@@ -324,9 +326,12 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
     assert s["radio"]["measurement"]["rate_hold_ms"] == 1000.0
     assert s["radio"]["handover"]["context_release"]["redeliver_probability"] == 1.0
     assert s["radio"]["handover"]["cancel_on_a1"], "the scenario's handover settings stay"
+    assert s["radio"]["channel"]["correlation_scale"] == 3.0
+    assert s["radio"]["channel"]["los"] == "stochastic", "the scenario's channel stays"
     plain = m2ho.emu_scenario(load_scenario("driving-m2ho"), 20, "cubic", False)
     assert "rate_hold_ms" not in plain["radio"].get("measurement", {}), "the model's default"
     assert "context_release" not in plain["radio"]["handover"], "the model's default"
+    assert "correlation_scale" not in plain["radio"]["channel"], "the model's default"
     assert all("max_burst_slots" not in c and "share_as" not in c
                for c in plain["radio"]["cells"])
     for bad, why in (("ue_share=0", "share"), ("ue_share=1.5", "share"),
@@ -334,6 +339,8 @@ def test_m2ho_environment_sets_the_share_and_the_buffers(tmp_path):
                      ("rate_hold_ms=nan", "hold"), ("redeliver_probability=1.5", "probability"),
                      ("redeliver_probability=nan", "probability"),
                      ("max_burst_slots=0", "slots"), ("max_burst_slots=2.5", "slots"),
+                     ("correlation_scale=0", "scale"), ("correlation_scale=inf", "scale"),
+                     ("correlation_scale=nan", "scale"),
                      ("buffer_nr_fr1=-1", "positive"), ("buffer_nr_fr2=1.5", "whole"),
                      ("buffer_lte=1", "KEY one of"), ("ue_share", "KEY one of"),
                      ("ue_share=a", "not a number"), ("share_as=time", "one of slots")):
@@ -429,20 +436,24 @@ def test_m2ho_window_use_by_hand(tmp_path):
 def test_m2ho_rate_collapses_by_hand():
     """A bin is in a collapse when the cell's rate fell below half its highest over the
     0.5 s before, or the link is down; the drops there against all drops, and the collapses
-    a minute away from handovers (more than 1 s)."""
+    that begin outside every handover's [-5, 5] s window, a minute of the time outside."""
     from polypath_lab.experiments import m2ho
 
     def bins(rates, drops, down=()):
         return [{"time_s": f"{i / 10:.1f}", "rate_mbps": str(r), "drops": str(d),
                  "up": "0" if i in down else "1"} for i, (r, d) in enumerate(zip(rates, drops))]
 
-    # 100 Mbit/s, then 40 from 1.0 s (a collapse: drops 30 + 20 in it, 10 at a steady
-    # rate before), back to 100 at 2.0 s; the link down at 4.0 s, at a handover.
-    rates = [100] * 10 + [40] * 10 + [100] * 20 + [0] + [100] * 20
-    drops = [0] * 5 + [10] + [0] * 4 + [30, 20] + [0] * 49
-    got = m2ho._rate_collapses(bins(rates, drops, down={40}), [(4.0, "mmW-sub6")])
-    assert got["drops"] == 60 and abs(got["at_collapse_pct"] - 100 * 50 / 60) < 1e-9
-    assert got["away_per_min"] == 60.0 * 1 / 6.0, got
+    # 20 s of 100 Mbit/s with a handover at 15.0 s (the link down in its bin): 10 s (0.0
+    # to 9.9 s) lie outside its window. There the rate falls to 40 from 1.0 s to 1.9 s (a
+    # collapse: drops 30 + 20 in it, 10 at a steady rate before); at 12.0 s it falls to 30
+    # for 0.5 s (15 drops), the cell degrading 3 s before the handover: the handover's.
+    rates = [100] * 10 + [40] * 10 + [100] * 100 + [30] * 5 + [100] * 75
+    drops = [0] * 200
+    drops[5], drops[10], drops[11], drops[121], drops[150] = 10, 30, 20, 15, 5
+    got = m2ho._rate_collapses(bins(rates, drops, down={150}), [(15.0, "mmW-sub6")])
+    assert got["drops"] == 80 and abs(got["at_collapse_pct"] - 100 * 70 / 80) < 1e-9, got
+    assert (got["collapses"], got["collapses_away"]) == (3, 1), got
+    assert abs(got["away_s"] - 10.0) < 1e-9 and abs(got["away_per_min"] - 6.0) < 1e-9, got
     # A decline in steps 0.6 s apart, each to 70 % of the one before, is no collapse,
     # though it ends below half of where it began.
     slow = [100] * 6 + [70] * 6 + [45] * 6

@@ -377,13 +377,18 @@ pub struct LargeScale {
 
 impl LargeScale {
     /// Draws a fresh channel of `env`. `sf_corr_m` overrides both shadow-fading correlation
-    /// distances (used for Wi-Fi).
-    pub fn new<R: Rng + ?Sized>(env: Environment, sf_corr_m: Option<f64>, rng: &mut R) -> Self {
+    /// distances (used for Wi-Fi); `scale` multiplies every correlation distance.
+    pub fn new<R: Rng + ?Sized>(
+        env: Environment,
+        sf_corr_m: Option<f64>,
+        scale: f64,
+        rng: &mut R,
+    ) -> Self {
         let (los_m, nlos_m) = env.shadowing_corr_m();
         LargeScale {
-            los_state: SmoothGaussMarkov::new(env.los_corr_m(), rng),
-            sf_los: SmoothGaussMarkov::new(sf_corr_m.unwrap_or(los_m), rng),
-            sf_nlos: SmoothGaussMarkov::new(sf_corr_m.unwrap_or(nlos_m), rng),
+            los_state: SmoothGaussMarkov::new(scale * env.los_corr_m(), rng),
+            sf_los: SmoothGaussMarkov::new(scale * sf_corr_m.unwrap_or(los_m), rng),
+            sf_nlos: SmoothGaussMarkov::new(scale * sf_corr_m.unwrap_or(nlos_m), rng),
         }
     }
 
@@ -529,7 +534,7 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let (mut far, mut near, mut n) = ((0.0, 0.0), 0.0, 0.0);
         for _ in 0..20_000 {
-            let mut ch = LargeScale::new(Environment::Umi, None, &mut rng);
+            let mut ch = LargeScale::new(Environment::Umi, None, 1.0, &mut rng);
             let x = ch.shadow_unit(false);
             // One 40 ms measurement period at 12 m/s.
             ch.advance(0.48, &mut rng);
@@ -548,6 +553,28 @@ mod tests {
         // √(2·(1 − e^(−0.48/13))) = 0.27 σ, 2.1 dB of the 7.82 dB.
         let rms = (near / n).sqrt();
         assert!((rms / 0.0772 - 1.0).abs() < 0.1, "{rms}");
+    }
+
+    #[test]
+    fn a_correlation_scale_stretches_every_correlation_distance() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let scale = 3.0;
+        let (mut los, mut sf) = ((0.0, 0.0), (0.0, 0.0));
+        for _ in 0..20_000 {
+            let mut ch = LargeScale::new(Environment::Umi, None, scale, &mut rng);
+            let (l, x) = (ch.los_state.value(), ch.shadow_unit(false));
+            ch.advance(scale * UMI_SF_CORR_NLOS_M, &mut rng);
+            sf.0 += x * ch.shadow_unit(false);
+            sf.1 += x * x;
+            ch.advance(scale * (UMI_LOS_CORR_M - UMI_SF_CORR_NLOS_M), &mut rng);
+            los.0 += l * ch.los_state.value();
+            los.1 += l * l;
+        }
+        // 1/e at three times TR 38.901's 13 m (shadowing, NLOS) and 50 m (LOS state).
+        for rho in [sf.0 / sf.1, los.0 / los.1] {
+            assert!((rho - (-1.0f64).exp()).abs() < 0.03, "{rho}");
+        }
     }
 
     #[test]

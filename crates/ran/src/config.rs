@@ -111,6 +111,10 @@ pub struct ChannelConfig {
     pub wifi_shadowing_db: f64,
     /// Wi-Fi shadow-fading correlation distance (m).
     pub wifi_shadowing_corr_m: f64,
+    /// Multiplies every correlation distance of the LOS state and of shadow fading (TR
+    /// 38.901's for the 3GPP cells, `wifi_shadowing_corr_m` for Wi-Fi): above 1 the
+    /// channel changes more slowly along the UE's path (1 = the tables').
+    pub correlation_scale: f64,
 }
 
 impl Default for ChannelConfig {
@@ -127,6 +131,7 @@ impl Default for ChannelConfig {
             wifi_path_loss_exponent: 3.0,
             wifi_shadowing_db: 4.0,
             wifi_shadowing_corr_m: 10.0,
+            correlation_scale: 1.0,
         }
     }
 }
@@ -1029,6 +1034,12 @@ impl RadioConfig {
             return Err(ConfigError::new(
                 "channel.interference_load",
                 "must be in [0, 1]",
+            ));
+        }
+        if !(c.correlation_scale.is_finite() && c.correlation_scale > 0.0) {
+            return Err(ConfigError::new(
+                "channel.correlation_scale",
+                "must be a finite number above 0",
             ));
         }
         let h = &self.handover;

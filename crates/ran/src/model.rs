@@ -283,19 +283,20 @@ impl RadioModel {
             let mobility = Mobility::from_config(&u.mobility)?;
             let mut rng_chan = ChaCha8Rng::seed_from_u64(mix(seed, u.id as u64, 1));
             let rng_proc = ChaCha8Rng::seed_from_u64(mix(seed, u.id as u64, 2));
-            let common = LargeScale::new(Environment::Umi, None, &mut rng_chan);
+            let scale = config.channel.correlation_scale;
+            let common = LargeScale::new(Environment::Umi, None, scale, &mut rng_chan);
             let chan = cells
                 .iter()
                 .map(|c| {
                     let corr =
                         (c.rat == RadioType::Wifi).then_some(config.channel.wifi_shadowing_corr_m);
-                    LargeScale::new(c.environment, corr, &mut rng_chan)
+                    LargeScale::new(c.environment, corr, scale, &mut rng_chan)
                 })
                 .collect();
             let common_uma = cells
                 .iter()
                 .any(|c| c.environment == Environment::Uma)
-                .then(|| LargeScale::new(Environment::Uma, None, &mut rng_chan));
+                .then(|| LargeScale::new(Environment::Uma, None, scale, &mut rng_chan));
             let k = config.measurement.filter_coefficient;
             let mut iface: u16 = 0;
             let mut modems = Vec::new();
